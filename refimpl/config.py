@@ -1,0 +1,278 @@
+"""Engine configuration: ModelConfig, SchedulerConfig, CacheConfig and VllmConfig.
+
+Mirrors ``vllm/config/__init__.py`` (v0.9.0 for the multimodal start-up study, v0.10.2 for
+Whisper), in particular ``VllmConfig.__post_init__``, which for encoder-decoder models sets
+``scheduler_config.max_num_encoder_input_tokens`` from
+``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config)`` (the value PRs #24866 and
+#24989 read instead of calling the registry at run time).
+
+Left out: parallel, LoRA, speculative, compilation and observability configs; model
+loading from a hub (configs ship as JSON in ``refimpl/data``; weights are random unless
+``model_path`` names a local HF directory).
+"""
+from __future__ import annotations
+
+import copy
+import json
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal, Optional
+
+from refimpl.errors import ConfigError, UnknownModelError, UnknownVariantError
+
+SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-large-v3")
+SCALES = ("auto", "full", "small")
+
+# Where each call site gets the Whisper encoder length (1500) from, per throughput variant.
+# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config) (uncached, slow);
+# "config":   scheduler_config.max_num_encoder_input_tokens (computed once in __post_init__).
+#   metadata  - CrossAttentionBuilder.build, every forward step       (PR #24866)
+#   runner    - model runner init / encoder seq lens                  (PR #24989)
+#   scheduler - Scheduler.schedule(), each admission attempt          (PR #24989)
+#   kv_cache  - KV-cache memory check / cross-attn spec at start-up   (PR #24989)
+ENCODER_LEN_VARIANTS: dict[str, dict[str, str]] = {
+    "registry": {"metadata": "registry", "runner": "registry",
+                 "scheduler": "registry", "kv_cache": "registry"},
+    "runner-config": {"metadata": "config", "runner": "config",
+                      "scheduler": "registry", "kv_cache": "registry"},
+    "scheduler-config": {"metadata": "config", "runner": "config",
+                         "scheduler": "config", "kv_cache": "config"},
+}
+
+# Model-scale switch for CPU runs: the real processor (so dummy data keeps its real size)
+# with a shrunken transformer. Only the fields below change; ids, vocab, patch sizes and
+# encoder lengths stay those of the real model.
+_SMALL_SCALE: dict[str, dict[str, Any]] = {
+    "qwen2.5-vl-3b": {
+        "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2,
+        "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256,
+                          "num_heads": 2, "out_hidden_size": 256,
+                          "fullatt_block_indexes": []},
+    },
+    "whisper-tiny": {},
+    "whisper-large-v3": {
+        "d_model": 384, "encoder_layers": 4, "decoder_layers": 4, "num_hidden_layers": 4,
+        "encoder_attention_heads": 6, "decoder_attention_heads": 6,
+        "encoder_ffn_dim": 1536, "decoder_ffn_dim": 1536,
+    },
+}
+
+
+def _deep_update(base: dict, upd: dict) -> dict:
+    for k, v in upd.items():
+        if isinstance(v, dict) and isinstance(base.get(k), dict):
+            _deep_update(base[k], v)
+        else:
+            base[k] = v
+    return base
+
+
+@lru_cache(maxsize=None)
+def _load_json(model: str, name: str) -> str:
+    return resources.files("refimpl").joinpath("data", model, name).read_text()
+
+
+def check_model(model: str) -> str:
+    """Return ``model`` if it is supported. Raises UnknownModelError naming the choices."""
+    if model not in SUPPORTED_MODELS:
+        raise UnknownModelError("model", SUPPORTED_MODELS, f"unknown model {model!r}")
+    return model
+
+
+def get_config_dict(model: str, scale: str = "full") -> dict[str, Any]:
+    """The model's ``config.json`` (dict), shrunk by the ``small`` scale. Raises UnknownModelError."""
+    d = json.loads(_load_json(check_model(model), "config.json"))
+    return _deep_update(d, copy.deepcopy(_SMALL_SCALE[model])) if scale == "small" else d
+
+
+def get_preprocessor_dict(model: str) -> dict[str, Any]:
+    """The model's ``preprocessor_config.json`` (dict). Raises UnknownModelError."""
+    return json.loads(_load_json(check_model(model), "preprocessor_config.json"))
+
+
+def resolve_device(device: str = "auto") -> str:
+    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'. Raises ConfigError for others."""
+    if device not in ("auto", "cpu", "cuda"):
+        raise ConfigError("device", ("auto", "cpu", "cuda"), f"unknown device {device!r}")
+    if device == "auto":
+        import torch
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+@dataclass
+class ModelConfig:
+    """Which model, at which scale, with which multimodal limits.
+
+    ``max_model_len`` (tokens) defaults to the model's ``max_position_embeddings`` (128000 for
+    Qwen2.5-VL-3B) or ``max_target_positions`` (448 for Whisper). ``mm_processor_cache_gb``
+    bounds the ProcessingCache (GiB, 0 disables it; vLLM's ``VLLM_MM_INPUT_CACHE_GIB``);
+    ``disable_mm_preprocessor_cache`` is the user's "cache off" for real requests.
+    Raises ConfigError / UnknownModelError naming the field.
+    """
+    model: str
+    max_model_len: Optional[int] = None
+    scale: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
+    mm_processor_cache_gb: float = 4.0
+    disable_mm_preprocessor_cache: bool = False
+    load_format: Literal["dummy", "hf"] = "dummy"
+    model_path: Optional[str] = None
+    seed: int = 0
+
+    def __post_init__(self):
+        check_model(self.model)
+        self.device = resolve_device(self.device)
+        if self.scale not in SCALES:
+            raise ConfigError("scale", SCALES, f"unknown scale {self.scale!r}")
+        if self.scale == "auto":
+            self.scale = "full" if self.device == "cuda" else "small"
+        if self.dtype == "auto":
+            self.dtype = "float32" if self.device == "cpu" else (
+                "float16" if self.is_encoder_decoder else "bfloat16")
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError("dtype", ("float32", "float16", "bfloat16"), repr(self.dtype))
+        limit = self.derived_max_model_len
+        if self.max_model_len is None:
+            self.max_model_len = limit
+        if not 0 < self.max_model_len <= limit:
+            raise ConfigError("max_model_len", limit, f"{self.max_model_len} out of range")
+        modalities = ("audio",) if self.is_encoder_decoder else ("image", "video")
+        for k, v in self.limit_mm_per_prompt.items():
+            if k not in modalities:
+                raise ConfigError("limit_mm_per_prompt", modalities, f"unknown modality {k!r}")
+            if not isinstance(v, int) or v < 0:
+                raise ConfigError(f"limit_mm_per_prompt[{k}]", ">= 0", f"got {v!r}")
+        if self.mm_processor_cache_gb < 0:
+            raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
+        if self.load_format == "hf" and not (self.model_path and os.path.isdir(self.model_path)):
+            raise ConfigError("model_path", "an existing local HF directory",
+                              f"load_format='hf' needs a directory, got {self.model_path!r}")
+
+    @property
+    def hf_config_dict(self) -> dict[str, Any]:
+        return get_config_dict(self.model, self.scale)
+
+    @property
+    def is_encoder_decoder(self) -> bool:
+        return self.model.startswith("whisper")
+
+    @property
+    def derived_max_model_len(self) -> int:
+        d = get_config_dict(self.model)
+        return d["max_target_positions"] if self.is_encoder_decoder else d["max_position_embeddings"]
+
+    @property
+    def max_encoder_len(self) -> int:
+        """The model's own encoder length in tokens (Whisper: ``max_source_positions`` = 1500).
+
+        Read from the config, never from the scheduler budget; used by the guard that the
+        review of PR #24989 asked for.
+        """
+        return get_config_dict(self.model)["max_source_positions"] if self.is_encoder_decoder else 0
+
+    @property
+    def mm_cache_bytes(self) -> int:
+        return int(self.mm_processor_cache_gb * (1 << 30))
+
+    def get_mm_limit(self, modality: str) -> int:
+        """Items of ``modality`` allowed per prompt (default 1, as vLLM)."""
+        return self.limit_mm_per_prompt.get(modality, 1)
+
+
+@dataclass
+class SchedulerConfig:
+    """Token and sequence budgets of the V1 scheduler (tokens, sequences).
+
+    ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` default to
+    ``max_num_batched_tokens`` as in vLLM; for encoder-decoder models VllmConfig overrides
+    the former with the encoder length. Raises ConfigError.
+    """
+    max_num_batched_tokens: int = 8192
+    max_num_seqs: int = 256
+    max_model_len: int = 8192
+    max_num_encoder_input_tokens: Optional[int] = None
+    encoder_cache_size: Optional[int] = None
+    is_encoder_decoder: bool = False
+
+    def __post_init__(self):
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, "> 0", f"got {getattr(self, name)}")
+        if self.max_num_encoder_input_tokens is None:
+            self.max_num_encoder_input_tokens = self.max_num_batched_tokens
+        if self.encoder_cache_size is None:
+            self.encoder_cache_size = self.max_num_batched_tokens
+
+
+@dataclass
+class CacheConfig:
+    """Paged KV cache: ``block_size`` (tokens per block), ``num_gpu_blocks`` (set by KV sizing
+    when None), ``kv_cache_memory_bytes`` (bytes to give the KV cache on CPU, where there is no
+    free-memory probe; on CUDA ``gpu_memory_utilization`` of the free memory is used)."""
+    block_size: int = 16
+    num_gpu_blocks: Optional[int] = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int = 512 << 20
+
+    def __post_init__(self):
+        if self.block_size <= 0 or self.block_size & (self.block_size - 1):
+            raise ConfigError("block_size", "a power of two > 0", f"got {self.block_size}")
+        if self.num_gpu_blocks is not None and self.num_gpu_blocks <= 0:
+            raise ConfigError("num_gpu_blocks", "> 0", f"got {self.num_gpu_blocks}")
+        if not 0 < self.gpu_memory_utilization <= 1:
+            raise ConfigError("gpu_memory_utilization", "(0, 1]", f"got {self.gpu_memory_utilization}")
+
+
+@dataclass
+class VllmConfig:
+    """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
+
+    ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
+    (see ENCODER_LEN_VARIANTS). Raises ConfigError / UnknownVariantError.
+    """
+    model_config: ModelConfig
+    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    encoder_len_variant: str = "scheduler-config"
+
+    def __post_init__(self):
+        if self.encoder_len_variant not in ENCODER_LEN_VARIANTS:
+            raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
+                                      f"unknown variant {self.encoder_len_variant!r}")
+        mc, sc = self.model_config, self.scheduler_config
+        sc.max_model_len = mc.max_model_len
+        sc.is_encoder_decoder = mc.is_encoder_decoder
+        if mc.is_encoder_decoder:
+            # vLLM 0.10.2: chunked prefill is off for encoder-decoder models, so a whole
+            # prompt must fit in one step (issue #17797 is about this arithmetic).
+            if sc.max_num_batched_tokens < mc.max_model_len:
+                raise ConfigError("max_num_batched_tokens", f">= max_model_len={mc.max_model_len}",
+                                  f"got {sc.max_num_batched_tokens}")
+            from refimpl.multimodal import MULTIMODAL_REGISTRY
+            sc.max_num_encoder_input_tokens = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)
+
+    @property
+    def device(self) -> str:
+        return self.model_config.device
+
+    def encoder_len_source(self, site: str) -> str:
+        """'registry' or 'config' for call site 'metadata' | 'runner' | 'scheduler' | 'kv_cache'."""
+        return ENCODER_LEN_VARIANTS[self.encoder_len_variant][site]
+
+    def get_encoder_len(self, site: str) -> int:
+        """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
+
+        'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
+        processor and runs the feature extractor: vLLM 0.10.2); 'config':
+        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989).
+        """
+        if self.encoder_len_source(site) == "registry":
+            from refimpl.multimodal import MULTIMODAL_REGISTRY
+            return MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(self.model_config)
+        return self.scheduler_config.max_num_encoder_input_tokens

@@ -1,0 +1,56 @@
+"""Exception types of refimpl.
+
+Every error a user can cause (bad config, bad input, a request the engine cannot hold) is a
+subclass of :class:`RefimplError` that names the offending ``field`` and the ``limit`` it broke,
+so a serving loop can reject one request and keep serving the others. vLLM raises plain
+``ValueError`` in most of these places; we keep ``ValueError`` as a base class so code written
+against vLLM's behaviour still catches ours.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class RefimplError(Exception):
+    """Base class. ``field`` names the input or setting at fault, ``limit`` the bound it broke."""
+
+    def __init__(self, field: str, limit: Any, message: str):
+        self.field = field
+        self.limit = limit
+        super().__init__(f"{field}: {message} (limit: {limit})")
+
+
+class ConfigError(RefimplError, ValueError):
+    """A setting in ModelConfig / SchedulerConfig / CacheConfig / VllmConfig is invalid."""
+
+
+class UnknownModelError(ConfigError):
+    """The model name is not one of the models whose configs ship in ``refimpl/data``."""
+
+
+class UnknownVariantError(ConfigError):
+    """A benchmark or engine variant flag has a value we do not implement."""
+
+
+class InvalidInputError(RefimplError, ValueError):
+    """A multimodal item or prompt is malformed (corrupt image, wrong audio rank, NaN, ...)."""
+
+
+class TooManyItemsError(InvalidInputError):
+    """A prompt carries more items of one modality than ``limit_mm_per_prompt`` allows."""
+
+
+class SamplingParamsError(InvalidInputError):
+    """SamplingParams out of range (e.g. ``max_tokens`` beyond ``max_target_positions``)."""
+
+
+class EncoderLengthMismatchError(ConfigError):
+    """Cross-attention allocation length differs from the model's encoder length.
+
+    The guard for the review warning on vLLM PR #24989: ``max_num_encoder_input_tokens`` is an
+    alias of ``max_num_batched_tokens`` unless the encoder-decoder override ran.
+    """
+
+
+class EngineStateError(RefimplError, RuntimeError):
+    """An operation is not allowed in the engine's current state (e.g. reset with requests in flight)."""

@@ -1,0 +1,41 @@
+"""Command line: ``refimpl bench startup|budget|throughput ...`` and ``refimpl report``.
+
+Each ``bench`` subcommand is one module under ``refimpl/bench`` (one question per module, as
+vLLM's ``benchmarks/``); its flags are documented by ``refimpl bench NAME --help``.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHES = ("startup", "budget", "throughput")
+USAGE = """usage: refimpl bench {startup,budget,throughput} [options] --output-json PATH
+       refimpl report [--quick] [--device auto|cpu|cuda]
+
+  bench startup     engine start-up per phase, variants no-cache | cache-reset | formula
+  bench budget      N successive compute_encoder_budget calls in one fresh process
+  bench throughput  Whisper serving, variants registry | runner-config | scheduler-config
+  report            run every notebook headless and write reports/latest/
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    cmd, rest = argv[0], argv[1:]
+    if cmd == "bench":
+        if not rest or rest[0] not in BENCHES:
+            print(USAGE, file=sys.stderr)
+            return 2
+        return importlib.import_module(f"refimpl.bench.{rest[0]}").main(rest[1:]) or 0
+    if cmd == "report":
+        from refimpl.report import main as report_main
+        return report_main(rest) or 0
+    print(USAGE, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

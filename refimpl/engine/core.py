@@ -1,0 +1,202 @@
+"""EngineCore: start-up in vLLM V1's order, each phase timed, and ``reset_mm_cache``.
+
+Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.__init__``, ``_initialize_kv_caches``,
+``reset_mm_cache``) and the start-up path of ``vllm/v1/worker/gpu_model_runner.py`` and
+``vllm/v1/core/sched/scheduler.py`` as of vLLM 0.9.0, where PR #17935 kept the processing
+cache on during profiling and cleared it at the end of start-up.
+
+Start-up phases (the multimodal passes of background.md's table in brackets):
+  runner_init     GPUModelRunner.__init__: compute_encoder_budget            [#1]
+  load_model      random-weight model from the shipped config
+  profile_run     max-token lookup [#2]; decoder dummy data through the encoder [#3];
+                  text dummy run; peak memory
+  kv_cache_init   KV sizing from the profiled peak, KV tensors allocated
+  capture_model   CUDA graphs for decode batch sizes (CUDA only)
+  scheduler_init  Scheduler.__init__: compute_encoder_budget again           [#5]
+  reset_mm_cache  empty every multimodal cache (variants cache-reset, formula)
+
+Variants (STARTUP_VARIANTS): ``no-cache`` (before #17935: profiling passes bypass the cache),
+``cache-reset`` (#17935), ``formula`` (#19756: max tokens per item by formula; dummy processing
+only where real tensors are needed, i.e. the profile run).
+
+Left out: the separate front-end process (P0) and its cache mirror, multi-process executors
+and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path.
+"""
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import psutil
+
+from refimpl.config import VllmConfig
+from refimpl.errors import EngineStateError, EncoderLengthMismatchError, UnknownVariantError
+
+logger = logging.getLogger(__name__)
+
+# variant -> (profiling passes bypass the cache, max tokens by formula, reset at the end)
+STARTUP_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
+    "no-cache": (True, False, False),
+    "cache-reset": (False, False, True),
+    "formula": (False, True, True),
+}
+
+
+def check_startup_variant(variant: str) -> str:
+    """Return ``variant`` if known. Raises UnknownVariantError naming the choices."""
+    if variant not in STARTUP_VARIANTS:
+        raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {variant!r}")
+    return variant
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (bytes; Linux ru_maxrss is KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process (bytes)."""
+    return psutil.Process().memory_info().rss
+
+
+@dataclass
+class StartupReport:
+    """What one start-up did: seconds per phase, HF-processor passes, cache figures (bytes)."""
+    variant: str
+    phases: dict[str, float] = field(default_factory=dict)
+    hf_processor_calls: int = 0
+    hf_mm_passes: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    cache_bytes_before_reset: int = 0
+    cache_bytes_after_reset: int = 0
+    rss_before_reset: int = 0
+    rss_after_reset: int = 0
+    peak_rss_bytes: int = 0
+    encoder_compute_budget: int = 0
+    encoder_cache_size: int = 0
+    num_gpu_blocks: int = 0
+    max_tokens_per_item: dict[str, int] = field(default_factory=dict)
+    passes_by_phase: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.phases.values())
+
+
+class EngineCore:
+    """Builds runner, KV cache and scheduler in vLLM V1's order, timing each phase.
+
+    ``variant`` is one of STARTUP_VARIANTS. On an exception in any phase the registry's
+    processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
+    Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
+    cross-attention length differs from the model's encoder length), and whatever a phase raises.
+    """
+
+    def __init__(self, vllm_config: VllmConfig, variant: str = "cache-reset", *,
+                 mm_registry=None):
+        from refimpl.multimodal import MULTIMODAL_REGISTRY
+        self.vllm_config = vllm_config
+        self.variant = check_startup_variant(variant)
+        self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
+        self.disable_cache, self.use_formula, self._reset_at_end = STARTUP_VARIANTS[variant]
+        self.report = StartupReport(variant)
+        check_encoder_len(vllm_config)
+        try:
+            self._startup()
+        except BaseException:
+            self.mm_registry.reset_processor_cache()
+            raise
+
+    @contextmanager
+    def _phase(self, name: str):
+        stats = self.mm_registry.stats
+        passes0, t0 = stats.hf_mm_passes, time.perf_counter()
+        try:
+            yield
+        finally:
+            self.report.phases[name] = time.perf_counter() - t0
+            self.report.passes_by_phase[name] = stats.hf_mm_passes - passes0
+
+    def _startup(self) -> None:
+        from refimpl.core.encoder_cache_manager import compute_encoder_budget
+        from refimpl.core.sched.scheduler import Scheduler
+        from refimpl.worker.gpu_model_runner import GPUModelRunner
+        cfg, rep, reg = self.vllm_config, self.report, self.mm_registry
+        reg.reset_stats()
+        budget_kw = dict(disable_cache=self.disable_cache, use_formula=self.use_formula)
+        with self._phase("runner_init"):
+            self.model_runner = GPUModelRunner(cfg)
+            budget = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg, **budget_kw)
+            self.model_runner.encoder_compute_budget, self.model_runner.encoder_cache_size = budget
+        with self._phase("load_model"):
+            self.model_runner.load_model()
+        with self._phase("profile_run"):
+            self.model_runner.profile_run(**budget_kw)
+        with self._phase("kv_cache_init"):
+            num_blocks = self.model_runner.determine_num_blocks()
+            self.model_runner.initialize_kv_cache(num_blocks)
+        with self._phase("capture_model"):
+            self.model_runner.capture_model()
+        with self._phase("scheduler_init"):
+            enc_budget, enc_cache = compute_encoder_budget(cfg.model_config, cfg.scheduler_config,
+                                                           reg, **budget_kw)
+            self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,
+                                       encoder_cache_size=enc_cache, mm_registry=reg)
+        rep.encoder_compute_budget, rep.encoder_cache_size = enc_budget, enc_cache
+        rep.num_gpu_blocks = num_blocks
+        rep.max_tokens_per_item = dict(getattr(self.model_runner, "max_tokens_per_item", {}) or {})
+        stats = reg.stats
+        rep.hf_processor_calls, rep.hf_mm_passes = stats.hf_processor_calls, stats.hf_mm_passes
+        rep.cache_hits, rep.cache_misses = stats.cache_hits, stats.cache_misses
+        rep.cache_bytes_before_reset = reg.cache_bytes()
+        rep.rss_before_reset = rss_bytes()
+        rep.peak_rss_bytes = peak_rss_bytes()
+        if self._reset_at_end:
+            with self._phase("reset_mm_cache"):
+                self.reset_mm_cache()
+        rep.cache_bytes_after_reset = reg.cache_bytes()
+        rep.rss_after_reset = rss_bytes()
+
+    def reset_mm_cache(self) -> None:
+        """Empty every multimodal cache this engine keeps (vLLM ``EngineCore.reset_mm_cache``).
+
+        Refused with EngineStateError while requests are in flight: vLLM only warns there, but
+        a reset then desynchronises the front-end and engine caches (vLLM #16875 / #17284).
+        """
+        sched = getattr(self, "scheduler", None)
+        if sched is not None and sched.has_unfinished_requests():
+            raise EngineStateError("reset_mm_cache", "no unfinished requests",
+                                   f"{sched.get_num_unfinished_requests()} requests in flight")
+        self.mm_registry.reset_processor_cache()
+
+    # serving
+    def step(self):
+        """One engine step: schedule, run the model, update. Returns finished RequestOutputs."""
+        scheduler_output = self.scheduler.schedule()
+        if scheduler_output.total_num_scheduled_tokens == 0 and not scheduler_output.finished_req_ids:
+            return []
+        runner_output = self.model_runner.execute_model(scheduler_output)
+        return self.scheduler.update_from_output(scheduler_output, runner_output)
+
+
+def check_encoder_len(vllm_config: VllmConfig) -> None:
+    """Refuse an encoder-decoder engine whose cross-attention length is not the model's.
+
+    The guard for the review of vLLM PR #24989: ``max_num_encoder_input_tokens`` is an alias
+    of ``max_num_batched_tokens`` unless the encoder-decoder override ran; 1024 would give 64
+    cross-attention blocks instead of 94 (writes past the request's blocks), 8192 would give
+    512 (5x over-reservation). Raises EncoderLengthMismatchError naming both values.
+    """
+    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+    if not mc.is_encoder_decoder:
+        return
+    if sc.max_num_encoder_input_tokens != mc.max_encoder_len:
+        raise EncoderLengthMismatchError(
+            "scheduler_config.max_num_encoder_input_tokens", mc.max_encoder_len,
+            f"{sc.max_num_encoder_input_tokens} != the model's encoder length "
+            f"{mc.max_encoder_len} (max_source_positions); cross-attention would allocate "
+            "the wrong number of blocks")

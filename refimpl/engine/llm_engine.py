@@ -1,0 +1,150 @@
+"""LLMEngine (add_request / step / generate) and the ``LLM`` front class.
+
+Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/entrypoints/llm.py`` (v0.10.2) for the
+Whisper path: the input processor runs the multimodal processor on the request's audio
+(through the ProcessingCache unless the user turned it off), the EngineCore schedules, runs
+and updates. Requests are processed in the calling process (vLLM's P0 and P1 are one here).
+
+Left out: streaming, detokenisation of partial outputs, LoRA, priorities, the async engine,
+chat templates; Qwen2.5-VL serving (the kit only starts it up).
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Any, Iterable, Optional, Sequence
+
+from tqdm.auto import tqdm
+
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.core import EngineCore
+from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
+from refimpl.sampling_params import SamplingParams
+
+# <|startoftranscript|><|en|><|transcribe|><|notimestamps|>: vLLM's Whisper example prompt.
+WHISPER_DECODER_PROMPT = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+
+
+class LLMEngine:
+    """Serving engine over one EngineCore.
+
+    ``add_request(request_id, prompt, params)`` takes ``prompt`` as a dict with
+    ``multi_modal_data={"audio": audio}`` (audio: float32 (n,) at 16 kHz, or ``(array, sr)``)
+    and optional ``decoder_prompt`` (str) or ``prompt_token_ids`` (decoder prompt ids).
+    A malformed request raises a refimpl error (InvalidInputError, SamplingParamsError,
+    TooManyItemsError) and nothing else changes: the engine keeps serving the others.
+    """
+
+    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "cache-reset"):
+        from refimpl.multimodal import MULTIMODAL_REGISTRY
+        from refimpl.tokenizer import get_tokenizer
+        self.vllm_config = vllm_config
+        mc = vllm_config.model_config
+        if not mc.is_encoder_decoder:
+            raise ConfigError("model", "an encoder-decoder (Whisper) model",
+                              f"{mc.model} is only started up by the kit, not served")
+        self.engine_core = EngineCore(vllm_config, startup_variant)
+        self.tokenizer = get_tokenizer(mc.model)
+        self.processor = MULTIMODAL_REGISTRY.create_processor(
+            mc, disable_cache=mc.disable_mm_preprocessor_cache)
+        self._default_prompt_ids = self.tokenizer.encode(WHISPER_DECODER_PROMPT,
+                                                         add_special_tokens=False)
+        self._ids = itertools.count()
+
+    @classmethod
+    def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "cache-reset",
+                  encoder_len_variant: str = "scheduler-config", max_num_seqs: int = 64,
+                  max_num_batched_tokens: int = 8192, num_gpu_blocks: Optional[int] = None,
+                  block_size: int = 16, **model_kwargs: Any) -> "LLMEngine":
+        """Build configs from keyword arguments (``model_kwargs`` go to ModelConfig)."""
+        return cls(VllmConfig(
+            ModelConfig(model, **model_kwargs),
+            SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs),
+            CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks),
+            encoder_len_variant=encoder_len_variant), startup_variant)
+
+    @property
+    def scheduler(self):
+        return self.engine_core.scheduler
+
+    @property
+    def model_runner(self):
+        return self.engine_core.model_runner
+
+    def add_request(self, request_id: Optional[str], prompt: dict,
+                    params: Optional[SamplingParams] = None,
+                    arrival_time: Optional[float] = None) -> str:
+        """Validate and process one request, then queue it. Returns its id.
+
+        Raises InvalidInputError (no / malformed audio), SamplingParamsError (max_tokens
+        beyond max_target_positions minus the decoder prompt), TooManyItemsError.
+        """
+        from refimpl.request import Request
+        params = params or SamplingParams()
+        request_id = request_id if request_id is not None else str(next(self._ids))
+        if not isinstance(prompt, dict) or "audio" not in prompt.get("multi_modal_data", {}):
+            raise InvalidInputError("prompt.multi_modal_data.audio", "one audio item",
+                                    "a Whisper request needs audio")
+        if "prompt_token_ids" in prompt:
+            dec_ids = list(prompt["prompt_token_ids"])
+        elif "decoder_prompt" in prompt:
+            dec_ids = self.tokenizer.encode(prompt["decoder_prompt"], add_special_tokens=False)
+        else:
+            dec_ids = list(self._default_prompt_ids)
+        limit = self.vllm_config.model_config.max_model_len
+        if not dec_ids or len(dec_ids) + params.max_tokens > limit:
+            raise SamplingParamsError(
+                "max_tokens", limit - len(dec_ids),
+                f"decoder prompt ({len(dec_ids)}) + max_tokens ({params.max_tokens}) exceeds "
+                f"max_target_positions={limit}")
+        audio = prompt["multi_modal_data"]["audio"]
+        items = audio if isinstance(audio, list) else [audio]
+        mm = self.processor.apply("", {"audio": items})
+        mm_inputs = mm.mm_kwargs["audio"]
+        req = Request(request_id=request_id, prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
+                      mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,
+                      arrival_time=arrival_time if arrival_time is not None else time.time())
+        self.scheduler.add_request(req)
+        return request_id
+
+    def abort_request(self, request_ids: Iterable[str]) -> None:
+        """Abort requests; their KV blocks go back to the pool."""
+        from refimpl.request import RequestStatus
+        self.scheduler.finish_requests(list(request_ids), RequestStatus.FINISHED_ABORTED)
+
+    def step(self) -> list:
+        """One engine step. Returns the RequestOutputs of requests that finished in it."""
+        return self.engine_core.step()
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    def reset_mm_cache(self) -> None:
+        """Empty the multimodal caches (refused while requests are in flight)."""
+        self.engine_core.reset_mm_cache()
+
+    def generate(self, prompts: Sequence[dict], params: SamplingParams | Sequence[SamplingParams] | None = None,
+                 *, use_tqdm: bool = False) -> list:
+        """Run ``prompts`` to completion; RequestOutputs in input order."""
+        params_list = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
+        ids = [self.add_request(None, p, sp) for p, sp in zip(prompts, params_list)]
+        done: dict[str, Any] = {}
+        with tqdm(total=len(ids), disable=not use_tqdm, desc="generate") as bar:
+            while self.has_unfinished_requests():
+                for out in self.step():
+                    done[out.request_id] = out
+                    bar.update(1)
+        return [done[i] for i in ids]
+
+
+class LLM:
+    """Front class as ``vllm.LLM``: ``LLM("whisper-tiny").generate(prompts, SamplingParams(...))``."""
+
+    def __init__(self, model: str = "whisper-tiny", **kwargs: Any):
+        self.llm_engine = LLMEngine.from_args(model, **kwargs)
+
+    def generate(self, prompts: Sequence[dict], sampling_params=None, *, use_tqdm: bool = False):
+        return self.llm_engine.generate(prompts, sampling_params, use_tqdm=use_tqdm)
+
+    def reset_mm_cache(self) -> None:
+        self.llm_engine.reset_mm_cache()

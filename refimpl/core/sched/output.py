@@ -1,0 +1,86 @@
+"""SchedulerOutput: what the scheduler tells the model runner each step.
+
+Mirrors ``vllm/v1/core/sched/output.py`` (v0.10.2), with one deliberate difference from
+vLLM: a request resumed after preemption is re-sent as a NEW request
+(``NewRequestData.prompt_token_ids`` = prompt + outputs so far, recomputed from scratch)
+rather than as a cached request with ``resumed_from_preemption``; ``preempted_req_ids``
+tells the runner to drop its state first. Left out: spec-decode tokens, common-prefix
+blocks (cascade attention), grammar bitmask, KV-connector metadata, freed encoder hashes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from refimpl.request import PlaceholderRange, Request
+from refimpl.sampling_params import SamplingParams
+
+# (self-attention block ids, cross-attention block ids); the second is empty for
+# decoder-only models.
+BlockIds = tuple[list[int], list[int]]
+
+
+@dataclass
+class NewRequestData:
+    """A request the runner has not seen (or must rebuild after preemption).
+
+    prompt_token_ids: decoder prompt (+ outputs so far for a resumed request).
+    mm_inputs: per item a dict of tensors (Whisper: input_features (n_mels, 3000) float32).
+    block_ids: all blocks of the request, per KV-cache group.
+    num_computed_tokens: tokens already in the KV cache (0: no prefix caching here).
+    mm_positions / mm_hashes: per item placeholder span and content hash (extras).
+    """
+    req_id: str
+    prompt_token_ids: list[int]
+    mm_inputs: list[dict[str, Any]]
+    sampling_params: SamplingParams
+    block_ids: BlockIds
+    num_computed_tokens: int
+    mm_positions: list[PlaceholderRange] = field(default_factory=list)
+    mm_hashes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_request(cls, request: Request, block_ids: BlockIds) -> "NewRequestData":
+        return cls(req_id=request.request_id, prompt_token_ids=list(request.all_token_ids),
+                   mm_inputs=request.mm_inputs, sampling_params=request.sampling_params,
+                   block_ids=block_ids, num_computed_tokens=request.num_computed_tokens,
+                   mm_positions=list(request.mm_positions), mm_hashes=list(request.mm_hashes))
+
+
+@dataclass
+class CachedRequestData:
+    """Requests the runner already holds, scheduled again (decode steps, prefill chunks).
+
+    new_block_ids[i]: blocks added this step per group, or None when none were added.
+    num_computed_tokens[i]: tokens already computed before this step.
+    """
+    req_ids: list[str] = field(default_factory=list)
+    new_block_ids: list[Optional[BlockIds]] = field(default_factory=list)
+    num_computed_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.req_ids)
+
+    @classmethod
+    def make_empty(cls) -> "CachedRequestData":
+        return cls()
+
+
+@dataclass
+class SchedulerOutput:
+    """One step's plan.
+
+    num_scheduled_tokens: req_id -> tokens to compute this step; the total is
+    ``total_num_scheduled_tokens`` (<= max_num_batched_tokens).
+    scheduled_encoder_inputs: req_id -> indices of encoder inputs to run this step.
+    finished_req_ids: requests finished (or aborted) since the previous step.
+    preempted_req_ids: requests preempted in this step (their blocks are already freed).
+    """
+    scheduled_new_reqs: list[NewRequestData]
+    scheduled_cached_reqs: CachedRequestData
+    num_scheduled_tokens: dict[str, int]
+    total_num_scheduled_tokens: int
+    scheduled_encoder_inputs: dict[str, list[int]]
+    finished_req_ids: set[str]
+    preempted_req_ids: set[str] = field(default_factory=set)

@@ -1,0 +1,78 @@
+"""Shared driver of the benchmark modules: variants side by side, each repeat a fresh process.
+
+Every ``refimpl bench X`` module has a ``--worker`` mode that measures ONE run in the current
+process and writes its JSON; the parent (this driver) runs an untimed warm-up process per
+variant, then the repeats interleaved (A B A B ...) each in a fresh process, and writes one
+result JSON with the hardware and versions. Follows vLLM's ``benchmarks/`` conventions (one
+module per question, ``--output-json``) and gpt-fast's habit of naming the hardware and sizes.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Callable
+
+from tqdm.auto import tqdm
+
+from refimpl.bench.common import collect_env, interleaved, run_in_fresh_process, summarize, write_json
+
+
+def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
+    """Flags every bench shares: --variant (one or comma list), --repeats, --device, --output-json."""
+    p.add_argument("--variant", default=default,
+                   help=f"one of {', '.join(variants)}, or a comma list measured side by side")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant, each a fresh process")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
+    p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
+    p.add_argument("--output-json", required=True, help="where to write the result JSON")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+
+
+def parse_variants(arg: str, choices: tuple[str, ...]) -> list[str]:
+    """Split a comma list; raises UnknownVariantError for a value not in ``choices``."""
+    from refimpl.errors import UnknownVariantError
+    out = [v.strip() for v in arg.split(",") if v.strip()]
+    for v in out:
+        if v not in choices:
+            raise UnknownVariantError("variant", choices, f"unknown variant {v!r}")
+    return out
+
+
+def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list[str],
+          headline: Callable[[dict], float], headline_name: str, meta: dict) -> dict:
+    """Run the warm-up and interleaved repeats of ``module`` for ``variants``; write the JSON.
+
+    ``argv`` are the worker's flags without --variant/--output-json/--worker. ``headline``
+    picks the figure (e.g. total_s) whose median goes to the top level as ``headline_name``.
+    Returns the result dict (one variant: runs at top level; several: ``by_variant``).
+    """
+    def worker(variant: str) -> dict:
+        return run_in_fresh_process(module, argv + ["--variant", variant, "--worker"],
+                                    timeout_s=args.timeout_s)
+
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
+    try:
+        if not args.no_warmup:
+            for v in tqdm(variants, desc="warm-up", file=sys.stderr):
+                worker(v)
+        for v in tqdm(interleaved(variants, args.repeats), desc=module.rsplit(".", 1)[-1],
+                      file=sys.stderr):
+            runs[v].append(worker(v))
+    except KeyboardInterrupt:
+        print("interrupted: writing the runs finished so far", file=sys.stderr)
+    env = collect_env()
+
+    def one(v: str) -> dict:
+        vals = [headline(r) for r in runs[v]]
+        return {**meta, "variant": v, "runs": runs[v], headline_name: summarize(vals)["median"] if vals else None,
+                "spread": summarize(vals) if vals else None}
+
+    device = next((r.get("device") for rs in runs.values() for r in rs), args.device)
+    if len(variants) == 1:
+        result = {**one(variants[0]), "device": device, **env}
+    else:
+        result = {**meta, "variant": variants, "device": device, "order": "interleaved",
+                  "by_variant": {v: one(v) for v in variants}, **env}
+    write_json(args.output_json, result)
+    return result

@@ -1,0 +1,44 @@
+"""Transformers' own generate() for Whisper: the correctness oracle and the peer baseline.
+
+Not a vLLM file: the reference the engine is checked and measured against. It calls
+``transformers.GenerationMixin.generate`` on the Whisper model directly, skipping
+``WhisperForConditionalGeneration.generate``'s speech-specific logic (language detection,
+timestamp rules, long-form chunking, suppress-token lists), so that both sides run plain
+greedy decoding from the same decoder prompt. EOS does not stop decoding (``eos_token_id``
+unset), which is ``SamplingParams(ignore_eos=True)`` on the engine side.
+"""
+from __future__ import annotations
+
+import torch
+from transformers import GenerationConfig, GenerationMixin
+
+from refimpl.tokenizer import get_tokenizer
+
+WHISPER_PROMPT_TOKENS = ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")
+
+
+def whisper_decoder_prompt(model: str) -> list[int]:
+    """Token ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|> for ``model``
+    (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two by one)."""
+    tok = get_tokenizer(model)
+    return [tok.convert_tokens_to_ids(t) for t in WHISPER_PROMPT_TOKENS]
+
+
+@torch.inference_mode()
+def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],
+                       max_new_tokens: int) -> list[list[int]]:
+    """Greedy-decode ``max_new_tokens`` tokens per audio with transformers' generate().
+
+    input_features: (batch, num_mel_bins, 3000) in the model's dtype and device.
+    decoder_prompt: the decoder prompt ids shared by the batch. Returns the new token ids
+    (prompt excluded), one list of ``max_new_tokens`` ints per audio.
+    """
+    b = input_features.shape[0]
+    dec = torch.tensor([decoder_prompt] * b, dtype=torch.long, device=input_features.device)
+    gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
+                          decoder_start_token_id=decoder_prompt[0],
+                          pad_token_id=model.config.pad_token_id, eos_token_id=None,
+                          use_cache=True)
+    out = GenerationMixin.generate(model, input_features=input_features, decoder_input_ids=dec,
+                                   generation_config=gc)
+    return out[:, len(decoder_prompt):].tolist()

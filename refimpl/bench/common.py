@@ -1,0 +1,484 @@
+"""Measurement harness shared by every benchmark module under ``refimpl/bench``.
+
+Conventions, taken from vLLM's ``benchmarks/`` folder (``benchmark_latency.py``,
+``benchmark_throughput.py``, ...):
+
+* one module per question (``startup``, ``budget``, ``throughput``), each a ``main(argv)``
+  that ends by writing one JSON document to ``--output-json PATH``;
+* every measured repeat runs in a NEW Python process (:func:`run_in_fresh_process`), so
+  import caches, allocator state, ``lru_cache`` and the processing cache cannot leak from
+  one repeat into the next - start-up in particular is only meaningful cold;
+* variants are interleaved (A B A B ..., :func:`interleaved`) so slow drift of a shared
+  machine (thermal, other tenants) spreads over all variants instead of biasing one;
+* results are reported as median / min / max / IQR over the repeats (:func:`summarize`);
+  no means of a handful of noisy samples, no timing claims beyond what was measured.
+
+From gpt-fast the habit of naming, next to every number, the hardware, the batch size and
+the sequence lengths it was measured with: :func:`collect_env` records the machine and the
+library versions, and :func:`result_name` builds file names such as
+``throughput_whisper-large-v3_nvidia-h200_bs64_len30s``.
+
+Also here: :func:`set_single_thread` (CPU runs on one thread: the development machine has
+two cores shared by several people), :class:`BenchRun` (tqdm progress; on Ctrl-C the
+partial results are written and a clear message printed) and :func:`profile_with_pyspy`
+(flame graph + speedscope profile of a fresh-process command; never fatal).
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                   "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+_VERSIONED = ("torch", "torchvision", "transformers", "tokenizers", "numpy", "pillow",
+              "blake3", "refimpl")
+
+
+class FreshProcessError(RuntimeError):
+    """A fresh-process benchmark run failed: non-zero exit, or no / invalid JSON written.
+
+    ``returncode`` (int or None) and ``output_tail`` (last lines of stdout+stderr) help to
+    see why without rerunning.
+    """
+
+    def __init__(self, message: str, returncode: Optional[int] = None, output_tail: str = ""):
+        super().__init__(message + (f"\n--- output tail ---\n{output_tail}" if output_tail else ""))
+        self.returncode = returncode
+        self.output_tail = output_tail
+
+
+# --------------------------------------------------------------------------- environment
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_info() -> dict[str, Any]:
+    git = shutil.which("git")
+    if not git or not (REPO_ROOT / ".git").exists():
+        return {"commit": None, "dirty": None}
+    try:
+        commit = subprocess.run([git, "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"],
+                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
+        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
+        return {"commit": commit, "dirty": dirty}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": None}
+
+
+def _nvidia_driver() -> Optional[str]:
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def collect_env() -> dict[str, Any]:
+    """Describe the machine and software a result was measured on.
+
+    Returns a JSON-serialisable dict with ``date`` (UTC, ISO 8601), ``hostname``,
+    ``platform``, ``cpu`` (``model``, ``logical_cores``, ``physical_cores``), ``ram_bytes``
+    (total), ``gpu`` (None without CUDA, else ``name``, ``memory_bytes``, ``count``,
+    ``capability``, ``driver``, ``cuda``), ``versions`` (python and the installed versions
+    of torch, torchvision, transformers, tokenizers, numpy, pillow, blake3, refimpl; None
+    when not installed), ``git`` (``commit``, ``dirty``; None outside a checkout),
+    ``torch_num_threads`` and the thread-count environment variables. Never raises for a
+    missing optional piece (GPU, git, nvidia-smi); imports torch.
+    """
+    import psutil
+    import torch
+
+    versions: dict[str, Optional[str]] = {"python": platform.python_version()}
+    for pkg in _VERSIONED:
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    versions["torch_runtime"] = torch.__version__
+
+    gpu = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu = {"name": props.name, "memory_bytes": int(props.total_memory),
+               "count": torch.cuda.device_count(),
+               "capability": f"{props.major}.{props.minor}",
+               "driver": _nvidia_driver(), "cuda": torch.version.cuda}
+
+    return {
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(),
+                "physical_cores": psutil.cpu_count(logical=False)},
+        "ram_bytes": int(psutil.virtual_memory().total),
+        "gpu": gpu,
+        "versions": versions,
+        "git": _git_info(),
+        "torch_num_threads": torch.get_num_threads(),
+        "thread_env": {k: os.environ.get(k) for k in THREAD_ENV_VARS if k in os.environ},
+    }
+
+
+def slug(text: str) -> str:
+    """Lower-case ``text`` with runs of other characters than [a-z0-9.] turned into '-'."""
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def hardware_tag(env: Optional[dict] = None) -> str:
+    """Short hardware name for file names: the GPU (``nvidia-h200``) or ``cpu-<N>c``."""
+    env = env if env is not None else collect_env()
+    if env.get("gpu"):
+        return slug(env["gpu"]["name"])
+    return f"cpu-{env['cpu']['logical_cores']}c"
+
+
+def result_name(bench: str, model: str, hardware: str, *, batch_size: Optional[int] = None,
+                lengths: Optional[str] = None, variant: Optional[str] = None) -> str:
+    """File stem in gpt-fast's spirit: ``<bench>_<model>_<hardware>[_bs<B>][_len<L>][_<variant>]``.
+
+    ``lengths`` is free text such as ``"30s"`` or ``"in128k"``; every part is slugged.
+    """
+    parts = [bench, model, hardware]
+    if batch_size is not None:
+        parts.append(f"bs{batch_size}")
+    if lengths:
+        parts.append(f"len{lengths}")
+    if variant:
+        parts.append(variant)
+    return "_".join(slug(str(p)) for p in parts)
+
+
+# --------------------------------------------------------------------------- threads
+
+def set_single_thread() -> int:
+    """Pin CPU math to one thread; returns ``torch.get_num_threads()`` afterwards (1).
+
+    Sets OMP_NUM_THREADS, MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, NUMEXPR_NUM_THREADS and
+    VECLIB_MAXIMUM_THREADS to "1" (these only take effect for libraries not yet imported -
+    call this before importing torch/numpy where it matters; child processes inherit them),
+    then ``torch.set_num_threads(1)`` and, when torch still allows it,
+    ``torch.set_num_interop_threads(1)``. It does not limit CUDA kernels.
+    """
+    for k in THREAD_ENV_VARS:
+        os.environ[k] = "1"
+    import torch
+
+    torch.set_num_threads(1)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # only allowed before the first inter-op parallel work
+        pass
+    return torch.get_num_threads()
+
+
+# --------------------------------------------------------------------------- running
+
+def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[float] = None,
+                         *, env: Optional[dict[str, str]] = None,
+                         python: Optional[str] = None) -> dict[str, Any]:
+    """Run ``python -m <module> <args> --output-json <tmp>`` in a NEW process; return its JSON.
+
+    The child uses this interpreter (``sys.executable``) unless ``python`` names another,
+    inherits the environment updated with ``env``, and its stdout/stderr are captured (the
+    tail is shown on failure). ``timeout_s`` (seconds, None = no limit) bounds the child's
+    wall time. The returned dict is the child's JSON plus a key ``"_fresh_process"`` with
+    ``wall_s`` (seconds, parent-side, includes interpreter start and imports) and ``cmd``.
+
+    Raises FreshProcessError if the child exits non-zero or writes no valid JSON object,
+    TimeoutError if it runs past ``timeout_s`` (the child is killed). On KeyboardInterrupt
+    the child is killed and the interrupt re-raised.
+    """
+    fd, tmp = tempfile.mkstemp(prefix="refimpl-bench-", suffix=".json")
+    os.close(fd)
+    os.unlink(tmp)  # the child must create it: an empty leftover must not parse as success
+    cmd = [python or sys.executable, "-m", module, *map(str, args), "--output-json", tmp]
+    child_env = {**os.environ, **(env or {})}
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
+                              env=child_env, cwd=os.getcwd())
+        wall = time.perf_counter() - t0
+        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        if proc.returncode != 0:
+            raise FreshProcessError(f"{module} exited with code {proc.returncode}",
+                                    proc.returncode, tail)
+        try:
+            with open(tmp) as f:
+                result = json.load(f)
+        except (OSError, json.JSONDecodeError) as e:
+            raise FreshProcessError(f"{module} wrote no valid JSON to --output-json ({e})",
+                                    proc.returncode, tail) from None
+        if not isinstance(result, dict):
+            raise FreshProcessError(f"{module} wrote {type(result).__name__}, not a JSON object",
+                                    proc.returncode, tail)
+    except subprocess.TimeoutExpired as e:
+        raise TimeoutError(f"{module} ran past {timeout_s} s and was killed") from e
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    result["_fresh_process"] = {"wall_s": wall, "cmd": cmd}
+    return result
+
+
+def interleaved(variants: Sequence[Any], repeats: int) -> list[Any]:
+    """The run order: every variant once per round, ``repeats`` rounds (A B A B ... / A B C A B C).
+
+    Returns a list of ``len(variants) * repeats`` variants. Raises ValueError if
+    ``repeats < 0``, ``variants`` is empty or has duplicates.
+    """
+    variants = list(variants)
+    if repeats < 0:
+        raise ValueError(f"repeats must be >= 0, got {repeats}")
+    if not variants:
+        raise ValueError("no variants given")
+    if len(set(map(repr, variants))) != len(variants):
+        raise ValueError(f"duplicate variants in {variants}")
+    return [v for _ in range(repeats) for v in variants]
+
+
+def summarize(values: Iterable[float]) -> dict[str, float]:
+    """Median, min, max, IQR (p75 - p25, numpy's linear interpolation) and count of ``values``.
+
+    Units are those of ``values``. Returns ``{"median", "min", "max", "iqr", "n"}`` with
+    floats (``n`` an int). Raises ValueError for no values or a non-finite value.
+    """
+    arr = np.asarray(list(values), dtype=float)
+    if arr.size == 0:
+        raise ValueError("summarize() needs at least one value")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"non-finite value in {arr.tolist()}")
+    q25, q75 = np.percentile(arr, [25, 75])
+    return {"median": float(statistics.median(arr.tolist())), "min": float(arr.min()),
+            "max": float(arr.max()), "iqr": float(q75 - q25), "n": int(arr.size)}
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, Path):
+        return str(o)
+    if dataclasses.is_dataclass(o) and not isinstance(o, type):
+        return dataclasses.asdict(o)
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` as indented JSON to ``path`` atomically (temp file + rename).
+
+    Creates missing parent folders; numpy scalars/arrays, Paths, dataclasses and sets are
+    converted. Returns the path. Raises TypeError for other unserialisable objects (the
+    target file is then left untouched), OSError if the folder cannot be written.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(obj, f, indent=2, default=_json_default, allow_nan=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def numeric_leaves(d: dict, prefix: str = "") -> dict[str, float]:
+    """Flatten the int/float leaves of a nested dict to ``{"a.b.c": value}`` (bools skipped).
+
+    Keys starting with '_' (such as ``_fresh_process``) are skipped, except
+    ``_fresh_process.wall_s``.
+    """
+    out: dict[str, float] = {}
+    for k, v in d.items():
+        name = f"{prefix}{k}"
+        if isinstance(v, dict):
+            if k == "_fresh_process" and not prefix:
+                if isinstance(v.get("wall_s"), (int, float)):
+                    out["_fresh_process.wall_s"] = float(v["wall_s"])
+                continue
+            if str(k).startswith("_"):
+                continue
+            out.update(numeric_leaves(v, name + "."))
+        elif isinstance(v, (int, float)) and not isinstance(v, bool) and not str(k).startswith("_"):
+            out[name] = float(v)
+    return out
+
+
+class BenchRun:
+    """Collect repeats of one benchmark, show progress, and always leave a JSON behind.
+
+    Use as a context manager::
+
+        with BenchRun("startup", output_json, config=vars(args)) as run:
+            for variant in run.progress(interleaved(variants, repeats)):
+                run.add(variant, run_in_fresh_process("refimpl.bench.startup_once", [...]))
+
+    On normal exit the JSON at ``output_json`` holds ``benchmark``, ``config``, ``env``
+    (:func:`collect_env`), ``order``, ``runs`` (``[{"index", "variant", "result"}]``),
+    ``summary`` (per variant, :func:`summarize` of every numeric leaf present in all its
+    runs), ``complete`` (True) and ``interrupted`` (False). On Ctrl-C the same document is
+    written with what finished so far, ``complete``/``interrupted`` set to False/True, a
+    one-line message goes to stderr, and ``SystemExit(130)`` is raised instead of a
+    traceback. Any other exception also writes the partial document (``error`` set) and
+    propagates.
+    """
+
+    def __init__(self, benchmark: str, output_json: str | os.PathLike | None,
+                 config: Optional[dict] = None, *, env: Optional[dict] = None,
+                 quiet: bool = False):
+        self.benchmark = benchmark
+        self.output_json = Path(output_json) if output_json else None
+        self.config = dict(config or {})
+        self.env = env
+        self.quiet = quiet
+        self.order: list[Any] = []
+        self.runs: list[dict[str, Any]] = []
+
+    def __enter__(self) -> "BenchRun":
+        if self.env is None:
+            self.env = collect_env()
+        return self
+
+    def progress(self, plan: Sequence[Any], desc: Optional[str] = None) -> Iterable[Any]:
+        """Iterate ``plan`` with a tqdm bar on stderr (disabled when ``quiet``); records the order."""
+        from tqdm.auto import tqdm
+
+        self.order = list(plan)
+        return tqdm(self.order, desc=desc or self.benchmark, unit="run", file=sys.stderr,
+                    disable=self.quiet, dynamic_ncols=True)
+
+    def add(self, variant: Any, result: dict[str, Any]) -> None:
+        """Record one finished repeat of ``variant``."""
+        self.runs.append({"index": len(self.runs), "variant": variant, "result": result})
+
+    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Per variant, :func:`summarize` of each numeric leaf that every run of it reports."""
+        by_variant: dict[str, list[dict[str, float]]] = {}
+        for r in self.runs:
+            by_variant.setdefault(str(r["variant"]), []).append(numeric_leaves(r["result"]))
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for v, leaves in by_variant.items():
+            common = set.intersection(*(set(x) for x in leaves))
+            out[v] = {k: summarize([x[k] for x in leaves]) for k in sorted(common)
+                      if all(np.isfinite(x[k]) for x in leaves)}
+        return out
+
+    def document(self, *, complete: bool, interrupted: bool = False,
+                 error: Optional[str] = None) -> dict[str, Any]:
+        """The JSON document as it would be written now."""
+        doc = {"benchmark": self.benchmark, "config": self.config, "env": self.env,
+               "order": self.order, "runs": self.runs, "summary": self.summary(),
+               "complete": complete, "interrupted": interrupted}
+        if error:
+            doc["error"] = error
+        return doc
+
+    def write(self, **kw) -> Optional[Path]:
+        """Write :meth:`document` to ``output_json`` (no-op without a path)."""
+        if self.output_json is None:
+            return None
+        return write_json(self.output_json, self.document(**kw))
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        if exc_type is None:
+            self.write(complete=True)
+            return False
+        if issubclass(exc_type, KeyboardInterrupt):
+            path = self.write(complete=False, interrupted=True)
+            where = f"partial results written to {path}" if path else "no --output-json given"
+            print(f"\n{self.benchmark}: interrupted after {len(self.runs)}/{len(self.order)} "
+                  f"runs; {where}", file=sys.stderr)
+            raise SystemExit(130)
+        self.write(complete=False, error=f"{exc_type.__name__}: {exc}")
+        return False
+
+
+# --------------------------------------------------------------------------- profiling
+
+def profile_with_pyspy(cmd: Sequence[str], out_svg: Optional[str | os.PathLike],
+                       out_speedscope: Optional[str | os.PathLike], *, rate: int = 100,
+                       subprocesses: bool = True, nonblocking: bool = False,
+                       timeout_s: Optional[float] = None) -> bool:
+    """Profile a fresh-process command with ``py-spy record``; True if every profile was written.
+
+    ``cmd`` is the full command (e.g. ``[sys.executable, "-m", "refimpl.cli", "bench", ...]``).
+    py-spy writes one format per recording, so the command runs once per requested output:
+    ``--format flamegraph`` to ``out_svg`` and ``--format speedscope`` to ``out_speedscope``
+    (pass None to skip one). ``rate`` is samples per second, ``subprocesses`` follows child
+    processes, ``nonblocking`` samples without pausing the target (less overhead, less
+    exact). ``timeout_s`` (seconds) bounds each recording.
+
+    Never raises for a profiling failure (py-spy missing, ptrace not permitted - it needs
+    root or CAP_SYS_PTRACE -, the command failing, a timeout): it prints a one-line warning to
+    stderr and returns False, so a report can go on without flame graphs. KeyboardInterrupt
+    propagates.
+    """
+    pyspy = shutil.which("py-spy") or (str(Path(sys.executable).with_name("py-spy"))
+                                       if Path(sys.executable).with_name("py-spy").exists() else None)
+    if not pyspy:
+        print("warning: py-spy not found; no profile written", file=sys.stderr)
+        return False
+    jobs = [(fmt, Path(p)) for fmt, p in (("flamegraph", out_svg), ("speedscope", out_speedscope))
+            if p is not None]
+    ok = True
+    for fmt, out in jobs:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.exists():
+            out.unlink()
+        rec = [pyspy, "record", "--format", fmt, "--output", str(out), "--rate", str(rate)]
+        if subprocesses:
+            rec.append("--subprocesses")
+        if nonblocking:
+            rec.append("--nonblocking")
+        rec += ["--", *map(str, cmd)]
+        try:
+            proc = subprocess.run(rec, capture_output=True, text=True, timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            print(f"warning: py-spy ({fmt}) ran past {timeout_s} s; no profile", file=sys.stderr)
+            ok = False
+            continue
+        except OSError as e:
+            print(f"warning: py-spy could not start: {e}", file=sys.stderr)
+            return False
+        if proc.returncode != 0 or not out.exists() or out.stat().st_size == 0:
+            msg = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            print(f"warning: py-spy ({fmt}) failed (exit {proc.returncode}): {msg}",
+                  file=sys.stderr)
+            ok = False
+    return ok and bool(jobs)

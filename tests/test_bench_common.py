@@ -1,0 +1,217 @@
+"""refimpl.bench.common: behaviour of the measurement harness (no timing assertions)."""
+import json
+import os
+import shutil
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from refimpl.bench import common
+from refimpl.bench.common import (BenchRun, FreshProcessError, collect_env, interleaved,
+                                  profile_with_pyspy, result_name, run_in_fresh_process,
+                                  set_single_thread, summarize, write_json)
+
+CHILD = textwrap.dedent("""
+    import argparse, json, os, sys, time
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", default="ok")
+    ap.add_argument("--output-json", required=True)
+    a = ap.parse_args()
+    if a.mode == "fail":
+        print("boom on stderr", file=sys.stderr); sys.exit(3)
+    if a.mode == "nojson":
+        sys.exit(0)
+    if a.mode == "list":
+        json.dump([1, 2], open(a.output_json, "w")); sys.exit(0)
+    if a.mode == "sleep":
+        time.sleep(30)
+    json.dump({"pid": os.getpid(), "mode": a.mode, "t": {"x": 1.5}}, open(a.output_json, "w"))
+""")
+
+
+@pytest.fixture
+def child_module(tmp_path):
+    (tmp_path / "refimpl_test_child.py").write_text(CHILD)
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    return "refimpl_test_child", env
+
+
+def test_interleaved_orders():
+    assert interleaved(["A", "B"], 2) == ["A", "B", "A", "B"]
+    assert interleaved(["A", "B", "C"], 2) == ["A", "B", "C", "A", "B", "C"]
+    assert interleaved(["A"], 3) == ["A", "A", "A"]
+    assert interleaved(["A", "B"], 0) == []
+
+
+@pytest.mark.parametrize("variants,repeats", [([], 2), (["A", "A"], 1), (["A"], -1)])
+def test_interleaved_rejects(variants, repeats):
+    with pytest.raises(ValueError):
+        interleaved(variants, repeats)
+
+
+def test_summarize_values():
+    s = summarize([3.0, 1.0, 2.0, 4.0])
+    assert s == {"median": 2.5, "min": 1.0, "max": 4.0,
+                 "iqr": float(np.percentile([1, 2, 3, 4], 75) - np.percentile([1, 2, 3, 4], 25)),
+                 "n": 4}
+    assert summarize([7])["iqr"] == 0.0 and summarize([7])["median"] == 7.0
+    assert set(summarize(iter([1, 2]))) == {"median", "min", "max", "iqr", "n"}
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, float("nan")], [float("inf")]])
+def test_summarize_rejects(bad):
+    with pytest.raises(ValueError):
+        summarize(bad)
+
+
+def test_write_json_roundtrip_and_types(tmp_path):
+    p = tmp_path / "a" / "b" / "out.json"
+    obj = {"i": np.int64(3), "f": np.float32(0.5), "arr": np.arange(3), "p": Path("/x"),
+           "s": {1}}
+    assert write_json(p, obj) == p
+    assert json.loads(p.read_text()) == {"i": 3, "f": 0.5, "arr": [0, 1, 2], "p": "/x", "s": [1]}
+    assert [f.name for f in p.parent.iterdir()] == ["out.json"]  # no temp file left
+
+
+def test_write_json_unserialisable_keeps_old_file(tmp_path):
+    p = tmp_path / "out.json"
+    write_json(p, {"ok": 1})
+    with pytest.raises(TypeError):
+        write_json(p, {"bad": object()})
+    assert json.loads(p.read_text()) == {"ok": 1}
+    assert [f.name for f in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_collect_env_fields():
+    env = collect_env()
+    assert env["cpu"]["logical_cores"] >= 1 and env["cpu"]["model"]
+    assert env["ram_bytes"] > 0
+    for k in ("python", "torch", "transformers", "tokenizers", "numpy", "refimpl"):
+        assert k in env["versions"]
+    assert env["versions"]["torch"]
+    assert isinstance(env["torch_num_threads"], int)
+    assert "T" in env["date"]
+    assert set(env["git"]) == {"commit", "dirty"}
+    import torch
+    assert (env["gpu"] is None) == (not torch.cuda.is_available())
+    json.dumps(env)  # serialisable as is
+
+
+def test_names():
+    assert common.slug("NVIDIA H200 (SXM)") == "nvidia-h200-sxm"
+    assert common.hardware_tag({"gpu": None, "cpu": {"logical_cores": 2}}) == "cpu-2c"
+    assert common.hardware_tag({"gpu": {"name": "NVIDIA H200"}}) == "nvidia-h200"
+    assert (result_name("throughput", "whisper-large-v3", "nvidia-h200", batch_size=64,
+                        lengths="30s", variant="registry")
+            == "throughput_whisper-large-v3_nvidia-h200_bs64_len30s_registry")
+
+
+def test_set_single_thread(monkeypatch):
+    import torch
+    before = torch.get_num_threads()
+    for k in common.THREAD_ENV_VARS:
+        monkeypatch.delenv(k, raising=False)
+    try:
+        assert set_single_thread() == 1
+        assert torch.get_num_threads() == 1
+        assert all(os.environ[k] == "1" for k in common.THREAD_ENV_VARS)
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_fresh_process_each_call(child_module):
+    mod, env = child_module
+    a = run_in_fresh_process(mod, ["--mode", "ok"], timeout_s=60, env=env)
+    b = run_in_fresh_process(mod, ["--mode", "ok"], timeout_s=60, env=env)
+    assert a["mode"] == "ok" and a["t"] == {"x": 1.5}
+    assert a["pid"] != b["pid"] != os.getpid()
+    assert a["_fresh_process"]["cmd"][:3] == [sys.executable, "-m", mod]
+    assert "--output-json" in a["_fresh_process"]["cmd"]
+    assert a["_fresh_process"]["wall_s"] > 0
+
+
+@pytest.mark.parametrize("mode", ["fail", "nojson", "list"])
+def test_fresh_process_failures(child_module, mode):
+    mod, env = child_module
+    with pytest.raises(FreshProcessError) as ei:
+        run_in_fresh_process(mod, ["--mode", mode], timeout_s=60, env=env)
+    if mode == "fail":
+        assert ei.value.returncode == 3 and "boom on stderr" in str(ei.value)
+
+
+def test_fresh_process_timeout(child_module):
+    mod, env = child_module
+    with pytest.raises(TimeoutError):
+        run_in_fresh_process(mod, ["--mode", "sleep"], timeout_s=1.0, env=env)
+
+
+def test_benchrun_complete(tmp_path):
+    out = tmp_path / "r.json"
+    env = {"gpu": None}
+    with BenchRun("demo", out, config={"repeats": 2}, env=env, quiet=True) as run:
+        for i, v in enumerate(run.progress(interleaved(["A", "B"], 2))):
+            run.add(v, {"time_s": float(i), "nested": {"n": 2}, "flag": True, "name": "x",
+                        "_fresh_process": {"wall_s": 1.0, "cmd": ["x"]}})
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is True and doc["interrupted"] is False
+    assert doc["order"] == ["A", "B", "A", "B"] and len(doc["runs"]) == 4
+    assert doc["config"] == {"repeats": 2} and doc["env"] == env
+    assert doc["summary"]["A"]["time_s"]["median"] == 1.0  # runs 0 and 2
+    assert doc["summary"]["B"]["nested.n"]["n"] == 2
+    assert "_fresh_process.wall_s" in doc["summary"]["A"]
+    assert "flag" not in doc["summary"]["A"]
+
+
+def test_benchrun_keyboard_interrupt_writes_partial(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    with pytest.raises(SystemExit) as ei:
+        with BenchRun("demo", out, env={}, quiet=True) as run:
+            for i, v in enumerate(run.progress(interleaved(["A", "B"], 3))):
+                if i == 3:
+                    raise KeyboardInterrupt
+                run.add(v, {"time_s": 1.0})
+    assert ei.value.code == 130
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and doc["interrupted"] is True
+    assert len(doc["runs"]) == 3 and len(doc["order"]) == 6
+    err = capsys.readouterr().err
+    assert "interrupted after 3/6 runs" in err and str(out) in err
+
+
+def test_benchrun_error_writes_partial_and_propagates(tmp_path):
+    out = tmp_path / "r.json"
+    with pytest.raises(FreshProcessError):
+        with BenchRun("demo", out, env={}, quiet=True) as run:
+            run.add("A", {"time_s": 1.0})
+            raise FreshProcessError("child died", 1)
+    doc = json.loads(out.read_text())
+    assert doc["complete"] is False and "child died" in doc["error"]
+
+
+def test_pyspy_failure_returns_false(tmp_path, capsys):
+    ok = profile_with_pyspy(["/nonexistent/command-xyz"], tmp_path / "f.svg",
+                            tmp_path / "f.speedscope.json", timeout_s=60)
+    assert ok is False
+    assert "warning" in capsys.readouterr().err
+
+
+def test_pyspy_missing_returns_false(tmp_path, monkeypatch):
+    monkeypatch.setattr(common.shutil, "which", lambda name: None)
+    monkeypatch.setattr(common.sys, "executable", str(tmp_path / "python"))
+    assert profile_with_pyspy([sys.executable, "-c", "pass"], tmp_path / "f.svg", None) is False
+
+
+@pytest.mark.skipif(shutil.which("py-spy") is None
+                    and not Path(sys.executable).with_name("py-spy").exists(),
+                    reason="py-spy not installed")
+def test_pyspy_profiles_a_short_command(tmp_path):
+    svg, ss = tmp_path / "p" / "f.svg", tmp_path / "p" / "f.speedscope.json"
+    code = "import time\nt=time.time()\nwhile time.time()-t<0.4: sum(range(1000))"
+    ok = profile_with_pyspy([sys.executable, "-c", code], svg, ss, rate=50, timeout_s=120)
+    if not ok:
+        pytest.skip("py-spy cannot attach here (needs root / CAP_SYS_PTRACE)")
+    assert "<svg" in svg.read_text()[:2000]
+    assert "speedscope" in json.loads(ss.read_text())["$schema"]

@@ -17,6 +17,14 @@ from tqdm.auto import tqdm
 from refimpl.bench.common import collect_env, interleaved, run_in_fresh_process, summarize, write_json
 
 
+def result_env() -> dict:
+    """collect_env() regrouped as every result JSON carries it: ``hardware``, ``versions``, ..."""
+    env = collect_env()
+    hw = {k: env.pop(k) for k in ("cpu", "ram_bytes", "gpu", "platform", "hostname")}
+    hw["name"] = hw["gpu"]["name"] if hw["gpu"] else hw["cpu"]["model"]
+    return {"hardware": hw, **env}
+
+
 def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
     """Flags every bench shares: --variant (one or comma list), --repeats, --device, --output-json."""
     p.add_argument("--variant", default=default,
@@ -61,7 +69,7 @@ def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list
             runs[v].append(worker(v))
     except KeyboardInterrupt:
         print("interrupted: writing the runs finished so far", file=sys.stderr)
-    env = collect_env()
+    env = result_env()
 
     def one(v: str) -> dict:
         vals = [headline(r) for r in runs[v]]

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                 lambda r: r["total_s"], "median_total_s", {"model": args.model})
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         print(f"startup {args.model} {v}: median {r['median_total_s']:.2f} s over "
-              f"{len(r['runs'])} runs on {res['device']} ({res['hardware'].get('cpu', '')})")
+              f"{len(r['runs'])} runs on {res['device']} ({res['hardware']['name']})")
     return 0
 
 

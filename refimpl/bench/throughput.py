@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         print(f"throughput {args.model} {v}: median {r['median_requests_per_s']:.2f} req/s, "
               f"{args.num_requests} requests x {args.max_tokens} tokens, batch {args.max_num_seqs}, "
-              f"on {res['device']} ({res['hardware'].get('cpu', '')})")
+              f"on {res['device']} ({res['hardware']['name']})")
     return 0
 
 

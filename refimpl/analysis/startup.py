@@ -1,0 +1,200 @@
+"""The start-up study (vLLM PR #17935) behind notebooks/01_startup_dummy_data_cache.ipynb.
+
+Runs ``refimpl bench startup`` and ``refimpl bench budget`` (fresh process per repeat,
+variants interleaved), py-spy flame graphs of one start-up per variant, and a real-photo
+pass through the processor; returns JSON-able dicts and matplotlib figures.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import matplotlib.pyplot as plt
+
+from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
+from refimpl.engine.core import STARTUP_VARIANTS
+
+PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
+               "capture_model", "scheduler_init", "reset_mm_cache")
+
+
+@dataclass
+class StartupStudy:
+    """Parameters of one study run; ``quick`` shrinks it for the test suite (image only, one
+    repeat, no warm-up process, no speedscope file)."""
+    model: str = "qwen2.5-vl-3b"
+    device: str = "auto"
+    repeats: int = 3
+    quick: bool = False
+    max_model_len: Optional[int] = None
+    limits: list[str] = field(default_factory=list)
+    out_dir: Path = Path("reports/latest")
+
+    def __post_init__(self):
+        self.out_dir = Path(self.out_dir)
+        if self.quick:
+            self.repeats, self.limits = 1, self.limits or ["video=0"]
+
+    def argv(self) -> list[str]:
+        a = ["--model", self.model, "--device", self.device]
+        if self.max_model_len:
+            a += ["--max-model-len", str(self.max_model_len)]
+        for lim in self.limits:
+            a += ["--limit-mm-per-prompt", lim]
+        return a
+
+    def common(self) -> list[str]:
+        return ["--repeats", str(self.repeats)] + (["--no-warmup"] if self.quick else [])
+
+
+def run_startup(s: StartupStudy) -> dict:
+    """All start-up variants side by side; writes ``startup_<model>.json`` in ``out_dir``."""
+    from refimpl.bench.startup import main
+    out = s.out_dir / f"startup_{s.model}.json"
+    main(s.argv() + s.common() + ["--variant", ",".join(STARTUP_VARIANTS), "--output-json", str(out)])
+    return _load(out)
+
+
+def run_budget(s: StartupStudy, calls: int = 2) -> dict:
+    """The reviewer's call-1 / call-2 experiment; writes ``budget_<model>.json``."""
+    from refimpl.bench.budget import main
+    out = s.out_dir / f"budget_{s.model}.json"
+    main(s.argv() + s.common() + ["--variant", "no-cache,cache-reset", "--calls", str(calls),
+                                  "--output-json", str(out)])
+    return _load(out)
+
+
+def _load(p: Path) -> dict:
+    import json
+    return json.loads(Path(p).read_text())
+
+
+def phases_figure(res: dict, out_dir: Path):
+    """Stacked bars: median seconds per phase, one bar per variant. Saved as startup_phases."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    variants = by_variant(res)
+    bottom = [0.0] * len(variants)
+    for ph in PHASE_ORDER:
+        vals = []
+        for r in variants.values():
+            xs = sorted(run["phases"].get(ph, 0.0) for run in r["runs"])
+            vals.append(xs[len(xs) // 2] if xs else 0.0)
+        if any(vals):
+            ax.bar(list(variants), vals, bottom=bottom, label=ph)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_ylabel("seconds (median per phase)")
+    ax.set_title(f"{res['model']} start-up on {res['hardware']['name']} ({res['device']})")
+    ax.legend(fontsize=8)
+    save(fig, out_dir, "startup_phases")
+    return fig
+
+
+def medians_table(res: dict) -> str:
+    """Markdown: per variant, total start-up median [min, max], HF passes, hits/misses, memory."""
+    rows = []
+    for v, r in by_variant(res).items():
+        runs = r["runs"]
+        run0 = runs[0] if runs else {}
+        rows.append([v, spread([x["total_s"] for x in runs]), len(runs),
+                     run0.get("hf_mm_passes"), run0.get("hf_processor_calls"),
+                     f"{run0.get('cache_hits')}/{run0.get('cache_misses')}",
+                     f"{run0.get('cache_bytes_before_reset', 0) / 2**20:.0f}",
+                     f"{run0.get('cache_bytes_after_reset', 0) / 2**20:.0f}",
+                     f"{run0.get('rss_before_reset', 0) / 2**20:.0f} -> {run0.get('rss_after_reset', 0) / 2**20:.0f}",
+                     f"{spread([x['peak_rss_bytes'] / 2**30 for x in runs])}"])
+    return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes",
+                     "HF calls (all)", "cache hits/misses", "cache MiB before reset",
+                     "after reset", "RSS MiB before -> after reset", "peak RSS GiB"], rows)
+
+
+def passes_table(res: dict) -> str:
+    """Markdown: HF-processor passes carrying multimodal data, per start-up phase and variant."""
+    variants = by_variant(res)
+    phases = [p for p in PHASE_ORDER if any(r["runs"] and p in r["runs"][0].get("passes_by_phase", {})
+                                            for r in variants.values())]
+    rows = [[v] + [r["runs"][0]["passes_by_phase"].get(p, 0) for p in phases]
+            + [r["runs"][0]["hf_mm_passes"]] for v, r in variants.items() if r["runs"]]
+    return md_table(["variant", *phases, "total"], rows)
+
+
+def budget_figure(res: dict, out_dir: Path):
+    """Bars of call 1 and call 2 of compute_encoder_budget per variant (median, min-max)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    variants = by_variant(res)
+    width = 0.38
+    for i, (v, r) in enumerate(variants.items()):
+        calls = list(zip(*[run["calls_s"] for run in r["runs"]]))
+        meds = [sorted(c)[len(c) // 2] for c in calls]
+        err = [[m - min(c) for m, c in zip(meds, calls)], [max(c) - m for m, c in zip(meds, calls)]]
+        ax.bar([k + i * width for k in range(len(meds))], meds, width, yerr=err, label=v, capsize=3)
+    ax.set_xticks([k + width / 2 for k in range(len(meds))], [f"call {k + 1}" for k in range(len(meds))])
+    ax.set_ylabel("seconds")
+    ax.set_title(f"compute_encoder_budget, {res['model']} ({res['device']})")
+    ax.legend()
+    save(fig, out_dir, "budget_calls")
+    return fig
+
+
+def budget_table(res: dict) -> str:
+    rows = []
+    for v, r in by_variant(res).items():
+        calls = list(zip(*[run["calls_s"] for run in r["runs"]]))
+        rows.append([v, *[spread(c) for c in calls], r["runs"][0]["passes"] if r["runs"] else "-"])
+    n = max((len(r["runs"][0]["calls_s"]) for r in by_variant(res).values() if r["runs"]), default=0)
+    return md_table(["variant", *[f"call {i + 1} s: median [min, max]" for i in range(n)],
+                     "HF mm passes per call"], rows)
+
+
+def flamegraphs(s: StartupStudy, variants=("no-cache", "cache-reset")) -> dict[str, Optional[Path]]:
+    """One py-spy-recorded start-up per variant: ``flame_startup_<variant>.svg`` (+ speedscope)."""
+    return {v: flamegraph(["startup", *s.argv(), "--variant", v], s.out_dir,
+                          f"flame_startup_{v}", speedscope=not s.quick) for v in variants}
+
+
+def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3) -> dict:
+    """Real photos through the processor twice (cache on): misses, then hits, identical outputs.
+
+    Returns ``{"photos": [...], "pass1": {...}, "pass2": {...}, "identical": bool}`` with
+    seconds, hits/misses and HF multimodal passes of each pass.
+    """
+    import torch
+    from refimpl.config import ModelConfig
+    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+    from refimpl.multimodal.photos import load_sample_photos
+    photos = load_sample_photos()[:n]
+    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": 0})
+    proc = reg.create_processor(mc)
+    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos) + "Describe."
+    reg.reset_processor_cache()
+    outs, passes = [], {}
+    for name in ("pass1", "pass2"):
+        reg.reset_stats()
+        t0 = time.perf_counter()
+        outs.append(proc.apply(prompt, {"image": [im for _, im in photos]}))
+        st = reg.stats
+        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
+                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
+    a, b = outs
+    same = a.prompt_token_ids == b.prompt_token_ids and all(
+        torch.equal(x[k], y[k]) for x, y in zip(a.mm_kwargs["image"], b.mm_kwargs["image"]) for k in x)
+    reg.reset_processor_cache()
+    return {"photos": [(nm, im.size) for nm, im in photos], **passes, "identical": same,
+            "tokens": len(a.prompt_token_ids)}
+
+
+def summary_md(res: dict, budget: Optional[dict] = None) -> str:
+    """The start-up section of reports/latest/summary.md (figures from ``res`` / ``budget``)."""
+    meta = next(iter(by_variant(res).values()))["runs"][0]
+    head = (f"## Start-up (PR #17935): {res['model']} on {res['hardware']['name']} ({res['device']}), "
+            f"max_model_len {meta.get('max_model_len')}, limits {meta.get('limit_mm_per_prompt') or 'default'}")
+    parts = [head, "", "Command: `refimpl bench startup --model "
+             f"{res['model']} --variant {','.join(by_variant(res))} --repeats "
+             f"{max(len(r['runs']) for r in by_variant(res).values())} ...` (see the JSON beside this file)",
+             "", medians_table(res), "", "HF-processor passes with multimodal data per phase:", "",
+             passes_table(res)]
+    if budget:
+        parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, one fresh "
+                  "process each):", "", budget_table(budget)]
+    return "\n".join(parts)

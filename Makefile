@@ -1,0 +1,51 @@
+# refimpl: set up, test, measure, report.
+#
+#   make test          set up .venv if needed, then run the test suite (soak tests skipped)
+#   make report        set up, then run every notebook headless -> reports/latest/
+#   make report-quick  the same with small sizes and few repeats
+#   make soak          the long soak / fuzz tests only (pytest -m soak)
+#   make lab           JupyterLab in notebooks/
+#   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
+#
+# .venv is (re)installed only when pyproject.toml is newer than the stamp file, so a second
+# `make test` starts pytest at once. Pins live in pyproject.toml (torch 2.14.1, torchvision
+# 0.29.1, transformers 5.17.0); environment.yml mirrors them for conda users.
+
+SHELL       := /bin/bash
+PYTHON      ?= python3
+VENV        := .venv
+BIN         := $(VENV)/bin
+STAMP       := $(VENV)/.refimpl-installed
+PYTEST_ARGS ?=
+
+.PHONY: .venv setup test soak report report-quick lab clean distclean
+
+.venv setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -e .
+	@touch $@
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+soak: $(STAMP)
+	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)
+
+report: $(STAMP)
+	$(BIN)/refimpl report
+
+report-quick: $(STAMP)
+	$(BIN)/refimpl report --quick
+
+lab: $(STAMP)
+	cd notebooks && ../$(BIN)/jupyter lab
+
+clean:
+	rm -rf reports build .pytest_cache .hypothesis
+	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 \
+		| xargs -0 rm -rf
+
+distclean: clean
+	rm -rf $(VENV) *.egg-info

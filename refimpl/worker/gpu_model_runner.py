@@ -1,0 +1,268 @@
+"""GPUModelRunner: model loading, profile run, KV-cache sizing, CUDA-graph capture, execution.
+
+Mirrors ``vllm/v1/worker/gpu_model_runner.py`` (``load_model``, ``profile_run``,
+``_dummy_run``, ``capture_model``, ``initialize_kv_cache``, ``execute_model``) and the KV
+sizing of ``vllm/v1/worker/gpu_worker.py`` (``determine_available_memory``), as of vLLM
+0.9.0 for the multimodal profile run (PR #17935: profiling passes keep the processing
+cache unless ``disable_cache``; PR #19756: ``use_formula``) and 0.10.2 for Whisper serving.
+Runs on ``cpu`` or ``cuda``; on CPU the KV cache gets ``cache_config.kv_cache_memory_bytes``
+and the peak memory is the process RSS peak during the profile run (sampled).
+
+Profile run: max tokens per item via the registry picks the largest modality; one dummy
+item from ``get_decoder_dummy_data(seq_len=max_num_batched_tokens, mm_counts={m: 1})`` is
+replicated up to the encoder budget (``encoder_compute_budget // max_tokens_per_item``,
+capped by ``max_num_seqs * limit``) and run through the model's vision / audio encoder, then
+a text dummy run (``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)``
+sequences, no KV cache, logits of the last token of each).
+
+Left out: decoder-only (Qwen2.5-VL) serving, CUDA graphs (``capture_model`` returns 0
+captured sizes: the paged Whisper path runs eagerly), sampler warm-up, LoRA, pipeline
+parallelism, KV connectors, the encoder cache between steps.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+import torch
+
+from refimpl.errors import ConfigError, EngineStateError
+from refimpl.worker.model_loader import get_model
+from refimpl.worker.whisper_runner import WhisperRunner
+
+_ENCODER_KEYS = {  # modality -> (features key, grid key or None)
+    "image": ("pixel_values", "image_grid_thw"),
+    "video": ("pixel_values_videos", "video_grid_thw"),
+    "audio": ("input_features", None),
+}
+
+
+class _RssPeak:
+    """Samples this process's RSS every ``interval`` seconds in a thread; ``peak`` in bytes."""
+
+    def __init__(self, interval: float = 0.005):
+        import psutil
+        self._proc, self._interval = psutil.Process(), interval
+        self.peak = self.start = self._proc.memory_info().rss
+        self._stop = threading.Event()
+
+    def _loop(self):
+        while not self._stop.wait(self._interval):
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+
+def _item_tensors(dummy, modality: str) -> dict[str, torch.Tensor]:
+    """One item's processed tensors from what ``get_decoder_dummy_data`` returned (an object
+    with ``mm_kwargs`` / ``multi_modal_data``, or a dict), keyed as the HF processor keys them."""
+    data = dummy
+    for attr in ("mm_kwargs", "multi_modal_data"):
+        if hasattr(data, attr):
+            data = getattr(data, attr)
+            break
+    if isinstance(data, dict) and modality in data:
+        data = data[modality]
+    if isinstance(data, (list, tuple)):
+        data = data[0]
+    feat_key, grid_key = _ENCODER_KEYS[modality]
+    out = {feat_key: data[feat_key]}
+    if grid_key is not None:
+        out[grid_key] = data[grid_key].reshape(-1, 3)[:1]
+    return out
+
+
+class GPUModelRunner:
+    """Owns the model, the KV cache and (for Whisper) the paged-KV WhisperRunner.
+
+    Attributes set along start-up: ``model``, ``encoder_compute_budget`` /
+    ``encoder_cache_size`` (tokens; set by the engine or computed in ``profile_run``),
+    ``max_tokens_per_item`` (modality -> tokens), ``peak_memory_bytes`` (profile run peak:
+    ``torch.cuda.max_memory_allocated`` or process RSS), ``kv_caches``, ``step_timings``.
+    """
+
+    def __init__(self, vllm_config):
+        self.vllm_config = vllm_config
+        self.model_config, self.scheduler_config = vllm_config.model_config, vllm_config.scheduler_config
+        self.cache_config = vllm_config.cache_config
+        self.device = torch.device(vllm_config.device)
+        self.dtype = getattr(torch, self.model_config.dtype)
+        self.model: Optional[torch.nn.Module] = None
+        self.encoder_compute_budget: Optional[int] = None
+        self.encoder_cache_size: Optional[int] = None
+        self.max_tokens_per_item: dict[str, int] = {}
+        self.peak_memory_bytes = 0
+        self.profile_memory_increase = 0
+        self.kv_caches: list[torch.Tensor] = []
+        self.whisper_runner: Optional[WhisperRunner] = None
+        self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
+        self.cudagraph_batch_sizes: list[int] = []
+
+    def load_model(self) -> None:
+        """Build the model (random weights, or a local HF directory) on the device."""
+        self.model = get_model(self.model_config)
+
+    # ---------------------------------------------------------------- profiling
+    def _registry(self):
+        from refimpl.multimodal import MULTIMODAL_REGISTRY
+        return MULTIMODAL_REGISTRY
+
+    @torch.inference_mode()
+    def _run_encoder(self, modality: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        m = self.model
+        feats = {k: v.to(self.device) for k, v in batch.items()}
+        if modality == "audio":
+            return m.model.encoder(feats["input_features"].to(self.dtype)).last_hidden_state
+        key, grid = _ENCODER_KEYS[modality]
+        fn = m.get_image_features if modality == "image" else m.get_video_features
+        out = fn(feats[key].to(self.dtype), feats[grid])
+        return torch.cat(list(out.pooler_output))
+
+    def _profile_encoder(self, disable_cache: bool, use_formula: bool) -> Optional[torch.Tensor]:
+        mc, sc, reg = self.model_config, self.scheduler_config, self._registry()
+        self.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
+            mc, disable_cache=disable_cache, use_formula=use_formula))
+        allowed = {m: t for m, t in self.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
+        if not allowed:
+            return None
+        modality = max(allowed, key=allowed.get)
+        per_item = allowed[modality]
+        if self.encoder_compute_budget is None or self.encoder_cache_size is None:
+            from refimpl.core.encoder_cache_manager import compute_encoder_budget
+            self.encoder_compute_budget, self.encoder_cache_size = compute_encoder_budget(
+                mc, sc, reg, disable_cache=disable_cache, use_formula=use_formula)
+        budget = min(self.encoder_compute_budget, self.encoder_cache_size)
+        n = max(1, min(budget // per_item, sc.max_num_seqs * mc.get_mm_limit(modality)))
+        dummy = reg.get_decoder_dummy_data(mc, seq_len=sc.max_num_batched_tokens,
+                                           mm_counts={modality: 1}, disable_cache=disable_cache)
+        item = _item_tensors(dummy, modality)
+        if modality == "audio":
+            batch = {"input_features": item["input_features"].reshape(1, *item["input_features"].shape[-2:])
+                     .expand(n, -1, -1)}
+        else:
+            batch = {k: torch.cat([v] * n) for k, v in item.items()}
+        out = self._run_encoder(modality, batch)
+        self.profile_mm_items, self.profile_modality = n, modality
+        return out
+
+    @torch.inference_mode()
+    def _dummy_run(self, num_tokens: int) -> torch.Tensor:
+        """Text forward of ``num_tokens`` dummy tokens over ``min(max_num_seqs, num_tokens)``
+        equal sequences, no KV cache (Whisper: no cross-attention, as vLLM's dummy run without
+        encoder outputs). Returns logits (num_seqs, vocab) of each sequence's last token."""
+        m, cfg = self.model, self.model.config
+        num_seqs = max(1, min(self.scheduler_config.max_num_seqs, num_tokens))
+        seq_len = max(1, num_tokens // num_seqs)
+        if self.model_config.is_encoder_decoder:
+            seq_len = min(seq_len, cfg.max_target_positions)
+            ids = torch.zeros(num_seqs, seq_len, dtype=torch.long, device=self.device)
+            h = m.model.decoder(input_ids=ids, use_cache=False).last_hidden_state
+            return m.proj_out(h[:, -1])
+        ids = torch.zeros(num_seqs, seq_len, dtype=torch.long, device=self.device)
+        h = m.model.language_model(input_ids=ids, use_cache=False).last_hidden_state
+        return m.lm_head(h[:, -1])
+
+    def profile_run(self, *, disable_cache: bool = False, use_formula: bool = False) -> int:
+        """Run the worst-case encoder batch and a text dummy run; returns the peak memory (bytes).
+
+        ``disable_cache``: the profiling passes bypass the processing cache (before PR #17935);
+        ``use_formula``: max tokens per item by formula (PR #19756). Sets
+        ``peak_memory_bytes`` and ``profile_memory_increase``. Raises EngineStateError before
+        ``load_model``; whatever the registry raises.
+        """
+        if self.model is None:
+            raise EngineStateError("profile_run", "load_model() first", "no model loaded")
+        cuda = self.device.type == "cuda"
+        if cuda:
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            base = torch.cuda.memory_allocated(self.device)
+        with _RssPeak() as rss:
+            enc = self._profile_encoder(disable_cache, use_formula)
+            del enc
+            self._dummy_run(self.scheduler_config.max_num_batched_tokens)
+            if cuda:
+                torch.cuda.synchronize(self.device)
+        if cuda:
+            self.peak_memory_bytes = torch.cuda.max_memory_allocated(self.device)
+            self.profile_memory_increase = self.peak_memory_bytes - base
+            torch.cuda.empty_cache()
+        else:
+            self.peak_memory_bytes, self.profile_memory_increase = rss.peak, rss.peak - rss.start
+        return self.peak_memory_bytes
+
+    # ---------------------------------------------------------------- KV cache
+    def get_kv_cache_shape(self) -> tuple[int, int, int]:
+        """(num_layers, num_kv_heads, head_dim) of the KV cache (decoder layers for Whisper)."""
+        if self.model_config.is_encoder_decoder:
+            cfg = self.model.config if self.model is not None else None
+            d = cfg.to_dict() if cfg is not None else self.model_config.hf_config_dict
+            heads = d["decoder_attention_heads"]
+            return d["decoder_layers"], heads, d["d_model"] // heads
+        d = self.model_config.hf_config_dict
+        heads = d["num_attention_heads"]
+        return d["num_hidden_layers"], d.get("num_key_value_heads", heads), d["hidden_size"] // heads
+
+    def bytes_per_block(self) -> int:
+        """KV bytes one block takes over all layers: layers * 2 * block_size * heads * head_dim * itemsize."""
+        layers, heads, head_dim = self.get_kv_cache_shape()
+        itemsize = torch.empty((), dtype=self.dtype).element_size()
+        return layers * 2 * self.cache_config.block_size * heads * head_dim * itemsize
+
+    def determine_available_memory(self) -> int:
+        """Bytes for the KV cache: CPU ``kv_cache_memory_bytes``; CUDA
+        ``gpu_memory_utilization * total - profile peak - non-torch memory`` (>= 0)."""
+        if self.device.type != "cuda":
+            return int(self.cache_config.kv_cache_memory_bytes)
+        free, total = torch.cuda.mem_get_info(self.device)
+        non_torch = max(0, (total - free) - torch.cuda.memory_reserved(self.device))
+        peak = self.peak_memory_bytes or torch.cuda.max_memory_allocated(self.device)
+        return max(0, int(total * self.cache_config.gpu_memory_utilization) - peak - non_torch)
+
+    def determine_num_blocks(self) -> int:
+        """Number of KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when
+        one request of ``max_model_len`` (plus Whisper's cross blocks and the null block) won't fit."""
+        cc, mc = self.cache_config, self.model_config
+        num = cc.num_gpu_blocks or self.determine_available_memory() // self.bytes_per_block()
+        need = -(-mc.max_model_len // cc.block_size) + 1
+        if mc.is_encoder_decoder:
+            need += -(-mc.max_encoder_len // cc.block_size)
+        if num < need:
+            raise ConfigError("kv_cache_memory_bytes", need * self.bytes_per_block(),
+                              f"{num} KV blocks cannot hold one request ({need} blocks)")
+        cc.num_gpu_blocks = num
+        return num
+
+    def initialize_kv_cache(self, num_blocks: int) -> None:
+        """Allocate one (2, num_blocks, block_size, heads, head_dim) tensor per layer (zeros)."""
+        layers, heads, head_dim = self.get_kv_cache_shape()
+        shape = (2, num_blocks, self.cache_config.block_size, heads, head_dim)
+        self.kv_caches = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(layers)]
+        if self.model_config.is_encoder_decoder:
+            self.whisper_runner = WhisperRunner(self.vllm_config, self.model, self.kv_caches,
+                                                self.step_timings)
+
+    def capture_model(self) -> int:
+        """CUDA graphs of the decode step: not implemented (the paged path runs eagerly on every
+        device). Returns the number of captured batch sizes, always 0."""
+        self.cudagraph_batch_sizes = []
+        return 0
+
+    # ---------------------------------------------------------------- serving
+    def execute_model(self, scheduler_output):
+        """Run one SchedulerOutput; returns ModelRunnerOutput. Whisper only; raises
+        EngineStateError before ``initialize_kv_cache``, NotImplementedError for decoder-only models."""
+        if not self.model_config.is_encoder_decoder:
+            raise NotImplementedError("serving decoder-only models is not implemented")
+        if self.whisper_runner is None:
+            raise EngineStateError("execute_model", "initialize_kv_cache() first", "no KV cache")
+        return self.whisper_runner.execute_model(scheduler_output)

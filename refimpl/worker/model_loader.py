@@ -1,0 +1,99 @@
+"""Model loading: random-weight ("dummy") transformers models, or a local HF directory.
+
+Mirrors ``vllm/model_executor/model_loader/`` (``get_model``, ``DummyModelLoader`` behind
+``--load-format dummy``, ``DefaultModelLoader`` for real weights). The model classes are the
+transformers ones (``WhisperForConditionalGeneration``, ``Qwen2_5_VLForConditionalGeneration``),
+built from the configs shipped in ``refimpl/data`` (``ModelConfig.hf_config_dict``, shrunk by
+the ``small`` scale).
+
+Dummy init is cheap: the model is constructed directly on the target device with
+transformers' weight initialisation switched off (``no_init_weights``; parameters are
+uninitialised memory, buffers such as rotary ``inv_freq`` are computed as usual), then every
+parameter is filled once from a seeded generator: normal(0, 0.02) for matrices and
+embeddings, ones / zeros for norm weights / biases, and Whisper's fixed sinusoids for the
+encoder positions. vLLM's dummy loader draws uniform(-1e-3, 1e-3) for everything; we keep
+norms at one so logits are well separated and greedy argmax is stable.
+
+Left out: quantisation, sharded / tensor-parallel loading, safetensors streaming, hub downloads.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+_ARCHS = {
+    "whisper": "WhisperForConditionalGeneration",
+    "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+}
+_NORM_TYPES = (nn.LayerNorm, nn.GroupNorm)
+
+
+def _model_class(model_type: str):
+    import transformers
+    return getattr(transformers, _ARCHS[model_type])
+
+
+def build_hf_config(config_dict: dict):
+    """A transformers ``PretrainedConfig`` from a ``config.json`` dict (no hub access)."""
+    from transformers import AutoConfig
+    d = dict(config_dict)
+    return AutoConfig.for_model(d.pop("model_type"), **d)
+
+
+def _is_norm(module: nn.Module) -> bool:
+    return isinstance(module, _NORM_TYPES) or type(module).__name__.endswith("RMSNorm")
+
+
+@torch.no_grad()
+def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> None:
+    """Fill every parameter of ``model`` in place from a generator seeded with ``seed``.
+
+    Tied parameters are filled once. Deterministic for a given (seed, device, dtype).
+    """
+    device = next(model.parameters()).device
+    gen = torch.Generator(device=device).manual_seed(seed)
+    seen: set[int] = set()
+    for mod_name, module in model.named_modules():
+        for p_name, p in module.named_parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if _is_norm(module):
+                p.fill_(1.0 if p_name == "weight" else 0.0)
+            elif p_name == "bias":
+                p.zero_()
+            else:
+                p.normal_(0.0, std, generator=gen)
+    enc = getattr(getattr(model, "model", None), "encoder", None)
+    if enc is not None and hasattr(enc, "embed_positions") and type(enc).__name__ == "WhisperEncoder":
+        from transformers.models.whisper.modeling_whisper import sinusoids
+        w = enc.embed_positions.weight
+        w.copy_(sinusoids(*w.shape).to(w.dtype))
+
+
+def get_model(model_config) -> nn.Module:
+    """Build the model named by ``model_config`` in eval mode on ``model_config.device``.
+
+    ``load_format == "dummy"``: random weights seeded by ``model_config.seed`` in
+    ``model_config.dtype`` (vLLM ``--load-format dummy``). ``load_format == "hf"``:
+    ``from_pretrained(model_config.model_path, local_files_only=True)``.
+    Returns a ``WhisperForConditionalGeneration`` or ``Qwen2_5_VLForConditionalGeneration``.
+    Raises ConfigError (from ModelConfig) for a missing directory; transformers' OSError
+    for a directory without weights.
+    """
+    dtype = getattr(torch, model_config.dtype)
+    device = torch.device(model_config.device)
+    if model_config.load_format == "hf":
+        from transformers import AutoConfig
+        cfg = AutoConfig.from_pretrained(model_config.model_path, local_files_only=True)
+        cls = _model_class(cfg.model_type)
+        model = cls.from_pretrained(model_config.model_path, local_files_only=True, dtype=dtype)
+        return model.to(device).eval()
+    from transformers.initialization import no_init_weights
+    cfg = build_hf_config(model_config.hf_config_dict)
+    cls = _model_class(cfg.model_type)
+    with no_init_weights(), device:
+        model = cls._from_config(cfg, dtype=dtype)
+    model.tie_weights()
+    initialize_dummy_weights(model, model_config.seed)
+    return model.eval()

@@ -1,0 +1,62 @@
+"""The command-line interface and the README's commands, from a clean clone of HEAD."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from refimpl.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_help_and_unknown_command(capsys):
+    assert main(["--help"]) == 0
+    assert "bench startup" in capsys.readouterr().out
+    assert main(["nope"]) == 2
+    assert main(["bench", "nope"]) == 2
+
+
+def test_unknown_model_is_rejected_by_argparse():
+    with pytest.raises(SystemExit):
+        main(["bench", "startup", "--model", "llama", "--output-json", "/tmp/x.json"])
+
+
+def test_unknown_variant_names_the_field(tmp_path):
+    from refimpl.errors import UnknownVariantError
+    with pytest.raises(UnknownVariantError, match="variant"):
+        main(["bench", "startup", "--model", "qwen2.5-vl-3b", "--variant", "turbo",
+              "--output-json", str(tmp_path / "x.json")])
+
+
+def test_budget_bench_in_fresh_processes(tmp_path):
+    out = tmp_path / "budget.json"
+    rc = main(["bench", "budget", "--model", "qwen2.5-vl-3b", "--variant", "no-cache,cache-reset",
+               "--calls", "2", "--repeats", "1", "--no-warmup", "--max-model-len", "20000",
+               "--limit-mm-per-prompt", "video=0", "--output-json", str(out)])
+    assert rc == 0
+    res = json.loads(out.read_text())
+    assert set(res["by_variant"]) == {"no-cache", "cache-reset"}
+    assert res["versions"]["torch"] and res["hardware"]["name"]
+    nc, cr = (res["by_variant"][v]["runs"][0] for v in ("no-cache", "cache-reset"))
+    assert nc["passes"] == [1, 1] and cr["passes"] == [1, 0]
+    assert len(nc["calls_s"]) == 2 and nc["budgets"] == cr["budgets"]
+
+
+def test_readme_commands_exist_in_a_clean_clone(tmp_path):
+    """README's commands (make test / make report / refimpl ...) resolve in a fresh clone of HEAD."""
+    clone = tmp_path / "fresh"
+    subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
+    readme = (clone / "README.md").read_text()
+    for cmd in ("make report", "make test"):
+        assert cmd in readme
+        target = cmd.split()[1]
+        dry = subprocess.run(["make", "-n", target], cwd=clone, capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr
+    env = {"PYTHONPATH": str(clone), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-m", "refimpl.cli", "bench", "startup", "--help"],
+                       cwd=clone, capture_output=True, text=True, env=env)
+    assert r.returncode == 0 and "--output-json" in r.stdout
+    for nb in (clone / "notebooks").glob("*.ipynb"):
+        assert '"outputs": []' in nb.read_text() or '"outputs"' not in nb.read_text()

@@ -1,0 +1,80 @@
+"""Engine start-up (vLLM PR #17935): pass counts per variant, identical budgets, reset, faults.
+
+Qwen2.5-VL at the small model scale (real processor, real-size dummy image) with video off so
+each start-up processes only the 3584x3584 dummy image (~1 s per HF pass).
+"""
+import pytest
+
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.core import STARTUP_VARIANTS, EngineCore, check_startup_variant
+from refimpl.errors import UnknownVariantError
+from refimpl.multimodal import MULTIMODAL_REGISTRY
+
+# background.md's table, image only: passes #1 (runner_init), #2 and #3 (profile_run), #5
+# (scheduler_init). The dummy image does not depend on seq_len, so #3 hits what #1 stored.
+EXPECTED_PASSES = {
+    "no-cache": {"runner_init": 1, "profile_run": 2, "scheduler_init": 1},
+    "cache-reset": {"runner_init": 1, "profile_run": 0, "scheduler_init": 0},
+    "formula": {"runner_init": 0, "profile_run": 1, "scheduler_init": 0},
+}
+
+
+def qwen_config(**kw):
+    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=20000, device="cpu",
+                     limit_mm_per_prompt={"video": 0}, **kw)
+    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8), CacheConfig(num_gpu_blocks=64))
+
+
+@pytest.fixture(scope="module")
+def startups():
+    return {v: EngineCore(qwen_config(), v).report for v in STARTUP_VARIANTS}
+
+
+@pytest.mark.parametrize("variant", list(STARTUP_VARIANTS))
+def test_pass_counts_match_background_table(startups, variant):
+    rep = startups[variant]
+    got = {k: rep.passes_by_phase[k] for k in EXPECTED_PASSES[variant]}
+    assert got == EXPECTED_PASSES[variant]
+    assert rep.hf_mm_passes == sum(EXPECTED_PASSES[variant].values())
+
+
+def test_every_variant_gives_identical_budgets(startups):
+    budgets = {(r.encoder_compute_budget, r.encoder_cache_size) for r in startups.values()}
+    assert budgets == {(16384, 16384)}
+    assert {tuple(sorted(r.max_tokens_per_item.items())) for r in startups.values()} == {(("image", 16384),)}
+
+
+def test_reset_empties_the_cache(startups):
+    assert startups["cache-reset"].cache_bytes_before_reset > 0
+    assert startups["cache-reset"].cache_bytes_after_reset == 0
+    assert startups["formula"].cache_bytes_after_reset == 0
+    assert startups["no-cache"].cache_bytes_before_reset == 0  # profiling bypassed the cache
+    assert "reset_mm_cache" in startups["cache-reset"].phases
+
+
+def test_cache_hits_only_with_cache(startups):
+    assert startups["no-cache"].cache_hits == 0
+    assert startups["cache-reset"].cache_hits >= 3
+
+
+def test_second_startup_in_same_process_is_identical(startups):
+    again = EngineCore(qwen_config(), "cache-reset").report
+    first = startups["cache-reset"]
+    assert again.passes_by_phase == first.passes_by_phase
+    assert (again.encoder_compute_budget, again.encoder_cache_size) == (
+        first.encoder_compute_budget, first.encoder_cache_size)
+
+
+def test_failed_startup_leaves_no_cache_filled(monkeypatch):
+    from refimpl.worker import gpu_model_runner
+    def boom(self):
+        raise RuntimeError("capture failed")
+    monkeypatch.setattr(gpu_model_runner.GPUModelRunner, "capture_model", boom)
+    with pytest.raises(RuntimeError, match="capture failed"):
+        EngineCore(qwen_config(), "cache-reset")
+    assert MULTIMODAL_REGISTRY.cache_bytes() == 0
+
+
+def test_unknown_variant_named():
+    with pytest.raises(UnknownVariantError, match="variant"):
+        check_startup_variant("fast")

@@ -1,0 +1,152 @@
+"""Whisper serving (vLLM PRs #24866 / #24989): the engine against transformers' generate(),
+the three encoder-length variants, registry call counts, the encoder-length guard, bad input.
+
+whisper-tiny, random weights (seed 0), real synthesised speech from refimpl/data/speech.
+"""
+import numpy as np
+import pytest
+import torch
+
+from refimpl.audio import load_speech_clips, make_request_audios
+from refimpl.config import ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.core import EngineCore
+from refimpl.engine.llm_engine import LLMEngine
+from refimpl.errors import EncoderLengthMismatchError, InvalidInputError, RefimplError
+from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
+from refimpl.sampling_params import SamplingParams
+
+MAX_TOKENS = (5, 9, 3, 7, 6)
+
+
+@pytest.fixture(scope="module")
+def audios():
+    return make_request_audios(len(MAX_TOKENS), seed=1, max_s=12.0)
+
+
+def serve(engine, audios, staggered=True):
+    """Add requests over several steps (different arrival times) and run to completion."""
+    outs, pending = {}, list(enumerate(audios))
+    while pending or engine.has_unfinished_requests():
+        if pending:
+            i, a = pending.pop(0)
+            engine.add_request(str(i), {"multi_modal_data": {"audio": (a, 16000)}},
+                               SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True))
+            if not staggered:
+                continue
+        for o in engine.step():
+            outs[o.request_id] = o.output_token_ids
+    return [outs[str(i)] for i in range(len(audios))]
+
+
+@pytest.fixture(scope="module")
+def engines():
+    return {v: LLMEngine.from_args("whisper-tiny", encoder_len_variant=v, device="cpu",
+                                   max_num_seqs=3, num_gpu_blocks=400)
+            for v in ("registry", "runner-config", "scheduler-config")}
+
+
+@pytest.fixture(scope="module")
+def results(engines, audios):
+    out = {}
+    for v, e in engines.items():
+        REG.reset_stats()
+        steps0 = e.scheduler.num_steps if hasattr(e.scheduler, "num_steps") else None
+        toks = serve(e, audios)
+        out[v] = {"tokens": toks, "calls": REG.stats.encdec_calls, "steps0": steps0}
+    return out
+
+
+def test_engine_equals_transformers_generate(engines, results, audios):
+    from refimpl.worker.hf_reference import hf_greedy_generate, whisper_decoder_prompt
+    e = engines["scheduler-config"]
+    proc = REG.create_processor(e.vllm_config.model_config, disable_cache=True)
+    feats = torch.stack([proc.apply("", {"audio": [(a, 16000)]}).mm_kwargs["audio"][0]["input_features"]
+                         for a in audios])
+    ref = hf_greedy_generate(e.model_runner.model, feats, whisper_decoder_prompt("whisper-tiny"),
+                             max(MAX_TOKENS))
+    assert results["scheduler-config"]["tokens"] == [r[:n] for r, n in zip(ref, MAX_TOKENS)]
+
+
+def test_variants_token_for_token_identical(results):
+    toks = [r["tokens"] for r in results.values()]
+    assert toks[0] == toks[1] == toks[2]
+    assert [len(t) for t in toks[0]] == list(MAX_TOKENS)
+
+
+def test_registry_calls_per_variant(results):
+    n_req = len(MAX_TOKENS)
+    assert results["scheduler-config"]["calls"] == 0
+    # after #24866 only the scheduler calls it: at least once per admitted request
+    assert results["runner-config"]["calls"] >= n_req
+    # vLLM 0.10.2: every step's metadata build calls it too
+    assert results["registry"]["calls"] >= results["runner-config"]["calls"] + max(MAX_TOKENS)
+
+
+def test_all_blocks_back_in_pool(engines):
+    for e in engines.values():
+        kv = e.scheduler.kv_cache_manager
+        assert kv.get_num_free_blocks() == kv.num_gpu_blocks - 1  # the null block stays out
+
+
+@pytest.mark.parametrize("bad", [1024, 8192])
+def test_guard_refuses_wrong_cross_attention_length(bad):
+    cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_seqs=2))
+    assert cfg.scheduler_config.max_num_encoder_input_tokens == 1500
+    cfg.scheduler_config.max_num_encoder_input_tokens = bad
+    with pytest.raises(EncoderLengthMismatchError, match="1500"):
+        EngineCore(cfg, "cache-reset")
+
+
+def test_decoder_only_never_uses_encoder_len():
+    cfg = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=20000))
+    assert cfg.scheduler_config.max_num_encoder_input_tokens == cfg.scheduler_config.max_num_batched_tokens
+    assert cfg.model_config.max_encoder_len == 0
+
+
+def test_bad_input_rejected_engine_keeps_serving(engines):
+    e = engines["scheduler-config"]
+    clip = load_speech_clips()[0][1]
+    bad = {"empty": np.zeros(0, np.float32), "nan": np.full(16000, np.nan, np.float32),
+           "stereo": np.zeros((2, 16000), np.float32), "too long": np.zeros(16000 * 31, np.float32)}
+    for name, a in bad.items():
+        with pytest.raises(InvalidInputError):
+            e.add_request(f"bad-{name}", {"multi_modal_data": {"audio": (a, 16000)}}, SamplingParams(max_tokens=2))
+    with pytest.raises(InvalidInputError):
+        e.add_request("bad-sr", {"multi_modal_data": {"audio": (clip, 8000)}}, SamplingParams(max_tokens=2))
+    with pytest.raises(RefimplError, match="max_tokens"):
+        e.add_request("bad-len", {"multi_modal_data": {"audio": (clip, 16000)}}, SamplingParams(max_tokens=446))
+    assert not e.has_unfinished_requests()
+    out = e.generate([{"multi_modal_data": {"audio": (clip, 16000)}}], SamplingParams(max_tokens=3, ignore_eos=True))
+    assert len(out[0].output_token_ids) == 3
+
+
+def test_more_requests_than_kv_blocks_none_lost(audios):
+    # 2 requests' worth of blocks (94 cross + 1 self each), 4 seqs allowed: requests wait
+    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=4, num_gpu_blocks=2 * 96 + 1)
+    outs = e.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios],
+                      SamplingParams(max_tokens=20, ignore_eos=True))
+    assert [len(o.output_token_ids) for o in outs] == [20] * len(audios)
+    kv = e.scheduler.kv_cache_manager
+    assert kv.get_num_free_blocks() == kv.num_gpu_blocks - 1
+
+
+def test_abort_frees_blocks(engines, audios):
+    e = engines["scheduler-config"]
+    kv = e.scheduler.kv_cache_manager
+    free0 = kv.get_num_free_blocks()
+    e.add_request("to-abort", {"multi_modal_data": {"audio": (audios[0], 16000)}}, SamplingParams(max_tokens=50))
+    e.step()
+    assert kv.get_num_free_blocks() < free0
+    e.abort_request(["to-abort"])
+    assert kv.get_num_free_blocks() == free0 and not e.has_unfinished_requests()
+
+
+def test_reset_mm_cache_refused_with_requests_in_flight(engines, audios):
+    e = engines["scheduler-config"]
+    e.add_request("inflight", {"multi_modal_data": {"audio": (audios[1], 16000)}}, SamplingParams(max_tokens=2))
+    with pytest.raises(RefimplError, match="reset_mm_cache"):
+        e.reset_mm_cache()
+    while e.has_unfinished_requests():
+        e.step()
+    e.reset_mm_cache()
+    assert REG.cache_bytes() == 0

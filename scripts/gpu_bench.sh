@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# One prepared benchmark pass on a CUDA host, under ~9 minutes of wall time in total.
+#
+# The host's python3 already has torch + transformers 5.17 (+ tokenizers, numpy, pillow, tqdm,
+# psutil) and no network. Missing pure-pip pieces travel as wheels in ./.whl (fetch them here
+# with scripts/fetch_gpu_wheels.sh) and are installed into /tmp/site. The repository itself is
+# used from the working tree (PYTHONPATH=$PWD), not pip-installed.
+#
+# Writes into ${OUT:-results/<gpu-name-slug>}:
+#   env.json, nvidia-smi.txt                  machine, driver, library versions
+#   startup.json      bench startup  qwen2.5-vl-3b  no-cache,cache-reset,formula  3 repeats
+#   budget.json       bench budget   qwen2.5-vl-3b  no-cache,cache-reset  --calls 2
+#   throughput.json   bench throughput whisper-large-v3 registry,runner-config,scheduler-config
+#   throughput_hf.json  the same requests through transformers' generate() (--engine hf)
+#   <name>.log        each command's stdout/stderr
+# and prints one summary line per JSON. Every command runs under `timeout` (SIGINT first, so
+# the driver writes the repeats finished so far, then SIGKILL) with a cap that also respects
+# the overall budget, so one hang cannot eat the others' time.
+#
+# Environment knobs (defaults in brackets): OUT, BUDGET_S [530] total seconds,
+# DEVICE [cuda], REPEATS [3], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
+# T_STARTUP [170], T_BUDGET [80], T_THROUGHPUT [180], T_HF [60] per-command caps (s),
+# ONLY ["startup budget throughput throughput_hf"] subset to run, DRY_RUN [0] print only,
+# PYTHON [python3].
+#
+# Exit status: 0 if every selected command wrote its JSON, 1 otherwise.
+set -uo pipefail   # no -e: one failing benchmark must not stop the others
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PY=${PYTHON:-python3}
+BUDGET_S=${BUDGET_S:-530}
+DEVICE=${DEVICE:-cuda}
+REPEATS=${REPEATS:-3}
+NUM_REQUESTS=${NUM_REQUESTS:-32}
+MAX_TOKENS=${MAX_TOKENS:-32}
+MAX_NUM_SEQS=${MAX_NUM_SEQS:-16}
+ONLY=${ONLY:-"startup budget throughput throughput_hf"}
+DRY_RUN=${DRY_RUN:-0}
+START=$SECONDS
+
+# ---- missing packages from ./.whl ----------------------------------------------------------
+if compgen -G ".whl/*.whl" >/dev/null && [[ $DRY_RUN != 1 ]]; then
+  "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
+    || echo "warning: installing .whl/*.whl failed; continuing with what is there"
+fi
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
+export PATH=/tmp/site/bin:$PATH
+export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+# ---- output folder named after the GPU -----------------------------------------------------
+gpu_name() {
+  { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; } \
+    || "$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')" 2>/dev/null \
+    || echo unknown
+}
+slug() { tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9.]+/-/g; s/^-+|-+$//g'; }
+OUT=${OUT:-results/$(gpu_name | slug)}
+mkdir -p "$OUT"
+echo "gpu_bench: writing to $OUT (budget ${BUDGET_S}s, device $DEVICE)"
+
+if [[ $DRY_RUN != 1 ]]; then
+  command -v nvidia-smi >/dev/null && nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+  "$PY" -c "import sys; from refimpl.bench.common import collect_env, write_json; write_json(sys.argv[1], collect_env())" \
+    "$OUT/env.json" || echo "warning: env.json not written"
+  "$PY" -c "import blake3, tqdm, psutil, torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())" \
+    || echo "warning: a required package is missing (see .whl / scripts/fetch_gpu_wheels.sh)"
+fi
+
+# ---- one summary line per result JSON ------------------------------------------------------
+summarize() {
+  "$PY" - "$1" <<'PY'
+import json, sys
+path = sys.argv[1]
+try:
+    doc = json.load(open(path))
+except Exception as e:  # noqa: BLE001 - a summary must never stop the script
+    print(f"   {path}: unreadable ({e})"); sys.exit(0)
+hw = (doc.get("hardware") or {}).get("name", "?")
+parts = []
+for v, r in (doc.get("by_variant") or {str(doc.get("variant")): doc}).items():
+    heads = [f"{k}={r[k]:.4g}" for k in r if k.startswith("median_") and isinstance(r[k], (int, float))]
+    parts.append(f"{v}: {' '.join(heads) or 'no result'} (n={len(r.get('runs') or [])})")
+print(f"   {path.rsplit('/', 1)[-1]} [{doc.get('device', '?')}, {hw}] " + " | ".join(parts))
+PY
+}
+
+FAILED=0
+run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.json under a timeout
+  local name=$1 cap=$2; shift 2
+  [[ " $ONLY " == *" $name "* ]] || return 0
+  local left=$(( BUDGET_S - (SECONDS - START) - 20 ))
+  local cmd=("$PY" -m refimpl.cli "$@" --output-json "$OUT/$name.json")
+  if [[ $DRY_RUN == 1 ]]; then echo "[dry-run, cap ${cap}s] ${cmd[*]}"; return 0; fi
+  if (( left < 30 )); then echo "== $name: SKIPPED, ${left}s of the budget left"; FAILED=1; return 0; fi
+  (( cap > left )) && cap=$left
+  echo "== $name (cap ${cap}s): ${cmd[*]}"
+  local t0=$SECONDS rc
+  rm -f "$OUT/$name.json"
+  timeout --signal=INT --kill-after=15 "$cap" "${cmd[@]}" > "$OUT/$name.log" 2>&1
+  rc=$?
+  echo "   exit $rc after $(( SECONDS - t0 ))s$([[ $rc == 124 ]] && echo ' (timed out: partial results, if any)')"
+  if [[ -s $OUT/$name.json ]]; then
+    summarize "$OUT/$name.json"
+  else
+    FAILED=1
+    echo "   no JSON; last lines of $OUT/$name.log:"; tail -n 8 "$OUT/$name.log" | sed 's/^/   | /'
+  fi
+  [[ $rc == 0 ]] || FAILED=1
+}
+
+VL=qwen2.5-vl-3b
+ASR=whisper-large-v3
+run startup "${T_STARTUP:-170}" bench startup --model $VL --variant no-cache,cache-reset,formula \
+  --device "$DEVICE" --repeats "$REPEATS"
+run budget "${T_BUDGET:-80}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
+  --device "$DEVICE" --repeats 2
+run throughput "${T_THROUGHPUT:-180}" bench throughput --model $ASR \
+  --variant registry,runner-config,scheduler-config --device "$DEVICE" --repeats "$REPEATS" \
+  --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \
+  --warmup-requests 2
+run throughput_hf "${T_HF:-60}" bench throughput --model $ASR --engine hf --device "$DEVICE" \
+  --repeats "$REPEATS" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
+  --max-num-seqs "$MAX_NUM_SEQS" --warmup-requests 2
+
+echo "gpu_bench: done in $(( SECONDS - START ))s; results in $OUT"
+exit $FAILED

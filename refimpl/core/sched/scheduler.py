@@ -23,9 +23,10 @@ from collections import deque
 from typing import Iterable, Optional
 
 from refimpl.config import VllmConfig
-from refimpl.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
+from refimpl.core.kv_cache_manager import KVCacheBlocks, KVCacheManager, cdiv
 from refimpl.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
-from refimpl.errors import ConfigError, EncoderLengthMismatchError, InvalidInputError
+from refimpl.errors import (ConfigError, EncoderLengthMismatchError, InvalidInputError,
+                            SamplingParamsError)
 from refimpl.outputs import ModelRunnerOutput, RequestOutput
 from refimpl.request import Request, RequestStatus
 from refimpl.sampling_params import check_max_tokens
@@ -77,7 +78,8 @@ class Scheduler:
     def add_request(self, request: Request) -> None:
         """Queue a request. Raises InvalidInputError (duplicate id, prompt too long, encoder
         input that can never fit the budget), SamplingParamsError (max_tokens beyond
-        max_model_len - prompt length: 448 - decoder prompt for Whisper)."""
+        max_model_len - prompt length: 448 - decoder prompt for Whisper; or more than the
+        whole KV cache could ever hold for this one request)."""
         if request.request_id in self.requests:
             raise InvalidInputError("request_id", "unique", f"{request.request_id!r} is in flight")
         if request.num_prompt_tokens >= self.max_model_len:
@@ -91,6 +93,15 @@ class Scheduler:
             if request.get_num_encoder_tokens(i) > limit:
                 raise InvalidInputError("mm_inputs", limit, f"item {i} needs "
                                         f"{request.get_num_encoder_tokens(i)} encoder tokens")
+        # A request that cannot fit even alone would preempt itself forever (livelock).
+        bs = self.kv_cache_manager.block_size
+        usable = self.kv_cache_manager.block_pool.num_gpu_blocks - 1 - (
+            cdiv(self.max_encoder_len, bs) if self.is_encoder_decoder and request.has_encoder_inputs else 0)
+        max_len = min(request.num_prompt_tokens + request.max_tokens, self.max_model_len)
+        if cdiv(max_len, bs) > usable:
+            raise SamplingParamsError("max_tokens", usable * bs - request.num_prompt_tokens,
+                                      f"prompt + max_tokens = {max_len} tokens cannot fit the KV "
+                                      f"cache ({usable} blocks of {bs} after cross-attention)")
         if request.eos_token_id is None:
             request.eos_token_id = self.eos_token_id
         self.requests[request.request_id] = request

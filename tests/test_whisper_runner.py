@@ -1,0 +1,179 @@
+"""The correctness oracle of the paged-KV Whisper runner.
+
+whisper-tiny with random weights (re-drawn at std 0.2 so the tokens depend on the audio,
+the position and the request: at the loader's default 0.02 every audio decodes to the same
+repeated token, which would not catch a request mix-up), real speech clips through the real
+feature extractor. Reference: ``transformers.GenerationMixin.generate`` called directly on
+the model (plain greedy, skipping WhisperForConditionalGeneration.generate's language /
+timestamp / suppress-token logic, no EOS stop), batched, same decoder prompt
+[50258, 50259, 50359, 50363]. Our side: the real Scheduler driving GPUModelRunner with
+requests arriving at different steps with different max_tokens (and, in one test, KV
+pressure forcing preemption + recompute). The sampled tokens must be EXACTLY equal.
+"""
+import numpy as np
+import pytest
+import torch
+from transformers import GenerationConfig, GenerationMixin, WhisperFeatureExtractor
+
+from refimpl.audio import make_request_audios
+from refimpl.config import get_preprocessor_dict
+from refimpl.core.sched.scheduler import Scheduler
+from refimpl.errors import EncoderLengthMismatchError
+from refimpl.request import Request
+from refimpl.sampling_params import SamplingParams
+from refimpl.worker.gpu_model_runner import GPUModelRunner
+from refimpl.worker.model_loader import initialize_dummy_weights
+from refimpl.worker.paged_attention import paged_attention, write_kv
+from refimpl.worker.whisper_runner import CachedRequestState, CrossAttentionBuilder
+from utils import FakeRegistry, WHISPER_PROMPT, create_vllm_config, patch_registry
+
+BLOCK = 8                    # 1500 encoder positions -> 188 cross blocks, the last one partial
+MAX_TOKENS = [10, 14, 7, 12]
+ARRIVAL_STEP = [0, 0, 3, 5]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    cfg = create_vllm_config(block_size=BLOCK, max_num_seqs=8)
+    runner = GPUModelRunner(cfg)
+    runner.load_model()
+    initialize_dummy_weights(runner.model, seed=0, std=0.2)
+    fe = WhisperFeatureExtractor(**get_preprocessor_dict("whisper-tiny"))
+    audios = make_request_audios(len(MAX_TOKENS), seed=1, max_s=8.0)
+    feats = fe(audios, sampling_rate=16000, return_tensors="pt").input_features   # (4, 80, 3000)
+    gc = GenerationConfig(max_new_tokens=max(MAX_TOKENS), do_sample=False, num_beams=1,
+                          decoder_start_token_id=WHISPER_PROMPT[0], pad_token_id=50257,
+                          eos_token_id=None, use_cache=True)
+    dec = torch.tensor([WHISPER_PROMPT] * len(audios))
+    with torch.inference_mode():
+        ref = GenerationMixin.generate(runner.model, input_features=feats, decoder_input_ids=dec,
+                                       attention_mask=torch.ones_like(dec), generation_config=gc)
+    return cfg, runner, feats, ref[:, len(WHISPER_PROMPT):].tolist()
+
+
+def _serve(cfg, runner, feats, num_blocks):
+    runner.initialize_kv_cache(num_blocks)         # fresh KV cache and runner state
+    sched = Scheduler(cfg, num_blocks, encoder_compute_budget=1500, encoder_cache_size=1500)
+    done, step = {}, 0
+    while len(done) < len(MAX_TOKENS):
+        for i, arrive in enumerate(ARRIVAL_STEP):
+            if arrive == step:
+                sched.add_request(Request(f"r{i}", list(WHISPER_PROMPT),
+                                          SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True),
+                                          mm_inputs=[{"input_features": feats[i]}]))
+        so = sched.schedule()
+        for out in sched.update_from_output(so, runner.execute_model(so)):
+            done[out.request_id] = out
+        step += 1
+        assert step < 200
+    return done
+
+
+def test_paged_greedy_equals_transformers_generate(setup):
+    cfg, runner, feats, ref = setup
+    assert len({tuple(r[:5]) for r in ref}) == len(ref), "oracle must differ across audios"
+    done = _serve(cfg, runner, feats, num_blocks=2000)
+    for i, n in enumerate(MAX_TOKENS):
+        assert done[f"r{i}"].output_token_ids == ref[i][:n], f"r{i}"
+    assert set(runner.step_timings) >= {"prepare", "model", "sample"}
+
+
+def test_preemption_recompute_equals_transformers_generate(setup):
+    cfg, runner, feats, ref = setup
+    # 3 requests' cross blocks + a few self blocks: running requests must be preempted.
+    done = _serve(cfg, runner, feats, num_blocks=1 + 3 * 188 + 4)
+    assert sum(o.num_preemptions for o in done.values()) > 0
+    for i, n in enumerate(MAX_TOKENS):
+        assert done[f"r{i}"].output_token_ids == ref[i][:n], f"r{i}"
+
+
+def _paged_setup(lens, block_size, h=3, d=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    nb = [-(-n // block_size) for n in lens]
+    perm = torch.randperm(sum(nb) + 5, generator=g)[:sum(nb)] + 1      # scattered ids, 0 unused
+    tables, kv = [], torch.randn(2, sum(nb) + 6, block_size, h, d, generator=g)
+    keys = [torch.randn(n, h, d, generator=g) for n in lens]
+    vals = [torch.randn(n, h, d, generator=g) for n in lens]
+    off = 0
+    for i, n in enumerate(lens):
+        blocks = perm[off:off + nb[i]].tolist()
+        off += nb[i]
+        tables.append(blocks + [0] * (max(nb) - nb[i]))
+        pos = torch.arange(n)
+        slots = torch.tensor(blocks)[pos // block_size] * block_size + pos % block_size
+        write_kv(kv, keys[i], vals[i], slots)
+    return kv, torch.tensor(tables), keys, vals, g
+
+
+@pytest.mark.parametrize("block_size", [4, 16])
+def test_paged_cross_attention_equals_unpaged_at_block_boundaries(block_size):
+    lens = [1, block_size - 1, block_size, block_size + 1, 2 * block_size, 1500]
+    kv, table, keys, vals, g = _paged_setup(lens, block_size)
+    q_lens = [1, 2, 1, 3, 1, 2]
+    q = torch.randn(sum(q_lens), 3, 8, generator=g)
+    qsl = torch.tensor([0] + np.cumsum(q_lens).tolist())
+    out = paged_attention(q, kv, qsl, torch.tensor(lens), table, causal=False, scale=0.3)
+    for i in range(len(lens)):
+        qi = q[qsl[i]:qsl[i + 1]].transpose(0, 1)
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            qi, keys[i].transpose(0, 1), vals[i].transpose(0, 1), scale=0.3).transpose(0, 1)
+        torch.testing.assert_close(out[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_paged_causal_attention_equals_unpaged():
+    lens, q_lens = [5, 16, 17, 33], [5, 1, 3, 1]       # a prefill, decodes, a 3-token chunk
+    kv, table, keys, vals, g = _paged_setup(lens, 16)
+    q = torch.randn(sum(q_lens), 3, 8, generator=g)
+    qsl = torch.tensor([0] + np.cumsum(q_lens).tolist())
+    out = paged_attention(q, kv, qsl, torch.tensor(lens), table, causal=True)
+    for i, (n, m) in enumerate(zip(lens, q_lens)):
+        mask = torch.arange(n)[None] <= torch.arange(n - m, n)[:, None]
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q[qsl[i]:qsl[i + 1]].transpose(0, 1), keys[i].transpose(0, 1), vals[i].transpose(0, 1),
+            attn_mask=mask, scale=1.0).transpose(0, 1)
+        torch.testing.assert_close(out[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_cross_attention_builder_reads_encoder_len_every_step():
+    reg = FakeRegistry()
+    with patch_registry(reg):
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="registry", registry=reg)
+        builder = CrossAttentionBuilder(cfg, 16, torch.device("cpu"))
+        calls = reg.calls
+        blocks = [list(range(1, 95)), list(range(95, 189))]
+        qsl = np.array([0, 4, 5])
+        md = builder.build(qsl, np.array([1500, 0]), blocks)       # r0 first step, r1 decoding
+        md2 = builder.build(qsl, np.array([0, 0]), blocks)
+        assert reg.calls == calls + 2
+        with pytest.raises(EncoderLengthMismatchError):        # 64 blocks cannot hold 1500
+            builder.build(qsl, np.array([1500, 0]), [list(range(1, 65)), list(range(65, 129))])
+    assert md.seq_lens.tolist() == [1500, 1500] and md.max_seq_len == 1500
+    assert md.slot_mapping.tolist() == list(range(16, 16 + 1500)) and md2.slot_mapping.numel() == 0
+    assert md.block_table.shape == (2, 94)
+
+
+def test_runner_reads_encoder_len_once_at_init(setup):
+    reg = FakeRegistry()
+    with patch_registry(reg):
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="runner-config", registry=reg)
+        calls = reg.calls
+        runner = GPUModelRunner(cfg)
+        runner.model = setup[1].model
+        runner.initialize_kv_cache(200)
+    assert reg.calls == calls and runner.whisper_runner.encoder_len == 1500
+
+
+def test_seeded_sampling_is_deterministic(setup):
+    runner = setup[1].whisper_runner
+    logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+
+    def states(seed):
+        out = []
+        for i, t in enumerate([0.0, 1.0, 0.7]):
+            sp = SamplingParams(temperature=t, seed=seed + i)
+            out.append(CachedRequestState(f"s{i}", [], None, ([], []), 0, sp,
+                                          torch.Generator().manual_seed(seed + i)))
+        return out
+    a, b = runner.sample(logits, states(7)), runner.sample(logits, states(7))
+    assert a == b and a[0] == int(logits[0].argmax())
+    assert all(0 <= t < 50 for t in a)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from refimpl.errors import ConfigError
+
 _ARCHS = {
     "whisper": "WhisperForConditionalGeneration",
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
@@ -37,7 +39,23 @@ def build_hf_config(config_dict: dict):
     """A transformers ``PretrainedConfig`` from a ``config.json`` dict (no hub access)."""
     from transformers import AutoConfig
     d = dict(config_dict)
+    _fit_mrope_section(d)
     return AutoConfig.for_model(d.pop("model_type"), **d)
+
+
+def _fit_mrope_section(d: dict) -> None:
+    """Qwen2.5-VL's ``mrope_section`` must sum to head_dim / 2 (64 for the 3B model). The
+    ``small`` scale shrinks head_dim (256 / 4 heads = 64), so rescale the section in the same
+    2:3:3 proportion ([16, 24, 24] -> [8, 12, 12]); a consistent config is left alone."""
+    rope = d.get("rope_scaling")
+    if not isinstance(rope, dict) or "mrope_section" not in rope:
+        return
+    half = d["hidden_size"] // d["num_attention_heads"] // 2
+    sec = list(rope["mrope_section"])
+    if sum(sec) != half:
+        new = [s * half // sum(sec) for s in sec]
+        new[-1] += half - sum(new)
+        d["rope_scaling"] = {**rope, "mrope_section": new}
 
 
 def _is_norm(module: nn.Module) -> bool:
@@ -78,16 +96,20 @@ def get_model(model_config) -> nn.Module:
     ``model_config.dtype`` (vLLM ``--load-format dummy``). ``load_format == "hf"``:
     ``from_pretrained(model_config.model_path, local_files_only=True)``.
     Returns a ``WhisperForConditionalGeneration`` or ``Qwen2_5_VLForConditionalGeneration``.
-    Raises ConfigError (from ModelConfig) for a missing directory; transformers' OSError
-    for a directory without weights.
+    Raises ConfigError("model_path") for a missing directory (ModelConfig) or one without a
+    loadable config / weights of a supported architecture.
     """
     dtype = getattr(torch, model_config.dtype)
     device = torch.device(model_config.device)
     if model_config.load_format == "hf":
         from transformers import AutoConfig
-        cfg = AutoConfig.from_pretrained(model_config.model_path, local_files_only=True)
-        cls = _model_class(cfg.model_type)
-        model = cls.from_pretrained(model_config.model_path, local_files_only=True, dtype=dtype)
+        path = model_config.model_path
+        try:
+            cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+            model = _model_class(cfg.model_type).from_pretrained(path, local_files_only=True, dtype=dtype)
+        except (OSError, ValueError, KeyError) as e:
+            raise ConfigError("model_path", "a local HF directory with config.json and weights",
+                              f"cannot load {path!r}: {e}") from e
         return model.to(device).eval()
     from transformers.initialization import no_init_weights
     cfg = build_hf_config(model_config.hf_config_dict)

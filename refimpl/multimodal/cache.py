@@ -1,0 +1,141 @@
+"""Content hashing and the per-process processing cache.
+
+Mirrors ``vllm/multimodal/hasher.py`` (``MultiModalHasher``) and ``ProcessingCache`` in
+``vllm/multimodal/processing.py`` as of vLLM 0.9.0 (PR #17935 kept it on during profiling and
+added ``reset_processor_cache``): one entry per multimodal item, keyed by a blake3 hash of the
+model id, the modality, the item's content and the HF-processor kwargs; the value is that
+item's processed tensors; an LRU bounded in bytes.
+
+Left out: vLLM's ``LRUCache`` base (cachetools), the per-item metadata wrappers
+(``ProcessingCacheItem``) and the P0/P1 mirror caches of the V1 engine (owned elsewhere in
+refimpl). Unlike vLLM before PR #43941's fix, eviction cannot loop: an item larger than the
+whole capacity is simply not stored.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Iterator, Optional
+
+import numpy as np
+import torch
+from blake3 import blake3
+from PIL import Image
+
+Item = dict[str, torch.Tensor]  # one item's processed tensors
+
+
+class MultiModalHasher:
+    """Deterministic content hashes (hex strings, 64 chars) of kwargs made of items and scalars."""
+
+    @classmethod
+    def iter_item_bytes(cls, key: str, obj: Any) -> Iterator[bytes]:
+        """Bytes that identify ``obj`` under ``key``: type tag, then shape/dtype/mode, then data."""
+        yield f"<{key}:{type(obj).__name__}>".encode()
+        if isinstance(obj, Image.Image):
+            yield f"{obj.mode}|{obj.size}|".encode()
+            yield obj.tobytes()
+        elif isinstance(obj, torch.Tensor):
+            t = obj.detach().cpu().contiguous()
+            yield f"{t.dtype}|{tuple(t.shape)}|".encode()
+            yield t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        elif isinstance(obj, np.ndarray):
+            a = np.ascontiguousarray(obj)
+            yield f"{a.dtype.str}|{a.shape}|".encode()
+            yield a.tobytes()
+        elif isinstance(obj, (bytes, bytearray)):
+            yield bytes(obj)
+        elif isinstance(obj, dict):
+            for k in sorted(obj):
+                yield from cls.iter_item_bytes(f"{key}.{k}", obj[k])
+        elif isinstance(obj, (list, tuple)):
+            yield f"len={len(obj)}|".encode()
+            for i, x in enumerate(obj):
+                yield from cls.iter_item_bytes(f"{key}.{i}", x)
+        elif obj is None or isinstance(obj, (str, int, float, bool, np.generic)):
+            yield repr(obj).encode()
+        else:
+            raise TypeError(f"cannot hash {type(obj).__name__} for key {key!r}")
+
+    @classmethod
+    def hash_kwargs(cls, **kwargs: Any) -> str:
+        """blake3 hex digest over all kwargs in sorted-key order.
+
+        The processing cache calls it as ``hash_kwargs(model_id=..., modality=..., item=...,
+        **hf_processor_mm_kwargs)``. Raises TypeError for values it cannot serialize.
+        """
+        h = blake3()
+        for k in sorted(kwargs):
+            for chunk in cls.iter_item_bytes(k, kwargs[k]):
+                h.update(chunk)
+        return h.hexdigest()
+
+
+def item_nbytes(value: Item) -> int:
+    """Bytes held by one cached item (sum of its tensors' ``nbytes``)."""
+    return sum(t.nbytes for t in value.values() if isinstance(t, torch.Tensor))
+
+
+class ProcessingCache:
+    """LRU of processed items bounded by ``capacity_bytes`` (bytes; 0 stores nothing).
+
+    Counters: ``hits``, ``misses``, ``evictions``, ``rejected`` (items larger than the
+    capacity, not stored) and ``bytes`` (currently held). ``get`` refreshes recency; ``put``
+    evicts least-recently-used entries until the new one fits. Not thread-safe (vLLM's
+    isn't either: one per process, used from the front-end thread).
+    """
+
+    def __init__(self, capacity_bytes: int):
+        self.capacity_bytes = int(capacity_bytes)
+        self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
+        self.hits = self.misses = self.evictions = self.rejected = self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._data
+
+    def get(self, key: str) -> Optional[Item]:
+        """The cached item for ``key`` or None; counts a hit or a miss."""
+        entry = self._data.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self._data.move_to_end(key)
+        self.hits += 1
+        return entry[0]
+
+    def put(self, key: str, value: Item) -> bool:
+        """Store ``value``; returns False (nothing evicted) if it alone exceeds the capacity."""
+        size = item_nbytes(value)
+        if size > self.capacity_bytes:
+            self.rejected += 1
+            return False
+        old = self._data.pop(key, None)
+        if old is not None:
+            self.bytes -= old[1]
+        while self._data and self.bytes + size > self.capacity_bytes:
+            _, (_, sz) = self._data.popitem(last=False)
+            self.bytes -= sz
+            self.evictions += 1
+        self._data[key] = (value, size)
+        self.bytes += size
+        return True
+
+    def set_capacity(self, capacity_bytes: int) -> None:
+        """Change the bound (bytes), evicting LRU entries until the cache fits."""
+        self.capacity_bytes = int(capacity_bytes)
+        while self._data and self.bytes > self.capacity_bytes:
+            _, (_, sz) = self._data.popitem(last=False)
+            self.bytes -= sz
+            self.evictions += 1
+
+    def reset(self) -> None:
+        """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0."""
+        self._data.clear()
+        self.bytes = 0
+
+    def stats(self) -> dict[str, int]:
+        return dict(entries=len(self), bytes=self.bytes, capacity_bytes=self.capacity_bytes,
+                    hits=self.hits, misses=self.misses, evictions=self.evictions,
+                    rejected=self.rejected)

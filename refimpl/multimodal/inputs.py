@@ -1,0 +1,183 @@
+"""Input types and validation of multimodal items.
+
+Mirrors the data types of ``vllm/multimodal/inputs.py`` (``PlaceholderRange``,
+``MultiModalInputs``, ``MultiModalEncDecInputs``) and the item parsing of
+``vllm/multimodal/parse.py`` (``MultiModalDataParser``) at vLLM 0.9.0. vLLM mostly lets bad
+items fail deep inside the HF processor (or resamples audio); here every malformed item is
+rejected up front with a :class:`refimpl.errors.InvalidInputError` naming the field and the
+limit, so a server can reject one request and keep serving.
+
+Left out: embeddings passed instead of raw items, audio resampling (we require 16 kHz),
+video decoding from files, ``MultiModalKwargs`` batching (items stay one dict per item).
+"""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from PIL import Image
+
+from refimpl.errors import InvalidInputError, TooManyItemsError
+
+SAMPLING_RATE = 16000
+MAX_AUDIO_S = 30
+MAX_ASPECT_RATIO = 200  # smart_resize rejects more extreme images
+
+
+@dataclass(frozen=True)
+class PlaceholderRange:
+    """Where one item's placeholder tokens sit in the prompt: ``offset`` and ``length`` (tokens)."""
+    offset: int
+    length: int
+
+
+@dataclass
+class MultiModalInputs:
+    """Output of ``BaseMultiModalProcessor.apply``.
+
+    ``prompt_token_ids``: decoder prompt (placeholders expanded for decoder-only models).
+    ``mm_kwargs[modality][i]``: item i's tensors, e.g. image ``{"pixel_values": (n_patches,
+    1176) float32, "image_grid_thw": (3,) int64}``, video ``{"pixel_values_videos", "video_grid_thw",
+    "second_per_grid_ts"}``, audio ``{"input_features": (num_mel_bins, 3000) float32}``.
+    ``mm_hashes[modality][i]``: the item's cache key (blake3 hex). ``mm_placeholders``: the
+    item's PlaceholderRange (in the encoder prompt for encoder-decoder models).
+    ``encoder_prompt_token_ids``: Whisper only (1500 placeholder zeros per audio).
+    """
+    prompt_token_ids: list[int]
+    mm_kwargs: dict[str, list[dict[str, torch.Tensor]]]
+    mm_hashes: dict[str, list[str]]
+    mm_placeholders: dict[str, list[PlaceholderRange]]
+    encoder_prompt_token_ids: Optional[list[int]] = None
+    type: str = "multimodal"
+
+    def num_placeholder_tokens(self, modality: str) -> int:
+        return sum(p.length for p in self.mm_placeholders.get(modality, []))
+
+
+@dataclass
+class ProcessorInputs:
+    """Dummy inputs for profiling: prompt text, items per modality, HF processor kwargs."""
+    prompt: str | list[int]
+    mm_data: dict[str, list[Any]]
+    hf_processor_mm_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_hw(h: int, w: int, fld: str) -> None:
+    if h <= 0 or w <= 0:
+        raise InvalidInputError(fld, "height and width > 0", f"zero-size {fld} {w}x{h}")
+    if max(h, w) / min(h, w) > MAX_ASPECT_RATIO:
+        raise InvalidInputError(fld, f"aspect ratio <= {MAX_ASPECT_RATIO}",
+                                f"{fld} of {w}x{h} is too elongated")
+
+
+def parse_image(x: Any) -> Image.Image:
+    """PIL image, encoded bytes or (H, W[, C]) uint8 array -> fully loaded PIL image.
+
+    Raises InvalidInputError (field "image") for corrupt bytes, zero size, aspect ratio above
+    200 or unsupported types. Images above ``max_pixels`` are fine: the HF processor resizes.
+    """
+    if isinstance(x, (bytes, bytearray)):
+        try:
+            x = Image.open(io.BytesIO(bytes(x)))
+            x.load()
+        except Exception as e:  # PIL raises several types for corrupt data
+            raise InvalidInputError("image", "a decodable image", f"corrupt image bytes: {e}") from None
+    elif isinstance(x, np.ndarray):
+        if x.dtype != np.uint8 or x.ndim not in (2, 3) or (x.ndim == 3 and x.shape[2] not in (1, 3, 4)):
+            raise InvalidInputError("image", "(H, W[, 1|3|4]) uint8 array",
+                                    f"got {x.dtype} array of shape {x.shape}")
+        _check_hw(x.shape[0], x.shape[1], "image")
+        x = Image.fromarray(x[..., 0] if x.ndim == 3 and x.shape[2] == 1 else x)
+    elif isinstance(x, Image.Image):
+        try:
+            x.load()
+        except Exception as e:
+            raise InvalidInputError("image", "a decodable image", f"corrupt image: {e}") from None
+    else:
+        raise InvalidInputError("image", "PIL.Image | bytes | uint8 ndarray", f"got {type(x).__name__}")
+    _check_hw(x.height, x.width, "image")
+    return x
+
+
+def parse_video(x: Any) -> np.ndarray:
+    """(T, H, W, 3) numeric array or list of PIL frames -> (T, H, W, 3) array (dtype kept).
+
+    Raises InvalidInputError (field "video") for wrong rank/channels, 0 frames, zero size,
+    non-numeric or non-finite data.
+    """
+    if isinstance(x, (list, tuple)) and x and all(isinstance(f, Image.Image) for f in x):
+        x = np.stack([np.asarray(parse_image(f).convert("RGB")) for f in x])
+    if isinstance(x, torch.Tensor):
+        x = x.numpy()
+    if not isinstance(x, np.ndarray):
+        raise InvalidInputError("video", "(T, H, W, 3) array", f"got {type(x).__name__}")
+    if x.ndim != 4 or x.shape[-1] != 3:
+        raise InvalidInputError("video", "(T, H, W, 3) array", f"got shape {x.shape}")
+    if x.shape[0] == 0:
+        raise InvalidInputError("video", ">= 1 frame", "video has 0 frames")
+    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+        raise InvalidInputError("video", "numeric dtype", f"got {x.dtype}")
+    _check_hw(x.shape[1], x.shape[2], "video")
+    if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
+        raise InvalidInputError("video", "finite values", "video contains NaN or inf")
+    return x
+
+
+def parse_audio(x: Any) -> np.ndarray:
+    """1-D float array at 16 kHz, or ``(array, sampling_rate)`` -> 1-D float32 array.
+
+    Raises InvalidInputError: field "audio.sampling_rate" (limit 16000), "audio" for wrong
+    rank/dtype (float16/32/64 accepted), empty, NaN/inf, or longer than 30 s (limit "30 s").
+    """
+    sr = SAMPLING_RATE
+    if isinstance(x, tuple):
+        if len(x) != 2:
+            raise InvalidInputError("audio", "(array, sampling_rate)", f"tuple of {len(x)}")
+        x, sr = x
+    if sr != SAMPLING_RATE:
+        raise InvalidInputError("audio.sampling_rate", SAMPLING_RATE, f"got {sr} Hz (no resampling)")
+    if isinstance(x, torch.Tensor):
+        x = x.numpy()
+    if not isinstance(x, np.ndarray):
+        raise InvalidInputError("audio", "1-D float32 array", f"got {type(x).__name__}")
+    if x.ndim != 1:
+        raise InvalidInputError("audio", "1-D (mono) array", f"got shape {x.shape}")
+    if not np.issubdtype(x.dtype, np.floating):
+        raise InvalidInputError("audio", "float32 samples", f"got dtype {x.dtype}")
+    if x.size == 0:
+        raise InvalidInputError("audio", "> 0 samples", "empty audio")
+    if x.size > MAX_AUDIO_S * SAMPLING_RATE:
+        raise InvalidInputError("audio", f"{MAX_AUDIO_S} s",
+                                f"{x.size / SAMPLING_RATE:.2f} s of audio ({x.size} samples)")
+    x = x.astype(np.float32, copy=False)
+    if not np.isfinite(x).all():
+        raise InvalidInputError("audio", "finite samples", "audio contains NaN or inf")
+    return x
+
+
+_PARSERS = {"image": parse_image, "video": parse_video, "audio": parse_audio}
+
+
+def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> dict[str, list[Any]]:
+    """Validate and normalize ``{modality: item | [items]}`` -> ``{modality: [items]}``.
+
+    ``limits``: allowed items per prompt for each supported modality. Raises
+    InvalidInputError (field "mm_data") for an unknown modality, TooManyItemsError (field
+    ``mm_data[<modality>]``, limit = the limit) for too many items, and the per-item errors
+    of parse_image / parse_video / parse_audio.
+    """
+    out: dict[str, list[Any]] = {}
+    for modality, items in (mm_data or {}).items():
+        if modality not in limits:
+            raise InvalidInputError("mm_data", tuple(limits), f"unsupported modality {modality!r}")
+        if not isinstance(items, list):
+            items = [items]
+        if len(items) > limits[modality]:
+            raise TooManyItemsError(f"mm_data[{modality}]", limits[modality],
+                                    f"{len(items)} {modality} items in one prompt")
+        if items:
+            out[modality] = [_PARSERS[modality](x) for x in items]
+    return out

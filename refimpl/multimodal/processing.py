@@ -1,0 +1,251 @@
+"""vLLM-level multimodal processor: HF processing with and without the processing cache.
+
+Mirrors ``BaseMultiModalProcessor`` / ``EncDecMultiModalProcessor`` of
+``vllm/multimodal/processing.py`` at vLLM 0.9.0 (after PR #17935): ``apply`` ->
+``_cached_apply_hf_processor`` (hash each item, look it up, run the HF processor on the
+missing items only with dummy text, split the output per item, store each item, then
+tokenize the prompt text-only and expand placeholders) or, with no cache, one HF call on the
+prompt and all items. Both paths give identical token ids and bitwise identical tensors.
+
+Left out: text-level prompt updates (we match token ids only; a prompt whose placeholders
+are not whole special tokens is rejected), ``PromptInsertion``, ``is_embed`` masks,
+embedding inputs, tokenization kwargs. Counters (registry ``ProcessingStats``) are ours.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import torch
+
+from refimpl.errors import InvalidInputError
+from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
+from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange, parse_mm_data
+
+Items = dict[str, list[Any]]                      # modality -> raw items
+KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
+Updates = dict[str, tuple[list[int], list[list[int]]]]  # modality -> (target, per-item replacement)
+
+
+class BaseProcessingInfo:
+    """Per-model facts the processor and dummy builder need (vLLM: ``BaseProcessingInfo``).
+
+    ``model_config``: refimpl.config.ModelConfig. The HF processor is built once per model and
+    ``mm_processor_kwargs`` (an optional ModelConfig attribute, as vLLM's) and cached.
+    """
+    modalities: tuple[str, ...] = ()
+
+    def __init__(self, model_config):
+        self.model_config = model_config
+        self.model_id: str = model_config.model
+
+    @property
+    def mm_processor_kwargs(self) -> dict[str, Any]:
+        return dict(getattr(self.model_config, "mm_processor_kwargs", None) or {})
+
+    @property
+    def hf_config(self) -> dict[str, Any]:
+        from refimpl.config import get_config_dict
+        return get_config_dict(self.model_id)  # processing always uses the real model's sizes
+
+    def get_hf_processor(self):
+        raise NotImplementedError
+
+    def get_tokenizer(self):
+        from refimpl.tokenizer import get_tokenizer
+        return get_tokenizer(self.model_id)
+
+    def get_allowed_mm_limits(self) -> dict[str, int]:
+        return {m: self.model_config.get_mm_limit(m) for m in self.modalities}
+
+    def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
+        """Max tokens of one item per modality by formula, no processing (vLLM PR #19756)."""
+        raise NotImplementedError
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A slice that owns its memory (so cached bytes are counted right and the batch is freed)."""
+    return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
+
+
+class BaseMultiModalProcessor:
+    """Turns (prompt, items) into MultiModalInputs. Cheap to build; the HF processor it uses
+    is cached per model by its ``info``. ``cache`` None means caching off."""
+
+    hf_applies_updates = True  # the HF processor expands placeholder tokens itself
+
+    def __init__(self, info, dummy_inputs, *, cache: Optional[ProcessingCache], stats):
+        self.info, self.dummy_inputs, self.cache, self.stats = info, dummy_inputs, cache, stats
+
+    # -- model-specific hooks ------------------------------------------------------------
+    def _hf_call(self, hf, text: str, items: Items, kw: dict) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def _get_mm_fields_config(self) -> dict[str, tuple[str, Optional[str]]]:
+        """field -> (modality, sizes_field): split by ``sizes_field.prod(-1)`` rows, or per
+        batch row when sizes_field is None."""
+        raise NotImplementedError
+
+    def _get_prompt_updates(self, mm_kwargs: KwItems) -> Updates:
+        raise NotImplementedError
+
+    # -- HF calls ------------------------------------------------------------------------
+    def _call_hf_processor(self, text: str, items: Items, kw: dict) -> dict[str, torch.Tensor]:
+        self.stats.hf_processor_calls += 1
+        self.stats.hf_mm_passes += bool(items)
+        t0 = time.perf_counter()
+        try:
+            return self._hf_call(self.info.get_hf_processor(), text, items, kw)
+        except (ValueError, TypeError) as e:
+            raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
+        finally:
+            self.stats.hf_processor_s += time.perf_counter() - t0
+
+    def _split(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
+        """Cut the HF processor's batched output into one dict of tensors per item."""
+        res: KwItems = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
+        for key, (modality, sizes_key) in self._get_mm_fields_config().items():
+            if modality not in res or key not in out:
+                continue
+            t = out[key]
+            if not isinstance(t, torch.Tensor):
+                t = torch.as_tensor(t)
+            parts = (t.split(out[sizes_key].prod(-1).tolist()) if sizes_key else t.unbind(0))
+            for d, p in zip(res[modality], parts):
+                d[key] = _own(p)
+        return res
+
+    def _apply_hf_processor_text_mm(self, text: str, items: Items, kw: dict):
+        out = self._call_hf_processor(text, items, kw)
+        ids = out["input_ids"]
+        ids = ids[0].tolist() if isinstance(ids, torch.Tensor) else list(ids[0])
+        return ids, self._split(out, {m: len(v) for m, v in items.items()}), self.hf_applies_updates
+
+    def _apply_hf_processor_text_only(self, text: str) -> list[int]:
+        return self._apply_hf_processor_text_mm(text, {}, {})[0]
+
+    def _apply_hf_processor_mm_only(self, items: Items, kw: dict) -> KwItems:
+        counts = {m: len(v) for m, v in items.items()}
+        return self._apply_hf_processor_text_mm(self.dummy_inputs.get_dummy_text(counts), items, kw)[1]
+
+    def _apply_hf_processor_main(self, prompt, items: Items, kw: dict, *, enable_hf_prompt_update: bool):
+        if isinstance(prompt, str):
+            if enable_hf_prompt_update:
+                return self._apply_hf_processor_text_mm(prompt, items, kw)
+            prompt_ids = self._apply_hf_processor_text_only(prompt)
+        else:
+            prompt_ids = list(prompt)
+        return prompt_ids, self._apply_hf_processor_mm_only(items, kw), False
+
+    def _hash(self, modality: str, item: Any, kw: dict) -> str:
+        return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
+
+    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict):
+        hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
+        if self.cache is None:
+            ids, mm_kwargs, applied = self._apply_hf_processor_main(prompt, items, kw, enable_hf_prompt_update=True)
+            return ids, mm_kwargs, hashes, applied
+        found = {m: [self.cache.get(h) for h in hs] for m, hs in hashes.items()}
+        for vs in found.values():
+            hit = sum(v is not None for v in vs)
+            self.stats.cache_hits += hit
+            self.stats.cache_misses += len(vs) - hit
+        missing = {m: [items[m][i] for i, v in enumerate(vs) if v is None] for m, vs in found.items()}
+        missing = {m: xs for m, xs in missing.items() if xs}
+        # The prompt does not match the missing items, so updates are applied by us afterwards.
+        ids, new_kwargs, applied = self._apply_hf_processor_main(prompt, missing, kw, enable_hf_prompt_update=False)
+        merged: KwItems = {}
+        for m, vs in found.items():
+            it = iter(new_kwargs.get(m, []))
+            merged[m] = []
+            for h, v in zip(hashes[m], vs):
+                if v is None:
+                    v = next(it)
+                    self.cache.put(h, v)
+                merged[m].append(v)
+        return ids, merged, hashes, applied
+
+    # -- placeholders --------------------------------------------------------------------
+    @staticmethod
+    def _bad_count(modality: str, want: int, got: int) -> InvalidInputError:
+        return InvalidInputError("prompt", f"{want} {modality} placeholder(s)",
+                                 f"found {got} for {want} {modality} item(s)")
+
+    def _apply_prompt_updates(self, ids: list[int], updates: Updates, counts: dict[str, int]):
+        """Replace the i-th target of each modality by item i's replacement; left to right."""
+        out: list[int] = []
+        nxt = {m: 0 for m in updates}
+        ph: dict[str, list[PlaceholderRange]] = {m: [] for m in updates}
+        i = 0
+        while i < len(ids):
+            for m, (target, repl) in updates.items():
+                if nxt[m] < counts.get(m, 0) and ids[i:i + len(target)] == target:
+                    r = repl[nxt[m]]
+                    ph[m].append(PlaceholderRange(len(out), len(r)))
+                    out.extend(r)
+                    nxt[m] += 1
+                    i += len(target)
+                    break
+            else:
+                out.append(ids[i])
+                i += 1
+        for m, n in counts.items():
+            if nxt.get(m, 0) != n:
+                raise self._bad_count(m, n, nxt.get(m, 0))
+        return out, {m: v for m, v in ph.items() if v}
+
+    def _find_mm_placeholders(self, ids: list[int], updates: Updates, counts: dict[str, int]):
+        """Locate the already-expanded replacement of each item (HF applied the updates)."""
+        nxt = {m: 0 for m in updates}
+        ph: dict[str, list[PlaceholderRange]] = {m: [] for m in updates}
+        i = 0
+        while i < len(ids):
+            for m, (_, repl) in updates.items():
+                if nxt[m] < counts.get(m, 0):
+                    r = repl[nxt[m]]
+                    if ids[i] == r[0] and ids[i:i + len(r)] == r:
+                        ph[m].append(PlaceholderRange(i, len(r)))
+                        nxt[m] += 1
+                        i += len(r)
+                        break
+            else:
+                i += 1
+        for m, n in counts.items():
+            if nxt.get(m, 0) != n:
+                raise self._bad_count(m, n, nxt.get(m, 0))
+        return ids, {m: v for m, v in ph.items() if v}
+
+    def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
+              hf_processor_mm_kwargs: Optional[dict[str, Any]] = None) -> MultiModalInputs:
+        """Process one prompt and its items (see module docstring).
+
+        ``mm_data``: ``{modality: item | [items]}`` (PIL images / uint8 arrays / encoded bytes;
+        video (T, H, W, 3); audio 1-D float32 at 16 kHz or ``(audio, 16000)``).
+        Raises InvalidInputError / TooManyItemsError (refimpl.errors); the processor and the
+        cache stay usable afterwards.
+        """
+        kw = dict(hf_processor_mm_kwargs or {})
+        items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits())
+        counts = {m: len(v) for m, v in items.items()}
+        ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw)
+        updates = self._get_prompt_updates(mm_kwargs)
+        fn = self._find_mm_placeholders if applied else self._apply_prompt_updates
+        ids, placeholders = fn(ids, updates, counts)
+        return MultiModalInputs(prompt_token_ids=ids, mm_kwargs=mm_kwargs, mm_hashes=hashes,
+                                mm_placeholders=placeholders)
+
+
+class EncDecMultiModalProcessor(BaseMultiModalProcessor):
+    """Encoder-decoder variant: the items go with an encoder prompt made by the model
+    (Whisper: ``[0]``, expanded to 1500 zeros); the user's prompt becomes the decoder prompt,
+    tokenized without special tokens."""
+
+    def create_encoder_prompt(self, prompt, mm_data) -> str | list[int]:
+        raise NotImplementedError
+
+    def apply(self, prompt, mm_data, hf_processor_mm_kwargs=None) -> MultiModalInputs:
+        enc = super().apply(self.create_encoder_prompt(prompt, mm_data), mm_data, hf_processor_mm_kwargs)
+        dec = (self.info.get_tokenizer().encode(prompt, add_special_tokens=False)
+               if isinstance(prompt, str) else list(prompt))
+        enc.encoder_prompt_token_ids, enc.prompt_token_ids = enc.prompt_token_ids, dec
+        return enc

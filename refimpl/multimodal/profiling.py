@@ -1,0 +1,118 @@
+"""Dummy inputs for start-up profiling.
+
+Mirrors ``vllm/multimodal/profiling.py`` at vLLM 0.9.0: ``BaseDummyInputsBuilder`` (the
+largest item per modality plus matching placeholder text) and ``MultiModalProfiler``
+(``get_mm_max_tokens``, ``get_decoder_dummy_data``, ``get_encoder_dummy_data``), which run
+the dummy data through the processor -- with the processing cache on, as PR #17935 made it.
+
+Left out: ``mm_options`` overrides of dummy sizes (later vLLM), the V0 ``DummyData`` path
+and the warnings vLLM logs when the dummy prompt exceeds ``seq_len``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+from PIL import Image
+
+from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange, ProcessorInputs
+
+
+@dataclass
+class DummyDecoderData:
+    """Decoder-side dummy request: ``prompt_token_ids`` (padded with 0 to seq_len),
+    ``multi_modal_data`` (= MultiModalInputs.mm_kwargs) and ``multi_modal_placeholders``."""
+    prompt_token_ids: list[int]
+    multi_modal_data: dict[str, list[dict[str, Any]]]
+    multi_modal_placeholders: dict[str, list[PlaceholderRange]]
+
+
+@dataclass
+class DummyEncoderData:
+    """Encoder-side dummy prompt (Whisper: 1500 placeholder zeros per audio)."""
+    prompt_token_ids: list[int]
+
+
+class BaseDummyInputsBuilder:
+    """Builds the worst-case items of each modality for ``seq_len`` tokens (per model)."""
+
+    def __init__(self, info):
+        self.info = info
+
+    def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
+        """Placeholder text for ``mm_counts`` items (e.g. ``"<|image_pad|>" * n``)."""
+        raise NotImplementedError
+
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
+        """``{modality: [largest item] * count}`` for a ``seq_len``-token context."""
+        raise NotImplementedError
+
+    def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> ProcessorInputs:
+        return ProcessorInputs(prompt=self.get_dummy_text(mm_counts),
+                               mm_data=self.get_dummy_mm_data(seq_len, mm_counts))
+
+    @staticmethod
+    def _get_dummy_images(width: int, height: int, num_images: int) -> list[Image.Image]:
+        """White RGB images; the same object repeated, as vLLM does."""
+        if num_images == 0:
+            return []
+        return [Image.new("RGB", (width, height), color=255)] * num_images
+
+    @staticmethod
+    def _get_dummy_videos(width: int, height: int, num_frames: int, num_videos: int,
+                          dtype=np.uint8) -> list[np.ndarray]:
+        """White (T, H, W, 3) videos. vLLM 0.9 used ``np.full(..., 255)`` whose dtype is int64
+        (8x the bytes: ~3.7 GB for 12 frames of 3584x3584); pass ``dtype=np.int64`` for that."""
+        if num_videos == 0:
+            return []
+        return [np.full((num_frames, height, width, 3), 255, dtype=dtype)] * num_videos
+
+    @staticmethod
+    def _get_dummy_audios(length: int, num_audios: int) -> list[np.ndarray]:
+        """Silent float32 audio of ``length`` samples."""
+        if num_audios == 0:
+            return []
+        return [np.zeros(length, dtype=np.float32)] * num_audios
+
+
+class MultiModalProfiler:
+    """Runs dummy inputs through a BaseMultiModalProcessor to size the worst case."""
+
+    def __init__(self, processor):
+        self.processor = processor
+
+    @property
+    def dummy_inputs(self) -> BaseDummyInputsBuilder:
+        return self.processor.dummy_inputs
+
+    def get_mm_limits(self) -> dict[str, int]:
+        return self.processor.info.get_allowed_mm_limits()
+
+    def _get_dummy_mm_inputs(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
+        if mm_counts is None:
+            mm_counts = self.get_mm_limits()
+        inp = self.dummy_inputs.get_dummy_processor_inputs(seq_len, mm_counts)
+        return self.processor.apply(inp.prompt, inp.mm_data, inp.hf_processor_mm_kwargs)
+
+    def get_mm_max_tokens(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> dict[str, int]:
+        """Placeholder tokens per modality after processing the dummy data (tokens).
+
+        With ``mm_counts = {m: 1}`` this is the max tokens of one item of each modality.
+        """
+        mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
+        return {m: sum(p.length for p in ph) for m, ph in mm_inputs.mm_placeholders.items()}
+
+    def get_decoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> DummyDecoderData:
+        """Dummy decoder request of ``seq_len`` tokens (prompt padded with 0; longer prompts
+        are kept whole, as vLLM 0.9 did after warning)."""
+        mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
+        ids = list(mm_inputs.prompt_token_ids)
+        ids.extend([0] * max(0, seq_len - len(ids)))
+        return DummyDecoderData(ids, mm_inputs.mm_kwargs, mm_inputs.mm_placeholders)
+
+    def get_encoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> DummyEncoderData:
+        """Encoder prompt of the dummy request (Whisper: 1500 zeros; not padded, as vLLM
+        allows Whisper's encoder prompt to exceed ``seq_len``)."""
+        mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
+        return DummyEncoderData(list(mm_inputs.encoder_prompt_token_ids or []))

@@ -1,0 +1,153 @@
+"""Qwen2.5-VL multimodal processing: processing info, dummy inputs, formula max tokens.
+
+Mirrors ``Qwen2VLProcessingInfo`` / ``Qwen2VLDummyInputsBuilder`` /
+``Qwen2VLMultiModalProcessor`` in ``vllm/model_executor/models/qwen2_vl.py`` (used by
+``qwen2_5_vl.py``) at vLLM 0.9.0, plus ``get_max_tokens_per_item`` from PR #19756 (max
+tokens by formula, no dummy processing).
+
+The HF processor is the real ``Qwen2_5_VLProcessor`` with the torchvision
+``Qwen2VLImageProcessor`` and ``Qwen2VLVideoProcessor`` built from
+``refimpl/data/qwen2.5-vl-3b/preprocessor_config.json`` (the video processor gets the same
+min/max pixels, as transformers 4.5x loaded it from that file) and
+``cap_pixels_per_frame=False``: the uncapped frame size of the vLLM 0.9 era, which also
+silences transformers 5's warning.
+
+Left out: the ``fps`` / ``second_per_grid_ts`` handling of video metadata beyond what the
+HF processor does, image/video embeddings as inputs, later vLLM's cap on frames per video.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from refimpl.multimodal.processing import BaseMultiModalProcessor, BaseProcessingInfo
+from refimpl.multimodal.profiling import BaseDummyInputsBuilder
+
+MODEL = "qwen2.5-vl-3b"
+
+
+@lru_cache(maxsize=8)
+def build_hf_processor(model: str, overrides: tuple = ()):
+    """The HF ``Qwen2_5_VLProcessor`` of ``model`` (cached per model and override tuple,
+    like vLLM's ``cached_get_processor``). ``overrides``: sorted (key, value) pairs, e.g.
+    (("max_pixels", 50176),). Built offline in ~0.3 s."""
+    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+    from refimpl.config import get_preprocessor_dict
+    from refimpl.tokenizer import get_tokenizer
+    d = {k: v for k, v in get_preprocessor_dict(model).items()
+         if k not in ("image_processor_type", "processor_class")}
+    d.update(dict(overrides))
+    # A fresh size dict each time: transformers' __init__ mutates the one it is given.
+    size = lambda: {"shortest_edge": d["min_pixels"], "longest_edge": d["max_pixels"]}  # noqa: E731
+    kw = {k: v for k, v in d.items() if k not in ("min_pixels", "max_pixels")}
+    return Qwen2_5_VLProcessor(
+        image_processor=Qwen2VLImageProcessor(size=size(), **kw),
+        video_processor=Qwen2VLVideoProcessor(size=size(), cap_pixels_per_frame=False, **kw),
+        tokenizer=get_tokenizer(model))
+
+
+class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
+    modalities = ("image", "video")
+
+    def get_hf_processor(self):
+        return build_hf_processor(self.model_id, tuple(sorted(self.mm_processor_kwargs.items())))
+
+    def _vision(self) -> tuple[int, int, int]:
+        v = self.hf_config["vision_config"]
+        return v["patch_size"], v["spatial_merge_size"], v["temporal_patch_size"]
+
+    def get_vision_info(self, image_width: int, image_height: int, num_frames: int = 1) -> tuple[tuple[int, int], int]:
+        """((resized width, height) in pixels, placeholder tokens) of an image or video.
+
+        smart_resize with factor patch*merge = 28 under the image processor's min/max pixels;
+        frames padded to a multiple of temporal_patch_size; tokens = grid_t*grid_h*grid_w/merge^2.
+        """
+        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+        patch, merge, tps = self._vision()
+        size = self.get_hf_processor().image_processor.size
+        h, w = smart_resize(image_height, image_width, factor=patch * merge,
+                            min_pixels=size.shortest_edge, max_pixels=size.longest_edge)
+        grid_t = max((num_frames + num_frames % tps) // tps, 1)
+        return (w, h), grid_t * (h // patch) * (w // patch) // (merge * merge)
+
+    def get_image_size_with_most_features(self) -> tuple[int, int]:
+        """(width, height) of the largest image: 3584 x 3584 under max_pixels 12,845,056."""
+        return self.get_vision_info(9999999, 9999999)[0]
+
+    def get_max_image_tokens(self) -> int:
+        w, h = self.get_image_size_with_most_features()
+        return self.get_vision_info(w, h)[1]
+
+    def get_num_video_tokens(self, image_width: int, image_height: int, num_frames: int) -> int:
+        return self.get_vision_info(image_width, image_height, num_frames)[1]
+
+    def _get_max_video_frames(self, max_tokens: int) -> int:
+        w, h = self.get_image_size_with_most_features()
+        n = 0
+        while self.get_num_video_tokens(w, h, n + 1) <= max_tokens:
+            n += 1
+        return n
+
+    def get_num_frames_with_most_features(self, seq_len: int, mm_counts: dict[str, int]) -> int:
+        """Frames of the dummy video: as many largest-size frames as fit in ``seq_len`` minus
+        the image tokens, split over the videos, rounded down to a multiple of
+        temporal_patch_size (2) and at least 2. (vLLM 0.9 returned ``max(n, 1)``; one frame is
+        padded to two, so the token count is the same.) Qwen2.5-VL-3B, 128000, one image: 12."""
+        tps = self._vision()[2]
+        image_tokens = self.get_max_image_tokens() * mm_counts.get("image", 0)
+        n = self._get_max_video_frames(seq_len - image_tokens) // max(mm_counts.get("video", 0), 1)
+        return max(n - n % tps, tps)
+
+    def get_max_video_tokens(self, seq_len: int, mm_counts: dict[str, int]) -> int:
+        w, h = self.get_image_size_with_most_features()
+        return self.get_num_video_tokens(w, h, self.get_num_frames_with_most_features(seq_len, mm_counts))
+
+    def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
+        """{"image": 16384, "video": tokens of the max-frames video} (tokens), by formula only."""
+        out = {"image": self.get_max_image_tokens(),
+               "video": self.get_max_video_tokens(seq_len, mm_counts)}
+        return {m: n for m, n in out.items() if mm_counts.get(m, 0) > 0}
+
+
+class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
+    video_dtype = np.uint8  # vLLM 0.9: int64 (np.full default); set np.int64 to reproduce
+
+    def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
+        hf = self.info.get_hf_processor()
+        return hf.image_token * mm_counts.get("image", 0) + hf.video_token * mm_counts.get("video", 0)
+
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
+        """White 3584x3584 RGB PIL images and white (T, 3584, 3584, 3) videos, T from
+        get_num_frames_with_most_features (video arrays are ``video_dtype``)."""
+        w, h = self.info.get_image_size_with_most_features()
+        n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
+        frames = self.info.get_num_frames_with_most_features(seq_len, mm_counts) if n_vid else 0
+        return {"image": self._get_dummy_images(w, h, n_img),
+                "video": self._get_dummy_videos(w, h, frames, n_vid, dtype=self.video_dtype)}
+
+
+class Qwen2_5_VLMultiModalProcessor(BaseMultiModalProcessor):
+    hf_applies_updates = True
+
+    def _hf_call(self, hf, text, items, kw):
+        return hf(text=[text], images=items.get("image") or None, videos=items.get("video") or None,
+                  return_tensors="pt", **kw)
+
+    def _get_mm_fields_config(self):
+        return {"pixel_values": ("image", "image_grid_thw"), "image_grid_thw": ("image", None),
+                "pixel_values_videos": ("video", "video_grid_thw"), "video_grid_thw": ("video", None),
+                "second_per_grid_ts": ("video", None)}
+
+    def _get_prompt_updates(self, mm_kwargs):
+        hf = self.info.get_hf_processor()
+        merge2 = self._vision_merge() ** 2
+        out = {}
+        for m, tok, grid in (("image", hf.image_token_id, "image_grid_thw"),
+                             ("video", hf.video_token_id, "video_grid_thw")):
+            out[m] = ([tok], [[tok] * (int(d[grid].prod()) // merge2) for d in mm_kwargs.get(m, [])])
+        return out
+
+    def _vision_merge(self) -> int:
+        return self.info.hf_config["vision_config"]["spatial_merge_size"]

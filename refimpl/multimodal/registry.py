@@ -1,0 +1,188 @@
+"""The multimodal registry: one per process, owning the processing cache and the counters.
+
+Mirrors ``MultiModalRegistry`` in ``vllm/multimodal/registry.py``: ``create_processor``,
+``get_mm_limits_per_prompt``, ``get_max_tokens_per_item_by_modality`` (dummy processing at
+``seq_len = max_model_len``, cache on after PR #17935 of vLLM 0.9.0, or the PR #19756 formula
+with ``use_formula=True``), ``get_decoder_dummy_data`` / ``get_encoder_dummy_data``,
+``reset_processor_cache`` (PR #17935), and ``get_encdec_max_encoder_len`` exactly as slow
+as vLLM 0.10.2's: nothing cached, three processor creations and one uncached HF Whisper pass
+(feature extractor on 480,000 samples + tokenizer) per call -- the call PRs #24866 / #24989
+took off the hot path.
+
+Left out: ``register_processor`` decorators on model classes (a static table here),
+``MultiModalBudget``, the V1 P0/P1 mirror caches, per-request ``mm_processor_kwargs``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from refimpl.multimodal.cache import ProcessingCache
+from refimpl.multimodal.profiling import DummyDecoderData, DummyEncoderData, MultiModalProfiler
+
+DEFAULT_CACHE_BYTES = 4 << 30  # VLLM_MM_INPUT_CACHE_GIB = 4
+
+
+@dataclass
+class ProcessingStats:
+    """Counters the benchmarks read (``MULTIMODAL_REGISTRY.stats``; also ``stats["name"]``).
+
+    hf_processor_calls: every call into an HF processor (text-only ones included);
+    hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in them;
+    cache_hits / cache_misses: per-item lookups; cache_bytes: bytes the ProcessingCache holds
+    now; encdec_calls / encdec_s: calls to and seconds in ``get_encdec_max_encoder_len``.
+    """
+    hf_processor_calls: int = 0
+    hf_mm_passes: int = 0
+    hf_processor_s: float = 0.0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    encdec_calls: int = 0
+    encdec_s: float = 0.0
+    _cache: Optional[ProcessingCache] = field(default=None, repr=False, compare=False)
+
+    @property
+    def cache_bytes(self) -> int:
+        return self._cache.bytes if self._cache is not None else 0
+
+    def reset(self) -> None:
+        for f in fields(self):
+            if not f.name.startswith("_"):
+                setattr(self, f.name, f.default)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
+        return d | {"cache_bytes": self.cache_bytes}
+
+    def __getitem__(self, k: str):
+        return self.as_dict()[k]
+
+
+def _factories(model: str):
+    """(ProcessingInfo, DummyInputsBuilder, MultiModalProcessor) classes of ``model`` or None."""
+    if model.startswith("qwen2.5-vl"):
+        from refimpl.multimodal import qwen2_5_vl as m
+        return m.Qwen2_5_VLProcessingInfo, m.Qwen2_5_VLDummyInputsBuilder, m.Qwen2_5_VLMultiModalProcessor
+    if model.startswith("whisper"):
+        from refimpl.multimodal import whisper as m
+        return m.WhisperProcessingInfo, m.WhisperDummyInputsBuilder, m.WhisperMultiModalProcessor
+    return None
+
+
+class MultiModalRegistry:
+    """Creates processors and answers max-token / dummy-data questions per ModelConfig."""
+
+    def __init__(self, cache_bytes: int = DEFAULT_CACHE_BYTES):
+        self._processing_cache = ProcessingCache(cache_bytes)
+        self.stats = ProcessingStats(_cache=self._processing_cache)
+
+    @property
+    def processing_cache(self) -> ProcessingCache:
+        return self._processing_cache
+
+    def reset_stats(self) -> None:
+        self.stats.reset()
+
+    def supports_multimodal_inputs(self, model_config) -> bool:
+        return _factories(model_config.model) is not None
+
+    def create_processor(self, model_config, *, disable_cache: bool = False):
+        """A new (cheap) vLLM-level processor around the cached HF processor of the model.
+
+        Uses the process-wide ProcessingCache (capacity set to ``model_config.mm_cache_bytes``)
+        unless ``disable_cache`` or ``model_config.mm_processor_cache_gb == 0``.
+        Raises ConfigError for a model without multimodal inputs.
+        """
+        f = _factories(model_config.model)
+        if f is None:
+            from refimpl.errors import ConfigError
+            raise ConfigError("model", "a multimodal model", f"{model_config.model} has no multimodal processor")
+        info_cls, dummy_cls, proc_cls = f
+        cache = None
+        if not disable_cache and model_config.mm_processor_cache_gb > 0:
+            cache = self._processing_cache
+            if cache.capacity_bytes != model_config.mm_cache_bytes:
+                cache.set_capacity(model_config.mm_cache_bytes)
+        info = info_cls(model_config)
+        return proc_cls(info, dummy_cls(info), cache=cache, stats=self.stats)
+
+    def get_mm_limits_per_prompt(self, model_config) -> dict[str, int]:
+        """Items allowed per prompt for each supported modality (default 1); {} if none."""
+        if not self.supports_multimodal_inputs(model_config):
+            return {}
+        return self.create_processor(model_config, disable_cache=True).info.get_allowed_mm_limits()
+
+    def get_max_tokens_per_item_by_modality(self, model_config, *, disable_cache: bool = False,
+                                            use_formula: bool = False) -> dict[str, int]:
+        """Max placeholder tokens of one item per enabled modality (tokens).
+
+        Processes the dummy data (seq_len = max_model_len, one item of each modality whose
+        limit is > 0) through the processor; with ``use_formula`` the model's
+        ``get_max_tokens_per_item`` answers without any HF processing (vLLM PR #19756).
+        Qwen2.5-VL-3B at 128000: {"image": 16384, "video": 98304}; Whisper: {"audio": 1500}.
+        """
+        if not self.supports_multimodal_inputs(model_config):
+            return {}
+        mm_limits = self.get_mm_limits_per_prompt(model_config)
+        mm_counts = {m: 1 for m, n in mm_limits.items() if n > 0}
+        seq_len = model_config.max_model_len
+        processor = self.create_processor(model_config, disable_cache=disable_cache)
+        if use_formula:
+            return processor.info.get_max_tokens_per_item(seq_len, mm_counts)
+        return MultiModalProfiler(processor).get_mm_max_tokens(seq_len, mm_counts)
+
+    def get_max_tokens_per_item_by_nonzero_modality(self, model_config, *, disable_cache: bool = False,
+                                                    use_formula: bool = False) -> dict[str, int]:
+        """As above, keeping only modalities whose limit per prompt is > 0."""
+        mm_limits = self.get_mm_limits_per_prompt(model_config)
+        per_item = self.get_max_tokens_per_item_by_modality(model_config, disable_cache=disable_cache,
+                                                            use_formula=use_formula)
+        return {m: n for m, n in per_item.items() if mm_limits.get(m, 0) > 0}
+
+    def get_max_tokens_by_modality(self, model_config, **kw) -> dict[str, int]:
+        """Max tokens per prompt per modality: per-item max times the limit."""
+        limits = self.get_mm_limits_per_prompt(model_config)
+        return {m: n * limits[m] for m, n in self.get_max_tokens_per_item_by_modality(model_config, **kw).items()}
+
+    def get_max_multimodal_tokens(self, model_config, **kw) -> int:
+        return sum(self.get_max_tokens_by_modality(model_config, **kw).values())
+
+    def get_decoder_dummy_data(self, model_config, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
+                               *, disable_cache: bool = False) -> DummyDecoderData:
+        """Dummy decoder request of ``seq_len`` tokens with ``mm_counts`` largest items."""
+        processor = self.create_processor(model_config, disable_cache=disable_cache)
+        return MultiModalProfiler(processor).get_decoder_dummy_data(seq_len, mm_counts)
+
+    def get_encoder_dummy_data(self, model_config, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
+                               *, disable_cache: bool = False) -> DummyEncoderData:
+        processor = self.create_processor(model_config, disable_cache=disable_cache)
+        return MultiModalProfiler(processor).get_encoder_dummy_data(seq_len, mm_counts)
+
+    def get_encdec_max_encoder_len(self, model_config) -> int:
+        """Encoder length of an encoder-decoder model (Whisper: 1500 tokens); 0 otherwise.
+
+        Faithfully slow (vLLM 0.10.2): no caching anywhere; each call creates the processor
+        three times (limits, then limits + processor inside the max-token lookup) and runs
+        the HF Whisper processor on 30 s of dummy audio, bypassing the ProcessingCache.
+        Counts ``stats.encdec_calls`` and ``stats.encdec_s`` (seconds).
+        """
+        t0 = time.perf_counter()
+        try:
+            if not getattr(model_config, "is_encoder_decoder", False):
+                return 0
+            max_tokens = self.get_max_tokens_per_item_by_nonzero_modality(model_config, disable_cache=True)
+            if not max_tokens:
+                return 0
+            assert len(max_tokens) == 1, "encoder-decoder models take one modality"
+            return next(iter(max_tokens.values()))
+        finally:
+            self.stats.encdec_calls += 1
+            self.stats.encdec_s += time.perf_counter() - t0
+
+    def reset_processor_cache(self) -> None:
+        """Empty the process-wide ProcessingCache (``reset_mm_cache`` calls this; PR #17935)."""
+        self._processing_cache.reset()
+
+
+MULTIMODAL_REGISTRY = MultiModalRegistry()

@@ -1,0 +1,82 @@
+"""Whisper multimodal processing: processing info, dummy audio, encoder prompt.
+
+Mirrors ``WhisperProcessingInfo`` / ``WhisperDummyInputsBuilder`` /
+``WhisperMultiModalProcessor`` in ``vllm/model_executor/models/whisper.py`` (vLLM 0.9 to
+0.10.2, the version PRs #24866 / #24989 changed around): the encoder prompt is ``[0]``,
+replaced by ``max_source_positions`` (1500) zeros per audio; the dummy audio is
+``chunk_length * sampling_rate`` = 480,000 silent samples (3000 mel frames); the dummy text
+is one ``<|startoftranscript|>`` per audio.
+
+The HF processor is the real ``WhisperProcessor`` (``WhisperFeatureExtractor`` with 80 or
+128 mel bins from ``refimpl/data/<model>/preprocessor_config.json`` plus our
+``WhisperTokenizer``). Left out: resampling (inputs must be 16 kHz), multi-channel audio,
+transcription prompt helpers.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from refimpl.multimodal.processing import BaseProcessingInfo, EncDecMultiModalProcessor
+from refimpl.multimodal.profiling import BaseDummyInputsBuilder
+
+
+@lru_cache(maxsize=8)
+def build_hf_processor(model: str, overrides: tuple = ()):
+    """The HF ``WhisperProcessor`` of ``model`` (cached per model and override tuple)."""
+    from transformers import WhisperFeatureExtractor, WhisperProcessor
+    from refimpl.config import get_preprocessor_dict
+    from refimpl.tokenizer import get_tokenizer
+    d = {k: v for k, v in get_preprocessor_dict(model).items()
+         if k not in ("feature_extractor_type", "processor_class")}
+    d.update(dict(overrides))
+    return WhisperProcessor(feature_extractor=WhisperFeatureExtractor(**d), tokenizer=get_tokenizer(model))
+
+
+class WhisperProcessingInfo(BaseProcessingInfo):
+    modalities = ("audio",)
+
+    def get_hf_processor(self):
+        return build_hf_processor(self.model_id, tuple(sorted(self.mm_processor_kwargs.items())))
+
+    def get_feature_extractor(self):
+        return self.get_hf_processor().feature_extractor
+
+    def get_num_audio_tokens(self) -> int:
+        """Encoder positions per audio: ``max_source_positions`` (1500)."""
+        return self.hf_config["max_source_positions"]
+
+    def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
+        return {"audio": self.get_num_audio_tokens()} if mm_counts.get("audio", 0) > 0 else {}
+
+
+class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
+    def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
+        return "<|startoftranscript|>" * mm_counts.get("audio", 0)
+
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
+        """``{"audio": [zeros(480000) float32] * n}`` (30 s at 16 kHz), independent of seq_len."""
+        fe = self.info.get_feature_extractor()
+        return {"audio": self._get_dummy_audios(fe.chunk_length * fe.sampling_rate, mm_counts.get("audio", 0))}
+
+
+class WhisperMultiModalProcessor(EncDecMultiModalProcessor):
+    hf_applies_updates = False  # WhisperProcessor does not expand placeholders
+
+    def create_encoder_prompt(self, prompt, mm_data) -> list[int]:
+        return [0]
+
+    def _hf_call(self, hf, text, items, kw):
+        if "audio" not in items:
+            return hf(text=text, return_tensors="pt", **kw)
+        out = hf(text=text, audio=items["audio"], sampling_rate=hf.feature_extractor.sampling_rate,
+                 return_tensors="pt", **kw)
+        out["input_ids"] = out.pop("labels")
+        return out
+
+    def _get_mm_fields_config(self):
+        return {"input_features": ("audio", None)}
+
+    def _get_prompt_updates(self, mm_kwargs):
+        n = self.info.get_num_audio_tokens()
+        return {"audio": ([0], [[0] * n for _ in mm_kwargs.get("audio", [])])}

@@ -1,0 +1,120 @@
+"""Tokenizers of the supported models, built in code (no hub, no vocab files).
+
+vLLM loads the real tokenizer from the hub (``vllm/transformers_utils/tokenizer.py``,
+``get_tokenizer``, cached per model). We cannot download it, so we build the real
+transformers classes (``Qwen2Tokenizer``, ``WhisperTokenizer``, both fast tokenizers backed by
+the ``tokenizers`` library) with a synthetic byte-level BPE base vocabulary of the real size
+and the real special tokens at their real ids:
+
+- Qwen2.5-VL: 151,643 base tokens, then ``<|endoftext|>`` 151643, ``<|im_start|>`` 151644,
+  ``<|im_end|>`` 151645, ..., ``<|vision_start|>`` 151652, ``<|vision_end|>`` 151653,
+  ``<|vision_pad|>`` 151654, ``<|image_pad|>`` 151655, ``<|video_pad|>`` 151656, ...,
+  ``<|file_sep|>`` 151664 (22 added tokens, as Qwen2.5's tokenizer_config.json).
+- Whisper (multilingual): 50,257 base tokens, ``<|endoftext|>`` 50257,
+  ``<|startoftranscript|>`` 50258, one token per language from 50259 (``<|en|>``; 99 for
+  tiny, 100 for large-v3 which adds ``<|yue|>``), then ``<|translate|>``, ``<|transcribe|>``,
+  ``<|startoflm|>``, ``<|startofprev|>``, ``<|nospeech|>``, ``<|notimestamps|>`` and 1501
+  timestamp tokens ``<|0.00|>`` .. ``<|30.00|>``: 51,865 ids (tiny) / 51,866 (large-v3).
+  The language order is transformers' ``LANGUAGES`` (the order of openai/whisper).
+
+Left out: the real BPE merges. The base vocabulary is the 256 byte symbols, a few thousand
+two-letter merges and unreachable filler tokens, so ordinary text splits into more tokens
+than with the real tokenizer; special-token ids, placeholder handling and vocabulary size
+(hence embedding shapes) match the real models.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from itertools import product
+
+from refimpl.config import check_model
+
+QWEN_BASE_VOCAB = 151643
+QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
+                "<|object_ref_end|>", "<|box_start|>", "<|box_end|>", "<|quad_start|>",
+                "<|quad_end|>", "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>",
+                "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
+                "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+                "<|repo_name|>", "<|file_sep|>"]
+WHISPER_BASE_VOCAB = 50257
+WHISPER_TASKS = ["<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>",
+                 "<|nospeech|>", "<|notimestamps|>"]
+
+
+def _bytes_to_unicode() -> list[str]:
+    """GPT-2's printable stand-ins for the 256 byte values (index = byte value)."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
+        list(range(ord("®"), ord("ÿ") + 1))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return [out[b] for b in range(256)]
+
+
+@lru_cache(maxsize=None)
+def _base_vocab(size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """Byte symbols, two-letter merges (letters with and without a leading space), filler."""
+    byte_syms = _bytes_to_unicode()
+    vocab = {s: i for i, s in enumerate(byte_syms)}
+    letters = [chr(c) for c in range(ord("a"), ord("z") + 1)] + \
+        [chr(c) for c in range(ord("A"), ord("Z") + 1)]
+    firsts = letters + [byte_syms[ord(" ")]]  # "Ġ" = space
+    merges = []
+    for a, b in product(firsts, letters):
+        vocab[a + b] = len(vocab)
+        merges.append((a, b))
+    # Filler: three-symbol strings no merge can produce, so they never appear in encodings.
+    for a, b, c in product(byte_syms, repeat=3):
+        if len(vocab) >= size:
+            break
+        s = a + b + c
+        if s not in vocab:
+            vocab[s] = len(vocab)
+    return vocab, merges
+
+
+def _with_special(tok, tokens: list[str], first_id: int, special: bool = True):
+    from tokenizers import AddedToken
+    have = tok.get_vocab()
+    new = [t for t in tokens if t not in have]
+    tok.add_tokens([AddedToken(t, special=special, normalized=False) for t in new],
+                   special_tokens=special)
+    got = tok.convert_tokens_to_ids(tokens[0])
+    if got != first_id:
+        raise RuntimeError(f"{tokens[0]} got id {got}, expected {first_id}")
+    return tok
+
+
+@lru_cache(maxsize=None)
+def get_tokenizer(model: str):
+    """The fast (``tokenizers``-backed) transformers tokenizer of ``model``, cached per model.
+
+    Returns ``Qwen2Tokenizer`` for qwen2.5-vl-3b, ``WhisperTokenizer`` for whisper-*; special
+    tokens carry the real ids (see module docstring); ``len(tok)`` equals the real vocabulary
+    size (151,665 for Qwen, whose config pads the embedding to 151,936; 51,865 / 51,866 for
+    Whisper). Raises UnknownModelError. Builds in well under a second.
+    """
+    check_model(model)
+    if model.startswith("qwen"):
+        from transformers import Qwen2Tokenizer
+        vocab, merges = _base_vocab(QWEN_BASE_VOCAB)
+        tok = Qwen2Tokenizer(vocab=dict(vocab), merges=list(merges), model_max_length=128000)
+        _with_special(tok, QWEN_SPECIAL, QWEN_BASE_VOCAB)
+        return tok
+    from transformers import WhisperTokenizer
+    from transformers.models.whisper.tokenization_whisper import LANGUAGES
+    langs = list(LANGUAGES)
+    if model != "whisper-large-v3":
+        langs.remove("yue")
+    vocab, merges = _base_vocab(WHISPER_BASE_VOCAB)
+    tok = WhisperTokenizer(vocab=dict(vocab), merges=list(merges), model_max_length=448)
+    specials = ["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{c}|>" for c in langs] + WHISPER_TASKS
+    _with_special(tok, specials, WHISPER_BASE_VOCAB)
+    _with_special(tok, [f"<|{i * 0.02:.2f}|>" for i in range(1501)],
+                  WHISPER_BASE_VOCAB + len(specials), special=False)
+    tok.set_prefix_tokens()
+    return tok

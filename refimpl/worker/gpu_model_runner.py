@@ -102,6 +102,8 @@ class GPUModelRunner:
         self.max_tokens_per_item: dict[str, int] = {}
         self.peak_memory_bytes = 0
         self.profile_memory_increase = 0
+        self.profile_modality: Optional[str] = None
+        self.profile_mm_items = self.profile_encoder_tokens = 0
         self.kv_caches: list[torch.Tensor] = []
         self.whisper_runner: Optional[WhisperRunner] = None
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
@@ -152,6 +154,7 @@ class GPUModelRunner:
             batch = {k: torch.cat([v] * n) for k, v in item.items()}
         out = self._run_encoder(modality, batch)
         self.profile_mm_items, self.profile_modality = n, modality
+        self.profile_encoder_tokens = n * int(out.shape[-2]) if modality == "audio" else int(out.shape[0])
         return out
 
     @torch.inference_mode()

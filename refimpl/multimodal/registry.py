@@ -84,6 +84,10 @@ class MultiModalRegistry:
     def reset_stats(self) -> None:
         self.stats.reset()
 
+    def cache_bytes(self) -> int:
+        """Bytes the process-wide ProcessingCache holds now."""
+        return self._processing_cache.bytes
+
     def supports_multimodal_inputs(self, model_config) -> bool:
         return _factories(model_config.model) is not None
 

@@ -1,0 +1,119 @@
+"""Processor outputs are identical with the cache off, cold, warm and partly warm."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from refimpl.config import ModelConfig
+from refimpl.multimodal import MultiModalRegistry
+from refimpl.multimodal.photos import load_sample_photos
+
+QWEN = dict(max_model_len=4096, device="cpu", limit_mm_per_prompt={"image": 3, "video": 1})
+PROMPT = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>and<|vision_start|><|image_pad|><|vision_end|>?"
+
+
+def _same(a, b):
+    assert a.prompt_token_ids == b.prompt_token_ids
+    assert a.encoder_prompt_token_ids == b.encoder_prompt_token_ids
+    assert a.mm_placeholders == b.mm_placeholders and a.mm_hashes == b.mm_hashes
+    assert a.mm_kwargs.keys() == b.mm_kwargs.keys()
+    for m in a.mm_kwargs:
+        assert len(a.mm_kwargs[m]) == len(b.mm_kwargs[m])
+        for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]):
+            assert x.keys() == y.keys()
+            for k in x:
+                assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), (m, k)
+
+
+@pytest.fixture(scope="module")
+def images():
+    photos = dict(load_sample_photos())
+    return photos["grace_hopper.jpg"], photos["logo2.png"]
+
+
+def test_qwen_images_off_cold_warm_partly_warm(images):
+    a, b = images
+    mc = ModelConfig("qwen2.5-vl-3b", **QWEN)
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(PROMPT, {"image": [a, b]})
+    # grace_hopper 512x600 -> smart_resize 504x588 -> 36x42 patches -> 18*21 tokens
+    assert [p.length for p in off.mm_placeholders["image"]] == [
+        18 * 21, int(off.mm_kwargs["image"][1]["image_grid_thw"].prod()) // 4]
+    assert off.mm_kwargs["image"][0]["pixel_values"].shape == (18 * 21 * 4, 1176)
+    assert off.mm_kwargs["image"][0]["image_grid_thw"].tolist() == [1, 42, 36]
+    assert off.mm_kwargs["image"][0]["pixel_values"].dtype == torch.float32
+    ids, ph = off.prompt_token_ids, off.mm_placeholders["image"]
+    assert all(set(ids[p.offset:p.offset + p.length]) == {151655} for p in ph)
+    assert ids[ph[0].offset - 1] == 151652 and ids[ph[0].offset + ph[0].length] == 151653
+
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    cold = proc.apply(PROMPT, {"image": [a, b]})
+    assert (reg.stats.hf_mm_passes, reg.stats.cache_misses, len(reg.processing_cache)) == (1, 2, 2)
+    warm = proc.apply(PROMPT, {"image": [a, b]})
+    assert (reg.stats.hf_mm_passes, reg.stats.cache_hits) == (1, 2)
+    _same(off, cold)
+    _same(off, warm)
+
+    reg2 = MultiModalRegistry()
+    p2 = reg2.create_processor(mc)
+    p2.apply("<|image_pad|>", {"image": [b]})
+    partly = p2.apply(PROMPT, {"image": [a, b]})  # a missing, b cached
+    assert (reg2.stats.hf_mm_passes, reg2.stats.cache_hits, reg2.stats.cache_misses) == (2, 1, 2)
+    _same(off, partly)
+    # swapped order, all warm: each item keeps its own tensors
+    swapped = p2.apply(PROMPT, {"image": [b, a]})
+    assert torch.equal(swapped.mm_kwargs["image"][0]["pixel_values"], off.mm_kwargs["image"][1]["pixel_values"])
+
+
+def test_qwen_token_prompt_and_mixed_modalities(images):
+    a, _ = images
+    mc = ModelConfig("qwen2.5-vl-3b", **QWEN)
+    vid = np.random.default_rng(0).integers(0, 256, (3, 56, 84, 3), dtype=np.uint8)
+    prompt = "<|video_pad|> then <|image_pad|> end"
+    data = {"image": a, "video": vid}
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, data)
+    v = off.mm_kwargs["video"][0]
+    assert v["video_grid_thw"].tolist() == [2, 4, 6]  # 3 frames padded to 4, 56x84 -> 4x6 patches
+    assert v["pixel_values_videos"].shape == (48, 1176) and off.mm_placeholders["video"][0].length == 12
+    assert off.mm_placeholders["video"][0].offset == 0
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    for _ in range(2):
+        _same(off, proc.apply(prompt, data))
+    # token-id prompts go through the same placeholder expansion
+    ids = proc.info.get_tokenizer().encode(prompt)
+    _same(off, proc.apply(ids, data))
+    _same(off, MultiModalRegistry().create_processor(mc, disable_cache=True).apply(ids, data))
+
+
+@pytest.mark.parametrize("model,mels", [("whisper-tiny", 80), ("whisper-large-v3", 128)])
+def test_whisper_audio_off_cold_warm(model, mels):
+    mc = ModelConfig(model, device="cpu")
+    rng = np.random.default_rng(0)
+    audio = (0.1 * rng.standard_normal(40000)).astype(np.float32)
+    prompt = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, {"audio": [audio]})
+    assert off.prompt_token_ids == [50258, 50259, 50359 + (mels == 128), 50363 + (mels == 128)]
+    assert off.encoder_prompt_token_ids == [0] * 1500
+    assert off.mm_placeholders == {"audio": [type(off.mm_placeholders["audio"][0])(0, 1500)]}
+    feats = off.mm_kwargs["audio"][0]["input_features"]
+    assert feats.shape == (mels, 3000) and feats.dtype == torch.float32
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    cold = proc.apply(prompt, {"audio": (audio, 16000)})
+    warm = proc.apply("<|startoftranscript|>", {"audio": audio.copy()})  # other prompt, same item
+    assert (reg.stats.hf_mm_passes, reg.stats.cache_hits) == (1, 1)
+    _same(off, cold)
+    assert warm.prompt_token_ids == [50258]
+    assert torch.equal(warm.mm_kwargs["audio"][0]["input_features"], feats)
+
+
+def test_user_cache_off_is_honoured():
+    mc = ModelConfig("qwen2.5-vl-3b", **(QWEN | {"mm_processor_cache_gb": 0}))
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    assert proc.cache is None
+    img = Image.new("RGB", (60, 60), (10, 20, 30))
+    for _ in range(2):
+        proc.apply("<|image_pad|>", {"image": img})
+    assert reg.stats.hf_mm_passes == 2 and reg.cache_bytes() == 0 and reg.stats.cache_hits == 0

@@ -147,6 +147,9 @@ def test_cross_attention_builder_reads_encoder_len_every_step():
         assert reg.calls == calls + 2
         with pytest.raises(EncoderLengthMismatchError):        # 64 blocks cannot hold 1500
             builder.build(qsl, np.array([1500, 0]), [list(range(1, 65)), list(range(65, 129))])
+        reg.value = 1024                 # metadata length that is not the model's own
+        with pytest.raises(EncoderLengthMismatchError):
+            CrossAttentionBuilder(cfg, 16, torch.device("cpu"), 1500).build(qsl, np.array([0, 0]), blocks)
     assert md.seq_lens.tolist() == [1500, 1500] and md.max_seq_len == 1500
     assert md.slot_mapping.tolist() == list(range(16, 16 + 1500)) and md2.slot_mapping.numel() == 0
     assert md.block_table.shape == (2, 94)
@@ -161,6 +164,17 @@ def test_runner_reads_encoder_len_once_at_init(setup):
         runner.model = setup[1].model
         runner.initialize_kv_cache(200)
     assert reg.calls == calls and runner.whisper_runner.encoder_len == 1500
+
+
+def test_runner_refuses_a_wrong_encoder_len(setup):
+    reg = FakeRegistry()
+    with patch_registry(reg):
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="registry", registry=reg)
+        reg.value = 1024                 # the alias of a batching budget, not the encoder's 1500
+        runner = GPUModelRunner(cfg)
+        runner.model = setup[1].model
+        with pytest.raises(EncoderLengthMismatchError):
+            runner.initialize_kv_cache(200)
 
 
 def test_seeded_sampling_is_deterministic(setup):

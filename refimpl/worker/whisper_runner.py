@@ -72,8 +72,10 @@ def _slots(table: np.ndarray, req_idx: np.ndarray, pos: np.ndarray, block_size: 
 class CrossAttentionBuilder:
     """Builds CrossAttentionMetadata every step, as vLLM 0.10.2's builder of the same name."""
 
-    def __init__(self, vllm_config, block_size: int, device: torch.device):
+    def __init__(self, vllm_config, block_size: int, device: torch.device,
+                 model_encoder_len: Optional[int] = None):
         self.vllm_config, self.block_size, self.device = vllm_config, block_size, device
+        self.model_encoder_len = model_encoder_len      # max_source_positions, when known
 
     def build(self, query_start_loc: np.ndarray, encoder_seq_lens: np.ndarray,
               cross_block_ids: list[list[int]]) -> CrossAttentionMetadata:
@@ -81,6 +83,9 @@ class CrossAttentionBuilder:
         requests past their first step). Raises EncoderLengthMismatchError when a request's
         cross blocks cannot hold the encoder length (the review warning on PR #24989)."""
         enc_len = self.vllm_config.get_encoder_len("metadata")      # hot path, every step
+        if self.model_encoder_len is not None and enc_len != self.model_encoder_len:
+            raise EncoderLengthMismatchError("encoder_len (metadata)", self.model_encoder_len,
+                                             f"got {enc_len}")
         table = _pad_block_table(cross_block_ids)
         capacity = min((len(b) for b in cross_block_ids), default=0) * self.block_size
         if cross_block_ids and max(enc_len, int(encoder_seq_lens.max(initial=0))) > capacity:
@@ -100,6 +105,9 @@ class CrossAttentionBuilder:
 class WhisperRunner:
     """Paged-KV Whisper execution for GPUModelRunner.
 
+    Raises EncoderLengthMismatchError when the encoder length the runner (init) or the
+    metadata builder (each step) reads is not the model's ``max_source_positions``.
+
     ``model``: a ``WhisperForConditionalGeneration`` (eval); ``kv_caches``: one tensor per
     decoder layer, (2, num_blocks, block_size, num_heads, head_dim) in the model dtype.
     ``step_timings`` accumulates seconds per phase: "prepare" (state update, inputs,
@@ -113,10 +121,15 @@ class WhisperRunner:
         self.block_size = vllm_config.cache_config.block_size
         self.encoder_len = vllm_config.get_encoder_len("runner")     # read once (PR #24989)
         dec_cfg = model.config
+        if self.encoder_len != dec_cfg.max_source_positions:
+            raise EncoderLengthMismatchError(
+                "encoder_len (runner)", dec_cfg.max_source_positions,
+                f"{self.encoder_len} != the encoder's output length (max_source_positions)")
         self.num_heads = dec_cfg.decoder_attention_heads
         self.head_dim = dec_cfg.d_model // self.num_heads
         self.requests: dict[str, CachedRequestState] = {}
-        self.cross_builder = CrossAttentionBuilder(vllm_config, self.block_size, self.device)
+        self.cross_builder = CrossAttentionBuilder(vllm_config, self.block_size, self.device,
+                                                   dec_cfg.max_source_positions)
         self.step_timings = step_timings if step_timings is not None else {}
         for k in ("prepare", "model", "sample"):
             self.step_timings.setdefault(k, 0.0)

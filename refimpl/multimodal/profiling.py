@@ -54,10 +54,11 @@ class BaseDummyInputsBuilder:
 
     @staticmethod
     def _get_dummy_images(width: int, height: int, num_images: int) -> list[Image.Image]:
-        """White RGB images; the same object repeated, as vLLM does."""
+        """White RGB images, the same object repeated as in vLLM. (vLLM passes ``color=255``,
+        which PIL reads as (255, 0, 0) for RGB; content does not change sizes or token counts.)"""
         if num_images == 0:
             return []
-        return [Image.new("RGB", (width, height), color=255)] * num_images
+        return [Image.new("RGB", (width, height), color=(255, 255, 255))] * num_images
 
     @staticmethod
     def _get_dummy_videos(width: int, height: int, num_frames: int, num_videos: int,
@@ -70,7 +71,8 @@ class BaseDummyInputsBuilder:
 
     @staticmethod
     def _get_dummy_audios(length: int, num_audios: int) -> list[np.ndarray]:
-        """Silent float32 audio of ``length`` samples."""
+        """Silent float32 audio of ``length`` samples (vLLM: ``np.zeros`` default float64; the
+        feature extractor's output is float32 either way)."""
         if num_audios == 0:
             return []
         return [np.zeros(length, dtype=np.float32)] * num_audios

@@ -1,0 +1,133 @@
+"""Dummy inputs for profiling: sizes, formula == processing, cache reuse, encoder length."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from refimpl.config import ModelConfig, SchedulerConfig
+from refimpl.core.encoder_cache_manager import compute_encoder_budget
+from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry
+
+SMALL_PIXELS = {"max_pixels": 28 * 28 * 64}  # largest image 224x224 -> 64 tokens: cheap videos
+
+
+def qwen(max_model_len, small=False, **kw):
+    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=max_model_len, device="cpu", **kw)
+    if small:
+        mc.mm_processor_kwargs = dict(SMALL_PIXELS)  # vLLM's ModelConfig.mm_processor_kwargs
+    return mc
+
+
+def test_largest_image_and_full_size_formula_equals_processing():
+    reg = MultiModalRegistry()
+    mc = qwen(20000)  # 20000 - 16384 leaves room for no frame pair: the dummy video gets 2 frames
+    proc = reg.create_processor(mc)
+    assert proc.info.get_image_size_with_most_features() == (3584, 3584)
+    data = proc.dummy_inputs.get_dummy_mm_data(20000, {"image": 1, "video": 1})
+    img, vid = data["image"][0], data["video"][0]
+    assert isinstance(img, Image.Image) and img.mode == "RGB" and img.size == (3584, 3584)
+    assert img.getextrema() == ((255, 255),) * 3
+    assert vid.dtype == np.uint8 and vid.shape == (2, 3584, 3584, 3)
+    assert proc.dummy_inputs.get_dummy_text({"image": 1, "video": 1}) == "<|image_pad|><|video_pad|>"
+    formula = reg.get_max_tokens_per_item_by_modality(mc, use_formula=True)
+    assert reg.stats.hf_processor_calls == 0
+    processed = reg.get_max_tokens_per_item_by_modality(mc)
+    assert formula == processed == {"image": 16384, "video": 16384}
+    assert reg.stats.hf_mm_passes == 1
+
+
+def test_video_frames_at_128k_by_formula():
+    reg = MultiModalRegistry()
+    mc = qwen(128000)
+    info = reg.create_processor(mc).info
+    assert info.get_num_frames_with_most_features(128000, {"image": 1, "video": 1}) == 12
+    assert info.get_num_frames_with_most_features(128000, {"video": 1}) == 14
+    assert info.get_num_frames_with_most_features(128000, {"image": 1, "video": 4}) == 2
+    assert reg.get_max_tokens_per_item_by_modality(mc, use_formula=True) == {"image": 16384, "video": 98304}
+    assert compute_encoder_budget(mc, SchedulerConfig(), reg, use_formula=True) == (98304, 98304)
+    assert reg.stats.hf_processor_calls == 0  # the formula never runs the HF processor
+
+
+@pytest.mark.parametrize("seq_len,counts", [(50, {"image": 1, "video": 1}), (300, {"image": 1, "video": 1}),
+                                            (1000, {"image": 1, "video": 1}), (1000, {"video": 2})])
+def test_formula_equals_processed_dummy_tokens(seq_len, counts):
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(qwen(4096, small=True, limit_mm_per_prompt={"image": 1, "video": 2}))
+    info = proc.info
+    frames = info.get_num_frames_with_most_features(seq_len, counts)
+    assert frames >= 2 and frames % 2 == 0
+    want = info.get_max_tokens_per_item(seq_len, counts)
+    inputs = proc.apply(*vars(proc.dummy_inputs.get_dummy_processor_inputs(seq_len, counts)).values())
+    assert inputs.mm_kwargs["video"][0]["video_grid_thw"][0] == frames // 2
+    got = {m: ph[0].length for m, ph in inputs.mm_placeholders.items()}
+    assert got == want
+    total = MultiModalProfiler(proc).get_mm_max_tokens(seq_len, counts)
+    assert total == {m: n * counts[m] for m, n in want.items()}
+
+
+@pytest.mark.parametrize("model", ["qwen2.5-vl-3b", "whisper-tiny"])
+def test_identical_dummy_passes_run_hf_once_with_cache(model):
+    mc = qwen(2048, small=True) if model.startswith("qwen") else ModelConfig(model, device="cpu")
+    reg = MultiModalRegistry()
+    for _ in range(3):
+        first = reg.get_max_tokens_per_item_by_modality(mc)
+        dec = reg.get_decoder_dummy_data(mc, 2048 if model.startswith("qwen") else 448)
+    assert reg.stats.hf_mm_passes == 1 and reg.cache_bytes() > 0
+    assert first == reg.get_max_tokens_per_item_by_modality(mc, use_formula=True)
+    assert len(dec.prompt_token_ids) == (2048 if model.startswith("qwen") else 448)
+    off = MultiModalRegistry()
+    for _ in range(3):
+        assert off.get_max_tokens_per_item_by_modality(mc, disable_cache=True) == first
+    assert off.stats.hf_mm_passes == 3 and off.cache_bytes() == 0
+    assert compute_encoder_budget(mc, SchedulerConfig(), reg) == compute_encoder_budget(
+        mc, SchedulerConfig(), reg, use_formula=True)
+
+
+def test_qwen_decoder_dummy_data():
+    reg = MultiModalRegistry()
+    mc = qwen(2048, small=True)
+    d = reg.get_decoder_dummy_data(mc, 1000, {"image": 1})
+    assert len(d.prompt_token_ids) == 1000 and d.prompt_token_ids[:64] == [151655] * 64
+    assert set(d.prompt_token_ids[64:]) == {0}
+    assert d.multi_modal_data["image"][0]["pixel_values"].shape == (256, 1176)
+    assert d.multi_modal_placeholders["image"][0].length == 64
+    # all modalities disabled -> no encoder budget
+    off = qwen(2048, limit_mm_per_prompt={"image": 0, "video": 0})
+    assert reg.get_max_tokens_per_item_by_nonzero_modality(off) == {}
+    assert compute_encoder_budget(off, SchedulerConfig(), reg) == (0, 0)
+
+
+@pytest.mark.parametrize("model,mels", [("whisper-tiny", 80), ("whisper-large-v3", 128)])
+def test_whisper_dummy_and_encdec_len(model, mels):
+    reg = MultiModalRegistry()
+    mc = ModelConfig(model, device="cpu")
+    proc = reg.create_processor(mc)
+    audio = proc.dummy_inputs.get_dummy_mm_data(448, {"audio": 1})["audio"][0]
+    assert audio.dtype == np.float32 and audio.shape == (480000,) and not audio.any()
+    assert proc.dummy_inputs.get_dummy_text({"audio": 2}) == "<|startoftranscript|>" * 2
+    dec = reg.get_decoder_dummy_data(mc, 448)
+    assert dec.prompt_token_ids[0] == 50258 and len(dec.prompt_token_ids) == 448
+    assert dec.multi_modal_data["audio"][0]["input_features"].shape == (mels, 3000)
+    assert reg.get_encoder_dummy_data(mc, 448).prompt_token_ids == [0] * 1500
+    assert reg.get_max_tokens_per_item_by_modality(mc) == {"audio": 1500}
+    sc = SchedulerConfig(max_num_encoder_input_tokens=1500, encoder_cache_size=1024)
+    assert compute_encoder_budget(mc, sc, reg) == (1500, 1500)
+
+    reg.reset_stats()
+    cached = reg.cache_bytes()
+    for i in range(3):
+        assert reg.get_encdec_max_encoder_len(mc) == 1500
+        assert reg.stats.encdec_calls == i + 1 and reg.stats.hf_mm_passes == i + 1  # nothing cached
+    assert reg.cache_bytes() == cached and reg.stats.encdec_s > 0
+    assert reg.get_encdec_max_encoder_len(qwen(2048)) == 0 and reg.stats.encdec_calls == 4
+    assert reg.stats.hf_mm_passes == 3
+
+
+def test_int64_dummy_video_like_vllm_0_9():
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(qwen(2048, small=True))
+    proc.dummy_inputs.video_dtype = np.int64
+    vid = proc.dummy_inputs.get_dummy_mm_data(2048, {"video": 1})["video"][0]
+    assert vid.dtype == np.int64 and vid.nbytes == 8 * vid.size
+    out = proc.apply("<|video_pad|>", {"video": vid})
+    assert out.mm_kwargs["video"][0]["pixel_values_videos"].dtype == torch.float32

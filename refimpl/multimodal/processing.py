@@ -138,6 +138,9 @@ class BaseMultiModalProcessor:
         return prompt_ids, self._apply_hf_processor_mm_only(items, kw), False
 
     def _hash(self, modality: str, item: Any, kw: dict) -> str:
+        # Model-level mm_processor_kwargs change the output too, so they are keyed with the
+        # call's kwargs (vLLM merges them before calling the HF processor).
+        kw = self.info.mm_processor_kwargs | kw
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
     def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict):

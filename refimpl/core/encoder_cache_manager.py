@@ -20,8 +20,9 @@ def compute_encoder_budget(model_config, scheduler_config, mm_registry, *, disab
     tokens per item is over the modalities whose limit per prompt is > 0. (0, 0) for models
     without multimodal input or with every modality disabled. ``disable_cache`` /
     ``use_formula`` are passed to ``get_max_tokens_per_item_by_nonzero_modality``.
-    Qwen2.5-VL-3B at 128000 tokens, defaults: (98304, 98304); Whisper: (1500, 8192)-style
-    values depending on the scheduler config.
+    Examples with SchedulerConfig's defaults (both budgets = max_num_batched_tokens = 8192):
+    Qwen2.5-VL-3B at 128000 tokens -> (98304, 98304); Whisper (1500 per audio) -> (8192, 8192),
+    or (1500, 8192) once VllmConfig has set max_num_encoder_input_tokens = 1500.
     """
     if not mm_registry.supports_multimodal_inputs(model_config):
         return 0, 0

@@ -22,7 +22,7 @@ EXPECTED_PASSES = {
 def qwen_config(**kw):
     mc = ModelConfig("qwen2.5-vl-3b", max_model_len=20000, device="cpu",
                      limit_mm_per_prompt={"video": 0}, **kw)
-    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8), CacheConfig(num_gpu_blocks=64))
+    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8), CacheConfig())
 
 
 @pytest.fixture(scope="module")

@@ -85,7 +85,7 @@ def test_registry_calls_per_variant(results):
 def test_all_blocks_back_in_pool(engines):
     for e in engines.values():
         kv = e.scheduler.kv_cache_manager
-        assert kv.get_num_free_blocks() == kv.num_gpu_blocks - 1  # the null block stays out
+        assert kv.get_num_free_blocks() == kv.block_pool.num_gpu_blocks - 1  # the null block stays out
 
 
 @pytest.mark.parametrize("bad", [1024, 8192])
@@ -127,7 +127,7 @@ def test_more_requests_than_kv_blocks_none_lost(audios):
                       SamplingParams(max_tokens=20, ignore_eos=True))
     assert [len(o.output_token_ids) for o in outs] == [20] * len(audios)
     kv = e.scheduler.kv_cache_manager
-    assert kv.get_num_free_blocks() == kv.num_gpu_blocks - 1
+    assert kv.get_num_free_blocks() == kv.block_pool.num_gpu_blocks - 1
 
 
 def test_abort_frees_blocks(engines, audios):

@@ -88,7 +88,7 @@ def run_engine(args: argparse.Namespace) -> dict:
             "registry_calls": reg.stats.encdec_calls, "registry_s_total": reg.stats.encdec_s,
             "steps": len(step_s), "step_time_ms_median": 1e3 * statistics.median(step_s),
             "step_split_s": split, "max_tokens": args.max_tokens,
-            "max_num_seqs": args.max_num_seqs, "num_gpu_blocks": sched.kv_cache_manager.num_gpu_blocks,
+            "max_num_seqs": args.max_num_seqs, "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
             "num_preemptions": sum(getattr(o, "num_preemptions", 0) for o in outputs)}
 
 

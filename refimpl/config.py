@@ -48,6 +48,8 @@ _SMALL_SCALE: dict[str, dict[str, Any]] = {
     "qwen2.5-vl-3b": {
         "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
         "num_attention_heads": 4, "num_key_value_heads": 2,
+        # mrope_section must sum to head_dim / 2: 256 / 4 heads / 2 = 32 (full model: 64)
+        "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]},
         "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256,
                           "num_heads": 2, "out_hidden_size": 256,
                           "fullatt_block_indexes": []},

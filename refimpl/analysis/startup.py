@@ -22,8 +22,8 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 
 @dataclass
 class StartupStudy:
-    """Parameters of one study run; ``quick`` shrinks it for the test suite (image only, one
-    repeat, no warm-up process, no speedscope file)."""
+    """Parameters of one study run; ``quick`` shrinks it for the test suite: image only, one
+    repeat, runs in the notebook's process (not fresh-process figures), one flame graph."""
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
     repeats: int = 3
@@ -46,7 +46,8 @@ class StartupStudy:
         return a
 
     def common(self) -> list[str]:
-        return ["--repeats", str(self.repeats)] + (["--no-warmup"] if self.quick else [])
+        quick = ["--no-warmup", "--in-process"] if self.quick else []
+        return ["--repeats", str(self.repeats)] + quick
 
 
 def run_startup(s: StartupStudy) -> dict:
@@ -149,6 +150,7 @@ def budget_table(res: dict) -> str:
 
 def flamegraphs(s: StartupStudy, variants=("no-cache", "cache-reset")) -> dict[str, Optional[Path]]:
     """One py-spy-recorded start-up per variant: ``flame_startup_<variant>.svg`` (+ speedscope)."""
+    variants = variants[:1] if s.quick else variants
     return {v: flamegraph(["startup", *s.argv(), "--variant", v], s.out_dir,
                           f"flame_startup_{v}", speedscope=not s.quick) for v in variants}
 

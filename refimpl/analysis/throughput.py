@@ -23,7 +23,8 @@ SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
 
 @dataclass
 class ThroughputStudy:
-    """Parameters of one study run; ``quick`` shrinks it for the test suite."""
+    """Parameters of one study run; ``quick`` shrinks it for the test suite: a handful of short
+    requests, one repeat, runs in the notebook's process (not fresh-process figures)."""
     model: str = "whisper-tiny"
     device: str = "auto"
     repeats: int = 3
@@ -38,14 +39,14 @@ class ThroughputStudy:
         self.out_dir = Path(self.out_dir)
         if self.quick:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
-            self.sweep_max_tokens = (4, 12)
+            self.sweep_max_tokens = (8,)
 
     def argv(self, **over) -> list[str]:
         v = {"model": self.model, "device": self.device, "num-requests": self.num_requests,
              "max-tokens": self.max_tokens, "max-num-seqs": self.max_num_seqs,
              "repeats": self.repeats, **over}
         a = [x for k, val in v.items() for x in (f"--{k}", str(val))]
-        return a + (["--no-warmup", "--warmup-requests", "1"] if self.quick else [])
+        return a + (["--no-warmup", "--in-process", "--warmup-requests", "1"] if self.quick else [])
 
 
 def _run(argv: list[str], out: Path) -> dict:
@@ -135,7 +136,7 @@ def split_figure(res: dict, out_dir: Path):
 
 def flame_registry(s: ThroughputStudy) -> Optional[Path]:
     """py-spy flame graph of one ``registry`` run: get_encdec_max_encoder_len in the hot path."""
-    argv = [a for a in s.argv() if a not in ("--no-warmup",)]
+    argv = [a for a in s.argv() if a not in ("--no-warmup", "--in-process")]
     i = argv.index("--repeats")
     del argv[i:i + 2]
     return flamegraph(["throughput", *argv, "--variant", "registry"], s.out_dir,

@@ -31,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run_once(args: argparse.Namespace) -> dict:
     """``calls`` compute_encoder_budget calls in this process; returns seconds and passes per call."""
-    set_single_thread()
+    threads = set_single_thread()
     from refimpl.core.encoder_cache_manager import compute_encoder_budget
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     cfg = make_vllm_config(args)
@@ -43,7 +43,7 @@ def run_once(args: argparse.Namespace) -> dict:
                                               disable_cache=args.variant == "no-cache"))
         calls_s.append(time.perf_counter() - t0)
         passes.append(reg.stats.hf_mm_passes - p0)
-    return {"variant": args.variant, "model": args.model, "device": cfg.device,
+    return {"variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,
             "max_model_len": cfg.model_config.max_model_len,
             "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
             "calls_s": calls_s, "passes": passes, "budgets": budgets,
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.output_json, run_once(args))
         return 0
     res = drive("refimpl.bench.budget", args, worker_argv(args) + ["--calls", str(args.calls)],
-                variants, lambda r: r["calls_s"][0], "median_call1_s", {"model": args.model})
+                variants, lambda r: r["calls_s"][0], "median_call1_s", {"model": args.model}, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         per_call = list(zip(*[run["calls_s"] for run in r["runs"]]))
         meds = ", ".join(f"call {i + 1}: {sorted(c)[len(c) // 2]:.2f} s" for i, c in enumerate(per_call))

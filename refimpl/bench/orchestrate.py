@@ -34,6 +34,8 @@ def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], defau
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
     p.add_argument("--output-json", required=True, help="where to write the result JSON")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -48,14 +50,18 @@ def parse_variants(arg: str, choices: tuple[str, ...]) -> list[str]:
 
 
 def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list[str],
-          headline: Callable[[dict], float], headline_name: str, meta: dict) -> dict:
+          headline: Callable[[dict], float], headline_name: str, meta: dict,
+          run_once: Callable[[argparse.Namespace], dict]) -> dict:
     """Run the warm-up and interleaved repeats of ``module`` for ``variants``; write the JSON.
 
     ``argv`` are the worker's flags without --variant/--output-json/--worker. ``headline``
     picks the figure (e.g. total_s) whose median goes to the top level as ``headline_name``.
+    ``run_once(args)`` measures one run in this process (used with ``--in-process``).
     Returns the result dict (one variant: runs at top level; several: ``by_variant``).
     """
     def worker(variant: str) -> dict:
+        if args.in_process:
+            return run_once(argparse.Namespace(**{**vars(args), "variant": variant}))
         return run_in_fresh_process(module, argv + ["--variant", variant, "--worker"],
                                     timeout_s=args.timeout_s)
 
@@ -70,6 +76,10 @@ def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list
     except KeyboardInterrupt:
         print("interrupted: writing the runs finished so far", file=sys.stderr)
     env = result_env()
+    threads = [r["torch_num_threads"] for rs in runs.values() for r in rs if "torch_num_threads" in r]
+    if threads:  # what the measured processes ran with, not this parent
+        env["torch_num_threads"] = threads[0]
+    env["in_process"] = bool(args.in_process)
 
     def one(v: str) -> dict:
         vals = [headline(r) for r in runs[v]]

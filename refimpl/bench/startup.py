@@ -60,7 +60,7 @@ def make_vllm_config(args: argparse.Namespace, **extra):
 
 def run_once(args: argparse.Namespace) -> dict:
     """One start-up in this process; returns the per-run record described in the module doc."""
-    set_single_thread()
+    threads = set_single_thread()
     from refimpl.engine.core import EngineCore
     t0 = time.perf_counter()
     cfg = make_vllm_config(args)
@@ -69,7 +69,7 @@ def run_once(args: argparse.Namespace) -> dict:
     rep = engine.report
     phases = {"config": config_s, **rep.phases}
     return {
-        "variant": args.variant, "model": args.model, "device": cfg.device,
+        "variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,
         "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
         "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
         "total_s": sum(phases.values()), "phases": phases,
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.output_json, run_once(args))
         return 0
     res = drive("refimpl.bench.startup", args, worker_argv(args), variants,
-                lambda r: r["total_s"], "median_total_s", {"model": args.model})
+                lambda r: r["total_s"], "median_total_s", {"model": args.model}, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         print(f"startup {args.model} {v}: median {r['median_total_s']:.2f} s over "
               f"{len(r['runs'])} runs on {res['device']} ({res['hardware']['name']})")

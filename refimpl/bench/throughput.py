@@ -127,6 +127,12 @@ def _features(proc, prompt):
     return proc.apply("", {"audio": [prompt["multi_modal_data"]["audio"]]}).mm_kwargs["audio"][0]["input_features"]
 
 
+def run_once(args: argparse.Namespace) -> dict:
+    """One measured run in this process (engine or HF baseline), pinned to one thread on CPU."""
+    threads = set_single_thread()
+    return {**(run_hf(args) if args.engine == "hf" else run_engine(args)), "torch_num_threads": threads}
+
+
 def worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["--model", args.model, "--engine", args.engine, "--device", args.device,
             "--num-requests", str(args.num_requests), "--max-tokens", str(args.max_tokens),
@@ -140,13 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     variants = ["hf-generate"] if args.engine == "hf" else parse_variants(
         args.variant, tuple(ENCODER_LEN_VARIANTS))
     if args.worker:
-        set_single_thread()
-        write_json(args.output_json, run_hf(args) if args.engine == "hf" else run_engine(args))
+        write_json(args.output_json, run_once(args))
         return 0
     meta = {"model": args.model, "engine": args.engine, "num_requests": args.num_requests,
             "max_tokens": args.max_tokens, "max_num_seqs": args.max_num_seqs}
     res = drive("refimpl.bench.throughput", args, worker_argv(args), variants,
-                lambda r: r["requests_per_s"], "median_requests_per_s", meta)
+                lambda r: r["requests_per_s"], "median_requests_per_s", meta, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         print(f"throughput {args.model} {v}: median {r['median_requests_per_s']:.2f} req/s, "
               f"{args.num_requests} requests x {args.max_tokens} tokens, batch {args.max_num_seqs}, "

@@ -39,23 +39,7 @@ def build_hf_config(config_dict: dict):
     """A transformers ``PretrainedConfig`` from a ``config.json`` dict (no hub access)."""
     from transformers import AutoConfig
     d = dict(config_dict)
-    _fit_mrope_section(d)
     return AutoConfig.for_model(d.pop("model_type"), **d)
-
-
-def _fit_mrope_section(d: dict) -> None:
-    """Qwen2.5-VL's ``mrope_section`` must sum to head_dim / 2 (64 for the 3B model). The
-    ``small`` scale shrinks head_dim (256 / 4 heads = 64), so rescale the section in the same
-    2:3:3 proportion ([16, 24, 24] -> [8, 12, 12]); a consistent config is left alone."""
-    rope = d.get("rope_scaling")
-    if not isinstance(rope, dict) or "mrope_section" not in rope:
-        return
-    half = d["hidden_size"] // d["num_attention_heads"] // 2
-    sec = list(rope["mrope_section"])
-    if sum(sec) != half:
-        new = [s * half // sum(sec) for s in sec]
-        new[-1] += half - sum(new)
-        d["rope_scaling"] = {**rope, "mrope_section": new}
 
 
 def _is_norm(module: nn.Module) -> bool:

@@ -32,14 +32,15 @@ class ThroughputStudy:
     num_requests: int = 64
     max_tokens: int = 32
     max_num_seqs: int = 16
-    sweep_max_tokens: Sequence[int] = (8, 32, 128, 384)
+    sweep_max_tokens: Sequence[int] = (8, 64, 256)
+    sweep_num_requests: int = 32
     out_dir: Path = Path("reports/latest")
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
         if self.quick:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
-            self.sweep_max_tokens = (8,)
+            self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
 
     def argv(self, **over) -> list[str]:
         v = {"model": self.model, "device": self.device, "num-requests": self.num_requests,
@@ -151,7 +152,9 @@ def run_sweep(s: ThroughputStudy) -> dict:
     (scheduler-config)."""
     points = []
     for t in s.sweep_max_tokens:
-        r = _run(s.argv(**{"max-tokens": t}) + ["--variant", "runner-config,scheduler-config"],
+        argv = s.argv(**{"max-tokens": t, "num-requests": s.sweep_num_requests})
+        r = _run(argv + ["--variant", "runner-config,scheduler-config"]
+                 + ([] if s.quick else ["--no-warmup"]),  # the main runs warmed the machine
                  s.out_dir / f"throughput_sweep_{s.model}_t{t}.json")
         bv = by_variant(r)
         rc, sc = bv["runner-config"]["runs"], bv["scheduler-config"]["runs"]
@@ -162,7 +165,7 @@ def run_sweep(s: ThroughputStudy) -> dict:
                        "registry_s_per_request": cost, "work_s_per_request": work,
                        "model_gain": cost / work, "runs": len(sc)})
     out = {"model": s.model, "points": points, "max_num_seqs": s.max_num_seqs,
-           "num_requests": s.num_requests}
+           "num_requests": s.sweep_num_requests}
     (s.out_dir / f"throughput_sweep_{s.model}.json").write_text(json.dumps(out, indent=1))
     return out
 

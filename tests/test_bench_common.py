@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from refimpl.bench import common
-from refimpl.bench.common import (BenchRun, FreshProcessError, collect_env, interleaved,
-                                  profile_with_pyspy, result_name, run_in_fresh_process,
+from refimpl.bench.common import (FreshProcessError, collect_env, interleaved,
+                                  profile_with_pyspy, run_in_fresh_process,
                                   set_single_thread, summarize, write_json)
 
 CHILD = textwrap.dedent("""
@@ -100,15 +100,6 @@ def test_collect_env_fields():
     json.dumps(env)  # serialisable as is
 
 
-def test_names():
-    assert common.slug("NVIDIA H200 (SXM)") == "nvidia-h200-sxm"
-    assert common.hardware_tag({"gpu": None, "cpu": {"logical_cores": 2}}) == "cpu-2c"
-    assert common.hardware_tag({"gpu": {"name": "NVIDIA H200"}}) == "nvidia-h200"
-    assert (result_name("throughput", "whisper-large-v3", "nvidia-h200", batch_size=64,
-                        lengths="30s", variant="registry")
-            == "throughput_whisper-large-v3_nvidia-h200_bs64_len30s_registry")
-
-
 def test_set_single_thread(monkeypatch):
     import torch
     before = torch.get_num_threads()
@@ -146,49 +137,6 @@ def test_fresh_process_timeout(child_module):
     mod, env = child_module
     with pytest.raises(TimeoutError):
         run_in_fresh_process(mod, ["--mode", "sleep"], timeout_s=1.0, env=env)
-
-
-def test_benchrun_complete(tmp_path):
-    out = tmp_path / "r.json"
-    env = {"gpu": None}
-    with BenchRun("demo", out, config={"repeats": 2}, env=env, quiet=True) as run:
-        for i, v in enumerate(run.progress(interleaved(["A", "B"], 2))):
-            run.add(v, {"time_s": float(i), "nested": {"n": 2}, "flag": True, "name": "x",
-                        "_fresh_process": {"wall_s": 1.0, "cmd": ["x"]}})
-    doc = json.loads(out.read_text())
-    assert doc["complete"] is True and doc["interrupted"] is False
-    assert doc["order"] == ["A", "B", "A", "B"] and len(doc["runs"]) == 4
-    assert doc["config"] == {"repeats": 2} and doc["env"] == env
-    assert doc["summary"]["A"]["time_s"]["median"] == 1.0  # runs 0 and 2
-    assert doc["summary"]["B"]["nested.n"]["n"] == 2
-    assert "_fresh_process.wall_s" in doc["summary"]["A"]
-    assert "flag" not in doc["summary"]["A"]
-
-
-def test_benchrun_keyboard_interrupt_writes_partial(tmp_path, capsys):
-    out = tmp_path / "r.json"
-    with pytest.raises(SystemExit) as ei:
-        with BenchRun("demo", out, env={}, quiet=True) as run:
-            for i, v in enumerate(run.progress(interleaved(["A", "B"], 3))):
-                if i == 3:
-                    raise KeyboardInterrupt
-                run.add(v, {"time_s": 1.0})
-    assert ei.value.code == 130
-    doc = json.loads(out.read_text())
-    assert doc["complete"] is False and doc["interrupted"] is True
-    assert len(doc["runs"]) == 3 and len(doc["order"]) == 6
-    err = capsys.readouterr().err
-    assert "interrupted after 3/6 runs" in err and str(out) in err
-
-
-def test_benchrun_error_writes_partial_and_propagates(tmp_path):
-    out = tmp_path / "r.json"
-    with pytest.raises(FreshProcessError):
-        with BenchRun("demo", out, env={}, quiet=True) as run:
-            run.add("A", {"time_s": 1.0})
-            raise FreshProcessError("child died", 1)
-    doc = json.loads(out.read_text())
-    assert doc["complete"] is False and "child died" in doc["error"]
 
 
 def test_pyspy_failure_returns_false(tmp_path, capsys):

@@ -15,13 +15,12 @@ Conventions, taken from vLLM's ``benchmarks/`` folder (``benchmark_latency.py``,
 
 From gpt-fast the habit of naming, next to every number, the hardware, the batch size and
 the sequence lengths it was measured with: :func:`collect_env` records the machine and the
-library versions, and :func:`result_name` builds file names such as
-``throughput_whisper-large-v3_nvidia-h200_bs64_len30s``.
+library versions; the bench modules print them beside every median.
 
 Also here: :func:`set_single_thread` (CPU runs on one thread: the development machine has
-two cores shared by several people), :class:`BenchRun` (tqdm progress; on Ctrl-C the
-partial results are written and a clear message printed) and :func:`profile_with_pyspy`
-(flame graph + speedscope profile of a fresh-process command; never fatal).
+two cores shared by several people) and :func:`profile_with_pyspy` (flame graph + speedscope
+profile of a fresh-process command; never fatal). The driver that interleaves variants and
+writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``.
 """
 from __future__ import annotations
 
@@ -39,7 +38,7 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -152,30 +151,6 @@ def collect_env() -> dict[str, Any]:
 def slug(text: str) -> str:
     """Lower-case ``text`` with runs of other characters than [a-z0-9.] turned into '-'."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
-
-
-def hardware_tag(env: Optional[dict] = None) -> str:
-    """Short hardware name for file names: the GPU (``nvidia-h200``) or ``cpu-<N>c``."""
-    env = env if env is not None else collect_env()
-    if env.get("gpu"):
-        return slug(env["gpu"]["name"])
-    return f"cpu-{env['cpu']['logical_cores']}c"
-
-
-def result_name(bench: str, model: str, hardware: str, *, batch_size: Optional[int] = None,
-                lengths: Optional[str] = None, variant: Optional[str] = None) -> str:
-    """File stem in gpt-fast's spirit: ``<bench>_<model>_<hardware>[_bs<B>][_len<L>][_<variant>]``.
-
-    ``lengths`` is free text such as ``"30s"`` or ``"in128k"``; every part is slugged.
-    """
-    parts = [bench, model, hardware]
-    if batch_size is not None:
-        parts.append(f"bs{batch_size}")
-    if lengths:
-        parts.append(f"len{lengths}")
-    if variant:
-        parts.append(variant)
-    return "_".join(slug(str(p)) for p in parts)
 
 
 # --------------------------------------------------------------------------- threads
@@ -316,117 +291,6 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
             os.unlink(tmp)
         raise
     return path
-
-
-def numeric_leaves(d: dict, prefix: str = "") -> dict[str, float]:
-    """Flatten the int/float leaves of a nested dict to ``{"a.b.c": value}`` (bools skipped).
-
-    Keys starting with '_' (such as ``_fresh_process``) are skipped, except
-    ``_fresh_process.wall_s``.
-    """
-    out: dict[str, float] = {}
-    for k, v in d.items():
-        name = f"{prefix}{k}"
-        if isinstance(v, dict):
-            if k == "_fresh_process" and not prefix:
-                if isinstance(v.get("wall_s"), (int, float)):
-                    out["_fresh_process.wall_s"] = float(v["wall_s"])
-                continue
-            if str(k).startswith("_"):
-                continue
-            out.update(numeric_leaves(v, name + "."))
-        elif isinstance(v, (int, float)) and not isinstance(v, bool) and not str(k).startswith("_"):
-            out[name] = float(v)
-    return out
-
-
-class BenchRun:
-    """Collect repeats of one benchmark, show progress, and always leave a JSON behind.
-
-    Use as a context manager::
-
-        with BenchRun("startup", output_json, config=vars(args)) as run:
-            for variant in run.progress(interleaved(variants, repeats)):
-                run.add(variant, run_in_fresh_process("refimpl.bench.startup_once", [...]))
-
-    On normal exit the JSON at ``output_json`` holds ``benchmark``, ``config``, ``env``
-    (:func:`collect_env`), ``order``, ``runs`` (``[{"index", "variant", "result"}]``),
-    ``summary`` (per variant, :func:`summarize` of every numeric leaf present in all its
-    runs), ``complete`` (True) and ``interrupted`` (False). On Ctrl-C the same document is
-    written with what finished so far, ``complete``/``interrupted`` set to False/True, a
-    one-line message goes to stderr, and ``SystemExit(130)`` is raised instead of a
-    traceback. Any other exception also writes the partial document (``error`` set) and
-    propagates.
-    """
-
-    def __init__(self, benchmark: str, output_json: str | os.PathLike | None,
-                 config: Optional[dict] = None, *, env: Optional[dict] = None,
-                 quiet: bool = False):
-        self.benchmark = benchmark
-        self.output_json = Path(output_json) if output_json else None
-        self.config = dict(config or {})
-        self.env = env
-        self.quiet = quiet
-        self.order: list[Any] = []
-        self.runs: list[dict[str, Any]] = []
-
-    def __enter__(self) -> "BenchRun":
-        if self.env is None:
-            self.env = collect_env()
-        return self
-
-    def progress(self, plan: Sequence[Any], desc: Optional[str] = None) -> Iterable[Any]:
-        """Iterate ``plan`` with a tqdm bar on stderr (disabled when ``quiet``); records the order."""
-        from tqdm.auto import tqdm
-
-        self.order = list(plan)
-        return tqdm(self.order, desc=desc or self.benchmark, unit="run", file=sys.stderr,
-                    disable=self.quiet, dynamic_ncols=True)
-
-    def add(self, variant: Any, result: dict[str, Any]) -> None:
-        """Record one finished repeat of ``variant``."""
-        self.runs.append({"index": len(self.runs), "variant": variant, "result": result})
-
-    def summary(self) -> dict[str, dict[str, dict[str, float]]]:
-        """Per variant, :func:`summarize` of each numeric leaf that every run of it reports."""
-        by_variant: dict[str, list[dict[str, float]]] = {}
-        for r in self.runs:
-            by_variant.setdefault(str(r["variant"]), []).append(numeric_leaves(r["result"]))
-        out: dict[str, dict[str, dict[str, float]]] = {}
-        for v, leaves in by_variant.items():
-            common = set.intersection(*(set(x) for x in leaves))
-            out[v] = {k: summarize([x[k] for x in leaves]) for k in sorted(common)
-                      if all(np.isfinite(x[k]) for x in leaves)}
-        return out
-
-    def document(self, *, complete: bool, interrupted: bool = False,
-                 error: Optional[str] = None) -> dict[str, Any]:
-        """The JSON document as it would be written now."""
-        doc = {"benchmark": self.benchmark, "config": self.config, "env": self.env,
-               "order": self.order, "runs": self.runs, "summary": self.summary(),
-               "complete": complete, "interrupted": interrupted}
-        if error:
-            doc["error"] = error
-        return doc
-
-    def write(self, **kw) -> Optional[Path]:
-        """Write :meth:`document` to ``output_json`` (no-op without a path)."""
-        if self.output_json is None:
-            return None
-        return write_json(self.output_json, self.document(**kw))
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if exc_type is None:
-            self.write(complete=True)
-            return False
-        if issubclass(exc_type, KeyboardInterrupt):
-            path = self.write(complete=False, interrupted=True)
-            where = f"partial results written to {path}" if path else "no --output-json given"
-            print(f"\n{self.benchmark}: interrupted after {len(self.runs)}/{len(self.order)} "
-                  f"runs; {where}", file=sys.stderr)
-            raise SystemExit(130)
-        self.write(complete=False, error=f"{exc_type.__name__}: {exc}")
-        return False
 
 
 # --------------------------------------------------------------------------- profiling

@@ -22,7 +22,6 @@ parallelism, KV connectors, the encoder cache between steps.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Optional
 
 import torch

@@ -34,7 +34,7 @@ def images():
 def test_qwen_images_off_cold_warm_partly_warm(images):
     a, b = images
     mc = ModelConfig("qwen2.5-vl-3b", **QWEN)
-    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(PROMPT, {"image": [a, b]})
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(PROMPT, {"image": [a, b]}, return_mm_hashes=True)
     # grace_hopper 512x600 -> smart_resize 504x588 -> 36x42 patches -> 18*21 tokens
     assert [p.length for p in off.mm_placeholders["image"]] == [
         18 * 21, int(off.mm_kwargs["image"][1]["image_grid_thw"].prod()) // 4]
@@ -71,7 +71,7 @@ def test_qwen_token_prompt_and_mixed_modalities(images):
     vid = np.random.default_rng(0).integers(0, 256, (3, 56, 84, 3), dtype=np.uint8)
     prompt = "<|video_pad|> then <|image_pad|> end"
     data = {"image": a, "video": vid}
-    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, data)
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, data, return_mm_hashes=True)
     v = off.mm_kwargs["video"][0]
     assert v["video_grid_thw"].tolist() == [2, 4, 6]  # 3 frames padded to 4, 56x84 -> 4x6 patches
     assert v["pixel_values_videos"].shape == (48, 1176) and off.mm_placeholders["video"][0].length == 12
@@ -83,7 +83,7 @@ def test_qwen_token_prompt_and_mixed_modalities(images):
     # token-id prompts go through the same placeholder expansion
     ids = proc.info.get_tokenizer().encode(prompt)
     _same(off, proc.apply(ids, data))
-    _same(off, MultiModalRegistry().create_processor(mc, disable_cache=True).apply(ids, data))
+    _same(off, MultiModalRegistry().create_processor(mc, disable_cache=True).apply(ids, data, return_mm_hashes=True))
 
 
 @pytest.mark.parametrize("model,mels", [("whisper-tiny", 80), ("whisper-large-v3", 128)])
@@ -92,7 +92,7 @@ def test_whisper_audio_off_cold_warm(model, mels):
     rng = np.random.default_rng(0)
     audio = (0.1 * rng.standard_normal(40000)).astype(np.float32)
     prompt = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
-    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, {"audio": [audio]})
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply(prompt, {"audio": [audio]}, return_mm_hashes=True)
     assert off.prompt_token_ids == [50258, 50259, 50359 + (mels == 128), 50363 + (mels == 128)]
     assert off.encoder_prompt_token_ids == [0] * 1500
     assert off.mm_placeholders == {"audio": [type(off.mm_placeholders["audio"][0])(0, 1500)]}

@@ -99,7 +99,7 @@ class LLMEngine:
                 f"max_target_positions={limit}")
         audio = prompt["multi_modal_data"]["audio"]
         items = audio if isinstance(audio, list) else [audio]
-        mm = self.processor.apply("", {"audio": items})
+        mm = self.processor.apply("", {"audio": items}, return_mm_hashes=True)
         mm_inputs = mm.mm_kwargs["audio"]
         req = Request(request_id=request_id, prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
                       mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,

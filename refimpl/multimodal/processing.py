@@ -143,11 +143,13 @@ class BaseMultiModalProcessor:
         kw = self.info.mm_processor_kwargs | kw
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
-    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict):
-        hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
-        if self.cache is None:
+    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool):
+        if self.cache is None:  # vLLM hashes here only when asked to (profiling does not ask)
+            hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
+                      if return_mm_hashes else {})
             ids, mm_kwargs, applied = self._apply_hf_processor_main(prompt, items, kw, enable_hf_prompt_update=True)
             return ids, mm_kwargs, hashes, applied
+        hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
         found = {m: [self.cache.get(h) for h in hs] for m, hs in hashes.items()}
         for vs in found.values():
             hit = sum(v is not None for v in vs)
@@ -219,8 +221,12 @@ class BaseMultiModalProcessor:
         return ids, {m: v for m, v in ph.items() if v}
 
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
-              hf_processor_mm_kwargs: Optional[dict[str, Any]] = None) -> MultiModalInputs:
+              hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
+              return_mm_hashes: bool = False) -> MultiModalInputs:
         """Process one prompt and its items (see module docstring).
+
+        ``mm_hashes`` is filled when the cache is on (the hashes are its keys) or when
+        ``return_mm_hashes`` asks for it, as vLLM's ``apply``; profiling does not ask.
 
         ``mm_data``: ``{modality: item | [items]}`` (PIL images / uint8 arrays / encoded bytes;
         video (T, H, W, 3); audio 1-D float32 at 16 kHz or ``(audio, 16000)``).
@@ -230,7 +236,8 @@ class BaseMultiModalProcessor:
         kw = dict(hf_processor_mm_kwargs or {})
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits())
         counts = {m: len(v) for m, v in items.items()}
-        ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw)
+        ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
+                                                                          return_mm_hashes)
         updates = self._get_prompt_updates(mm_kwargs)
         fn = self._find_mm_placeholders if applied else self._apply_prompt_updates
         ids, placeholders = fn(ids, updates, counts)
@@ -246,8 +253,10 @@ class EncDecMultiModalProcessor(BaseMultiModalProcessor):
     def create_encoder_prompt(self, prompt, mm_data) -> str | list[int]:
         raise NotImplementedError
 
-    def apply(self, prompt, mm_data, hf_processor_mm_kwargs=None) -> MultiModalInputs:
-        enc = super().apply(self.create_encoder_prompt(prompt, mm_data), mm_data, hf_processor_mm_kwargs)
+    def apply(self, prompt, mm_data, hf_processor_mm_kwargs=None, *,
+              return_mm_hashes: bool = False) -> MultiModalInputs:
+        enc = super().apply(self.create_encoder_prompt(prompt, mm_data), mm_data, hf_processor_mm_kwargs,
+                            return_mm_hashes=return_mm_hashes)
         dec = (self.info.get_tokenizer().encode(prompt, add_special_tokens=False)
                if isinstance(prompt, str) else list(prompt))
         enc.encoder_prompt_token_ids, enc.prompt_token_ids = enc.prompt_token_ids, dec

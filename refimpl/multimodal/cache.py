@@ -10,9 +10,17 @@ Left out: vLLM's ``LRUCache`` base (cachetools), the per-item metadata wrappers
 (``ProcessingCacheItem``) and the P0/P1 mirror caches of the V1 engine (owned elsewhere in
 refimpl). Unlike vLLM before PR #43941's fix, eviction cannot loop: an item larger than the
 whole capacity is simply not stored.
+
+Thread safety (ours): vLLM's cache is used from one front-end thread only. Here every
+method holds one ``threading.RLock``, so an async front end or a thread pool may share the
+process-wide cache. ``put`` and ``get`` are compound updates (dict + byte count + LRU order);
+under CPython 3.11's GIL our stress tests saw no corruption even without the lock, but that
+rests on where the interpreter happens to switch threads, not on a language guarantee (and
+not at all on free-threaded builds); the lock makes it one (tests/test_cache_properties.py).
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Optional
 
@@ -80,62 +88,70 @@ class ProcessingCache:
 
     Counters: ``hits``, ``misses``, ``evictions``, ``rejected`` (items larger than the
     capacity, not stored) and ``bytes`` (currently held). ``get`` refreshes recency; ``put``
-    evicts least-recently-used entries until the new one fits. Not thread-safe (vLLM's
-    isn't either: one per process, used from the front-end thread).
+    evicts least-recently-used entries until the new one fits. Thread-safe: every method
+    holds ``self._lock`` (an RLock), see the module docstring.
     """
 
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = int(capacity_bytes)
         self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
+        self._lock = threading.RLock()
         self.hits = self.misses = self.evictions = self.rejected = self.bytes = 0
 
     def __len__(self) -> int:
-        return len(self._data)
+        with self._lock:
+            return len(self._data)
 
     def __contains__(self, key: str) -> bool:
-        return key in self._data
+        with self._lock:
+            return key in self._data
 
     def get(self, key: str) -> Optional[Item]:
         """The cached item for ``key`` or None; counts a hit or a miss."""
-        entry = self._data.get(key)
-        if entry is None:
-            self.misses += 1
-            return None
-        self._data.move_to_end(key)
-        self.hits += 1
-        return entry[0]
+        with self._lock:
+            entry = self._data.get(key)
+            if entry is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return entry[0]
 
     def put(self, key: str, value: Item) -> bool:
         """Store ``value``; returns False (nothing evicted) if it alone exceeds the capacity."""
         size = item_nbytes(value)
-        if size > self.capacity_bytes:
-            self.rejected += 1
-            return False
-        old = self._data.pop(key, None)
-        if old is not None:
-            self.bytes -= old[1]
-        while self._data and self.bytes + size > self.capacity_bytes:
-            _, (_, sz) = self._data.popitem(last=False)
-            self.bytes -= sz
-            self.evictions += 1
-        self._data[key] = (value, size)
-        self.bytes += size
-        return True
+        with self._lock:
+            if size > self.capacity_bytes:
+                self.rejected += 1
+                return False
+            old = self._data.pop(key, None)
+            if old is not None:
+                self.bytes -= old[1]
+            while self._data and self.bytes + size > self.capacity_bytes:
+                _, (_, sz) = self._data.popitem(last=False)
+                self.bytes -= sz
+                self.evictions += 1
+            self._data[key] = (value, size)
+            self.bytes += size
+            return True
 
     def set_capacity(self, capacity_bytes: int) -> None:
         """Change the bound (bytes), evicting LRU entries until the cache fits."""
-        self.capacity_bytes = int(capacity_bytes)
-        while self._data and self.bytes > self.capacity_bytes:
-            _, (_, sz) = self._data.popitem(last=False)
-            self.bytes -= sz
-            self.evictions += 1
+        with self._lock:
+            self.capacity_bytes = int(capacity_bytes)
+            while self._data and self.bytes > self.capacity_bytes:
+                _, (_, sz) = self._data.popitem(last=False)
+                self.bytes -= sz
+                self.evictions += 1
 
     def reset(self) -> None:
         """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0."""
-        self._data.clear()
-        self.bytes = 0
+        with self._lock:
+            self._data.clear()
+            self.bytes = 0
 
     def stats(self) -> dict[str, int]:
-        return dict(entries=len(self), bytes=self.bytes, capacity_bytes=self.capacity_bytes,
-                    hits=self.hits, misses=self.misses, evictions=self.evictions,
-                    rejected=self.rejected)
+        with self._lock:
+            return dict(entries=len(self._data), bytes=self.bytes, capacity_bytes=self.capacity_bytes,
+                        hits=self.hits, misses=self.misses, evictions=self.evictions,
+                        rejected=self.rejected)

@@ -237,7 +237,8 @@ class GPUModelRunner:
         num = cc.num_gpu_blocks or self.determine_available_memory() // self.bytes_per_block()
         need = -(-mc.max_model_len // cc.block_size) + 1
         if mc.is_encoder_decoder:
-            need += -(-mc.max_encoder_len // cc.block_size)
+            # the start-up KV memory check: a registry call in vLLM 0.10.2, config after #24989
+            need += -(-self.vllm_config.get_encoder_len("kv_cache") // cc.block_size)
         if num < need:
             raise ConfigError("kv_cache_memory_bytes", need * self.bytes_per_block(),
                               f"{num} KV blocks cannot hold one request ({need} blocks)")

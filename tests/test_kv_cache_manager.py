@@ -125,6 +125,17 @@ class KVManagerMachine(RuleBasedStateMachine):
             self.m.free(r)  # freeing twice is harmless: nothing is held any more
         assert self.m.get_block_ids(rid) == ([], [])
 
+    @precondition(lambda self: self.running)
+    @rule()
+    def drain(self):
+        """Finish everything: idle means every usable block is free with ref_cnt 0."""
+        for rid, r in list(self.running.items()):
+            self.m.free(r)
+        self.running.clear()
+        self.tokens.clear()
+        assert self.m.get_num_free_blocks() == self.total and self.m.num_blocks_held() == 0
+        assert all(b.ref_cnt == 0 for b in self.m.block_pool.blocks)
+
     @invariant()
     def no_leak_no_double_allocation(self):
         if not hasattr(self, "m"):

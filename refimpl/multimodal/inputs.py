@@ -165,11 +165,14 @@ def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> 
     """Validate and normalize ``{modality: item | [items]}`` -> ``{modality: [items]}``.
 
     ``limits``: allowed items per prompt for each supported modality. Raises
-    InvalidInputError (field "mm_data") for an unknown modality, TooManyItemsError (field
+    InvalidInputError (field "mm_data") for a non-dict ``mm_data`` or an unknown modality, TooManyItemsError (field
     ``mm_data[<modality>]``, limit = the limit) for too many items, and the per-item errors
     of parse_image / parse_video / parse_audio.
     """
     out: dict[str, list[Any]] = {}
+    if mm_data is not None and not isinstance(mm_data, dict):
+        raise InvalidInputError("mm_data", "a dict {modality: item | [items]}",
+                                f"got {type(mm_data).__name__}")
     for modality, items in (mm_data or {}).items():
         if modality not in limits:
             raise InvalidInputError("mm_data", tuple(limits), f"unsupported modality {modality!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
+import numpy as np
 import torch
 
 from refimpl.errors import InvalidInputError
@@ -73,6 +74,9 @@ class BaseMultiModalProcessor:
     is cached per model by its ``info``. ``cache`` None means caching off."""
 
     hf_applies_updates = True  # the HF processor expands placeholder tokens itself
+    # A placeholder token left unexpanded (more placeholders than items) is refused; vLLM
+    # lets it through and fails later in the model's embedding merge.
+    check_unused_placeholders = True
 
     def __init__(self, info, dummy_inputs, *, cache: Optional[ProcessingCache], stats):
         self.info, self.dummy_inputs, self.cache, self.stats = info, dummy_inputs, cache, stats
@@ -98,6 +102,12 @@ class BaseMultiModalProcessor:
             return self._hf_call(self.info.get_hf_processor(), text, items, kw)
         except (ValueError, TypeError) as e:
             raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
+        except (IndexError, StopIteration) as e:
+            # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
+            # text has more placeholders than items: a bad prompt, not a crash.
+            raise InvalidInputError("prompt", "one placeholder per item",
+                                    f"the HF processor could not match placeholders to items "
+                                    f"({type(e).__name__}: {e})") from None
         finally:
             self.stats.hf_processor_s += time.perf_counter() - t0
 
@@ -220,6 +230,24 @@ class BaseMultiModalProcessor:
                 raise self._bad_count(m, n, nxt.get(m, 0))
         return ids, {m: v for m, v in ph.items() if v}
 
+    def _check_unused_placeholders(self, ids: list[int], updates: Updates,
+                                   placeholders: dict[str, list[PlaceholderRange]],
+                                   counts: dict[str, int]) -> None:
+        """Raise InvalidInputError("prompt") if a placeholder target is left outside every
+        item's expansion, i.e. the prompt has more placeholders than items."""
+        arr = np.asarray(ids, dtype=np.int64)
+        covered = np.zeros(len(arr), dtype=bool)
+        for ps in placeholders.values():
+            for p in ps:
+                covered[p.offset:p.offset + p.length] = True
+        for m, (target, _) in updates.items():
+            starts = np.flatnonzero((arr == target[0]) & ~covered)
+            extra = sum(ids[i:i + len(target)] == target for i in starts.tolist())
+            if extra:
+                n = counts.get(m, 0)
+                raise InvalidInputError("prompt", f"{n} {m} placeholder(s)",
+                                        f"{n + extra} {m} placeholders for {n} {m} item(s)")
+
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
               return_mm_hashes: bool = False) -> MultiModalInputs:
@@ -241,6 +269,8 @@ class BaseMultiModalProcessor:
         updates = self._get_prompt_updates(mm_kwargs)
         fn = self._find_mm_placeholders if applied else self._apply_prompt_updates
         ids, placeholders = fn(ids, updates, counts)
+        if self.check_unused_placeholders:
+            self._check_unused_placeholders(ids, updates, placeholders, counts)
         return MultiModalInputs(prompt_token_ids=ids, mm_kwargs=mm_kwargs, mm_hashes=hashes,
                                 mm_placeholders=placeholders)
 
@@ -249,6 +279,8 @@ class EncDecMultiModalProcessor(BaseMultiModalProcessor):
     """Encoder-decoder variant: the items go with an encoder prompt made by the model
     (Whisper: ``[0]``, expanded to 1500 zeros); the user's prompt becomes the decoder prompt,
     tokenized without special tokens."""
+
+    check_unused_placeholders = False  # the encoder prompt is the model's own, not the user's
 
     def create_encoder_prompt(self, prompt, mm_data) -> str | list[int]:
         raise NotImplementedError

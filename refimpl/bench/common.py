@@ -285,6 +285,7 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
         with os.fdopen(fd, "w") as f:
             json.dump(obj, f, indent=2, default=_json_default, allow_nan=True)
             f.write("\n")
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; results are for everyone to read
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -152,7 +152,8 @@ def parse_audio(x: Any) -> np.ndarray:
     if x.size > MAX_AUDIO_S * SAMPLING_RATE:
         raise InvalidInputError("audio", f"{MAX_AUDIO_S} s",
                                 f"{x.size / SAMPLING_RATE:.2f} s of audio ({x.size} samples)")
-    x = x.astype(np.float32, copy=False)
+    with np.errstate(over="ignore"):  # float64 beyond float32's range -> inf, refused below
+        x = x.astype(np.float32, copy=False)
     if not np.isfinite(x).all():
         raise InvalidInputError("audio", "finite samples", "audio contains NaN or inf")
     return x

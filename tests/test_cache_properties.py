@@ -154,7 +154,7 @@ class CacheMachine(RuleBasedStateMachine):
 
 
 TestCacheMachine = CacheMachine.TestCase
-TestCacheMachine.settings = settings(max_examples=30, stateful_step_count=25, deadline=None,
+TestCacheMachine.settings = settings(max_examples=25, stateful_step_count=20, deadline=None,
                                      suppress_health_check=[HealthCheck.too_slow])
 
 

@@ -104,9 +104,9 @@ def run_workload(model: str, jobs: list[Job], num_blocks: int, *, max_num_seqs: 
 @st.composite
 def workloads(draw):
     model = draw(st.sampled_from([WHISPER, QWEN]))
-    n = draw(st.integers(1, 14))
+    n = draw(st.integers(1, 10))
     jobs = [Job(arrival=draw(st.integers(0, 30)),
-                max_tokens=draw(st.integers(1, 60)),
+                max_tokens=draw(st.integers(1, 48)),
                 prompt_len=draw(st.integers(30, 120)),
                 abort_at=draw(st.one_of(st.none(), st.none(), st.integers(0, 80))))
             for _ in range(n)]
@@ -122,7 +122,7 @@ def workloads(draw):
     return model, jobs, num_blocks, draw(st.integers(1, 8)), batched
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_random_workloads_under_pressure_equal_unpressured_run(w):
     model, jobs, num_blocks, max_num_seqs, batched = w

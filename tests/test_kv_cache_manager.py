@@ -76,8 +76,10 @@ def test_bad_arguments_and_free_of_unknown():
 class KVManagerMachine(RuleBasedStateMachine):
     """Random admit / grow / finish / abort / preempt against a reference model."""
 
-    @initialize(num_blocks=st.integers(96, 400), block_size=st.sampled_from([16, 32]))
-    def setup(self, num_blocks, block_size):
+    @initialize(num_blocks=st.integers(96, 400), block_size=st.sampled_from([16, 32]),
+                enc=st.sampled_from([ENC, ENC, 1, 16, 17, 1024]))
+    def setup(self, num_blocks, block_size, enc):
+        self.enc = enc  # cross-attention length: Whisper's 1500, or edge cases around a block
         self.m = KVCacheManager(block_size, num_blocks, is_encoder_decoder=True)
         self.bs, self.total = block_size, num_blocks - 1
         self.running: dict[str, Request] = {}
@@ -89,8 +91,8 @@ class KVManagerMachine(RuleBasedStateMachine):
         r = req(f"r{self.next_id}", prompt)
         self.next_id += 1
         free = self.m.get_num_free_blocks()
-        need = cdiv(prompt, self.bs) + cdiv(ENC, self.bs)
-        out = self.m.allocate_slots(r, prompt, ENC)
+        need = cdiv(prompt, self.bs) + cdiv(self.enc, self.bs)
+        out = self.m.allocate_slots(r, prompt, self.enc)
         assert (out is not None) == (need <= free)
         if out is None:
             assert self.m.get_num_free_blocks() == free
@@ -143,7 +145,7 @@ class KVManagerMachine(RuleBasedStateMachine):
         ids = []
         for rid in self.running:
             s, c = self.m.get_block_ids(rid)
-            assert len(c) == cdiv(ENC, self.bs)
+            assert len(c) == cdiv(self.enc, self.bs)
             assert len(s) == cdiv(self.tokens[rid], self.bs)
             ids += s + c
         assert len(ids) == len(set(ids)) and 0 not in ids

@@ -5,24 +5,16 @@ from hypothesis import HealthCheck, given, settings
 
 from fuzz_inputs import Fuzzer, fuzz_cases
 
-FUZZER = None
 
+def test_fuzz_processor_fast():
+    fuzzer = Fuzzer()
 
-def _fuzzer():
-    global FUZZER
-    if FUZZER is None:
-        FUZZER = Fuzzer()
-    return FUZZER
-
-
-@settings(max_examples=200, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(fuzz_cases())
-def test_fuzz_processor_fast(case):
-    _fuzzer()(case)
-
-
-def test_fuzz_processor_fast_ran():
-    f = _fuzzer()
-    assert f.counts["cases"] >= 200 and f.counts["accepted"] > 0 and f.counts["refused"] > 0, f.counts
-    print(f"fuzz (fast): {f.counts} errors={f.errors}")
+    @settings(max_examples=200, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(fuzz_cases())
+    def run(case):
+        fuzzer(case)
+    run()
+    c = fuzzer.counts
+    assert c["cases"] >= 200 and c["accepted"] > 0 and c["refused"] > 0, c
+    print(f"fuzz (fast): {c} errors={fuzzer.errors}")

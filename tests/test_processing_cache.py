@@ -6,7 +6,6 @@ import sys
 import weakref
 
 import numpy as np
-import psutil
 import torch
 from hypothesis import given, settings, strategies as st
 from PIL import Image

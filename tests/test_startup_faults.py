@@ -17,7 +17,6 @@ from __future__ import annotations
 import gc
 import weakref
 
-import numpy as np
 import pytest
 import torch
 

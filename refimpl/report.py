@@ -36,6 +36,10 @@ def summary(out_dir: Path, device: str, quick: bool) -> str:
     from refimpl.analysis import md_table
     from refimpl.analysis import startup as S
     parts = [f"# refimpl report ({'QUICK' if quick else 'full'} mode, device {device})", ""]
+    if quick:
+        parts += ["QUICK mode is a smoke test: small sizes, one repeat, runs inside the notebook's "
+                  "process (not fresh processes; peak RSS is the process's). Use `make report` "
+                  "for figures.", ""]
     env = None
     for name, fn in (("startup", S.summary_md),):
         for p in sorted(out_dir.glob(f"{name}_*.json")):

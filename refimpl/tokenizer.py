@@ -118,3 +118,13 @@ def get_tokenizer(model: str):
                   WHISPER_BASE_VOCAB + len(specials), special=False)
     tok.set_prefix_tokens()
     return tok
+
+
+WHISPER_PROMPT_TOKENS = ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")
+
+
+def whisper_decoder_prompt(model: str) -> list[int]:
+    """Ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|>, vLLM's Whisper example
+    decoder prompt (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two)."""
+    tok = get_tokenizer(model)
+    return [tok.convert_tokens_to_ids(t) for t in WHISPER_PROMPT_TOKENS]

@@ -24,7 +24,6 @@ and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path
 """
 from __future__ import annotations
 
-import logging
 import resource
 import time
 from contextlib import contextmanager
@@ -34,8 +33,6 @@ import psutil
 
 from refimpl.config import VllmConfig
 from refimpl.errors import EngineStateError, EncoderLengthMismatchError, UnknownVariantError
-
-logger = logging.getLogger(__name__)
 
 # variant -> (profiling passes bypass the cache, max tokens by formula, reset at the end)
 STARTUP_VARIANTS: dict[str, tuple[bool, bool, bool]] = {

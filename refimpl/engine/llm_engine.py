@@ -21,8 +21,6 @@ from refimpl.engine.core import EngineCore
 from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
 from refimpl.sampling_params import SamplingParams
 
-# <|startoftranscript|><|en|><|transcribe|><|notimestamps|>: vLLM's Whisper example prompt.
-WHISPER_DECODER_PROMPT = "<|startoftranscript|><|en|><|transcribe|><|notimestamps|>"
 
 
 class LLMEngine:
@@ -37,7 +35,7 @@ class LLMEngine:
 
     def __init__(self, vllm_config: VllmConfig, startup_variant: str = "cache-reset"):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
-        from refimpl.tokenizer import get_tokenizer
+        from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
         self.vllm_config = vllm_config
         mc = vllm_config.model_config
         if not mc.is_encoder_decoder:
@@ -47,8 +45,7 @@ class LLMEngine:
         self.tokenizer = get_tokenizer(mc.model)
         self.processor = MULTIMODAL_REGISTRY.create_processor(
             mc, disable_cache=mc.disable_mm_preprocessor_cache)
-        self._default_prompt_ids = self.tokenizer.encode(WHISPER_DECODER_PROMPT,
-                                                         add_special_tokens=False)
+        self._default_prompt_ids = whisper_decoder_prompt(mc.model)
         self._ids = itertools.count()
 
     @classmethod

@@ -12,17 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, GenerationMixin
 
-from refimpl.tokenizer import get_tokenizer
-
-WHISPER_PROMPT_TOKENS = ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")
-
-
-def whisper_decoder_prompt(model: str) -> list[int]:
-    """Token ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|> for ``model``
-    (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two by one)."""
-    tok = get_tokenizer(model)
-    return [tok.convert_tokens_to_ids(t) for t in WHISPER_PROMPT_TOKENS]
-
+from refimpl.tokenizer import whisper_decoder_prompt  # noqa: F401  (re-exported for callers)
 
 @torch.inference_mode()
 def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],

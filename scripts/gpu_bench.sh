@@ -60,7 +60,7 @@ echo "gpu_bench: writing to $OUT (budget ${BUDGET_S}s, device $DEVICE)"
 
 if [[ $DRY_RUN != 1 ]]; then
   command -v nvidia-smi >/dev/null && nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-  "$PY" -c "import sys; from refimpl.bench.common import collect_env, write_json; write_json(sys.argv[1], collect_env())" \
+  "$PY" -c "import sys; from refimpl.bench.common import write_json; from refimpl.env import collect_env; write_json(sys.argv[1], collect_env())" \
     "$OUT/env.json" || echo "warning: env.json not written"
   "$PY" -c "import blake3, tqdm, psutil, torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())" \
     || echo "warning: a required package is missing (see .whl / scripts/fetch_gpu_wheels.sh)"

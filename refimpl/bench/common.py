@@ -14,8 +14,8 @@ Conventions, taken from vLLM's ``benchmarks/`` folder (``benchmark_latency.py``,
   no means of a handful of noisy samples, no timing claims beyond what was measured.
 
 From gpt-fast the habit of naming, next to every number, the hardware, the batch size and
-the sequence lengths it was measured with: :func:`collect_env` records the machine and the
-library versions; the bench modules print them beside every median.
+the sequence lengths it was measured with: ``refimpl.env.collect_env`` records the machine
+and the library versions; the bench modules print them beside every median.
 
 Also here: :func:`set_single_thread` (CPU runs on one thread: the development machine has
 two cores shared by several people) and :func:`profile_with_pyspy` (flame graph + speedscope
@@ -25,10 +25,8 @@ writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``.
 from __future__ import annotations
 
 import dataclasses
-import datetime as _dt
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -36,17 +34,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                   "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
-_VERSIONED = ("torch", "torchvision", "transformers", "tokenizers", "numpy", "pillow",
-              "blake3", "refimpl")
+from refimpl.env import REPO_ROOT, THREAD_ENV_VARS
 
 
 class FreshProcessError(RuntimeError):
@@ -60,92 +53,6 @@ class FreshProcessError(RuntimeError):
         super().__init__(message + (f"\n--- output tail ---\n{output_tail}" if output_tail else ""))
         self.returncode = returncode
         self.output_tail = output_tail
-
-
-# --------------------------------------------------------------------------- environment
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _git_info() -> dict[str, Any]:
-    git = shutil.which("git")
-    if not git or not (REPO_ROOT / ".git").exists():
-        return {"commit": None, "dirty": None}
-    try:
-        commit = subprocess.run([git, "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True,
-                                text=True, timeout=10).stdout.strip() or None
-        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"],
-                                cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
-        dirty = bool(status.stdout.strip()) if status.returncode == 0 else None
-        return {"commit": commit, "dirty": dirty}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-
-
-def _nvidia_driver() -> Optional[str]:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
-        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
-    except (OSError, subprocess.SubprocessError, IndexError):
-        return None
-
-
-def collect_env() -> dict[str, Any]:
-    """Describe the machine and software a result was measured on.
-
-    Returns a JSON-serialisable dict with ``date`` (UTC, ISO 8601), ``hostname``,
-    ``platform``, ``cpu`` (``model``, ``logical_cores``, ``physical_cores``), ``ram_bytes``
-    (total), ``gpu`` (None without CUDA, else ``name``, ``memory_bytes``, ``count``,
-    ``capability``, ``driver``, ``cuda``), ``versions`` (python and the installed versions
-    of torch, torchvision, transformers, tokenizers, numpy, pillow, blake3, refimpl; None
-    when not installed), ``git`` (``commit``, ``dirty``; None outside a checkout),
-    ``torch_num_threads`` and the thread-count environment variables. Never raises for a
-    missing optional piece (GPU, git, nvidia-smi); imports torch.
-    """
-    import psutil
-    import torch
-
-    versions: dict[str, Optional[str]] = {"python": platform.python_version()}
-    for pkg in _VERSIONED:
-        try:
-            versions[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            versions[pkg] = None
-    versions["torch_runtime"] = torch.__version__
-
-    gpu = None
-    if torch.cuda.is_available():
-        props = torch.cuda.get_device_properties(0)
-        gpu = {"name": props.name, "memory_bytes": int(props.total_memory),
-               "count": torch.cuda.device_count(),
-               "capability": f"{props.major}.{props.minor}",
-               "driver": _nvidia_driver(), "cuda": torch.version.cuda}
-
-    return {
-        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "hostname": platform.node(),
-        "platform": platform.platform(),
-        "cpu": {"model": _cpu_model(), "logical_cores": os.cpu_count(),
-                "physical_cores": psutil.cpu_count(logical=False)},
-        "ram_bytes": int(psutil.virtual_memory().total),
-        "gpu": gpu,
-        "versions": versions,
-        "git": _git_info(),
-        "torch_num_threads": torch.get_num_threads(),
-        "thread_env": {k: os.environ.get(k) for k in THREAD_ENV_VARS if k in os.environ},
-    }
 
 
 def slug(text: str) -> str:

@@ -14,15 +14,8 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
-from refimpl.bench.common import collect_env, interleaved, run_in_fresh_process, summarize, write_json
-
-
-def result_env() -> dict:
-    """collect_env() regrouped as every result JSON carries it: ``hardware``, ``versions``, ..."""
-    env = collect_env()
-    hw = {k: env.pop(k) for k in ("cpu", "ram_bytes", "gpu", "platform", "hostname")}
-    hw["name"] = hw["gpu"]["name"] if hw["gpu"] else hw["cpu"]["model"]
-    return {"hardware": hw, **env}
+from refimpl.bench.common import interleaved, run_in_fresh_process, summarize, write_json
+from refimpl.env import collect_env
 
 
 def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
@@ -75,7 +68,7 @@ def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list
             runs[v].append(worker(v))
     except KeyboardInterrupt:
         print("interrupted: writing the runs finished so far", file=sys.stderr)
-    env = result_env()
+    env = collect_env()
     threads = [r["torch_num_threads"] for rs in runs.values() for r in rs if "torch_num_threads" in r]
     if threads:  # what the measured processes ran with, not this parent
         env["torch_num_threads"] = threads[0]

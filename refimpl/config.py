@@ -20,26 +20,11 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, Optional
 
-from refimpl.errors import ConfigError, UnknownModelError, UnknownVariantError
+from refimpl.errors import ConfigError, UnknownModelError
+from refimpl.variants import EncoderLenSite, EncoderLenSource, get_encoder_len_variant
 
 SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-large-v3")
 SCALES = ("auto", "full", "small")
-
-# Where each call site gets the Whisper encoder length (1500) from, per throughput variant.
-# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config) (uncached, slow);
-# "config":   scheduler_config.max_num_encoder_input_tokens (computed once in __post_init__).
-#   metadata  - CrossAttentionBuilder.build, every forward step       (PR #24866)
-#   runner    - model runner init / encoder seq lens                  (PR #24989)
-#   scheduler - Scheduler.schedule(), each admission attempt          (PR #24989)
-#   kv_cache  - KV-cache memory check / cross-attn spec at start-up   (PR #24989)
-ENCODER_LEN_VARIANTS: dict[str, dict[str, str]] = {
-    "registry": {"metadata": "registry", "runner": "registry",
-                 "scheduler": "registry", "kv_cache": "registry"},
-    "runner-config": {"metadata": "config", "runner": "config",
-                      "scheduler": "registry", "kv_cache": "registry"},
-    "scheduler-config": {"metadata": "config", "runner": "config",
-                         "scheduler": "config", "kv_cache": "config"},
-}
 
 # Model-scale switch for CPU runs: the real processor (so dummy data keeps its real size)
 # with a shrunken transformer. Only the fields below change; ids, vocab, patch sizes and
@@ -236,7 +221,8 @@ class VllmConfig:
     """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
 
     ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
-    (see ENCODER_LEN_VARIANTS). Raises ConfigError / UnknownVariantError.
+    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). Raises ConfigError /
+    UnknownVariantError.
     """
     model_config: ModelConfig
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
@@ -244,9 +230,7 @@ class VllmConfig:
     encoder_len_variant: str = "scheduler-config"
 
     def __post_init__(self):
-        if self.encoder_len_variant not in ENCODER_LEN_VARIANTS:
-            raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
-                                      f"unknown variant {self.encoder_len_variant!r}")
+        get_encoder_len_variant(self.encoder_len_variant)
         mc, sc = self.model_config, self.scheduler_config
         sc.max_model_len = mc.max_model_len
         sc.is_encoder_decoder = mc.is_encoder_decoder
@@ -263,11 +247,11 @@ class VllmConfig:
     def device(self) -> str:
         return self.model_config.device
 
-    def encoder_len_source(self, site: str) -> str:
-        """'registry' or 'config' for call site 'metadata' | 'runner' | 'scheduler' | 'kv_cache'."""
-        return ENCODER_LEN_VARIANTS[self.encoder_len_variant][site]
+    def encoder_len_source(self, site: EncoderLenSite) -> EncoderLenSource:
+        """'registry' or 'config' for ``site`` under ``encoder_len_variant``."""
+        return get_encoder_len_variant(self.encoder_len_variant).source(site)
 
-    def get_encoder_len(self, site: str) -> int:
+    def get_encoder_len(self, site: EncoderLenSite) -> int:
         """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
 
         'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the

@@ -6,7 +6,8 @@ each start-up processes only the 3584x3584 dummy image (~1 s per HF pass).
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-from refimpl.engine.core import STARTUP_VARIANTS, EngineCore, check_startup_variant
+from refimpl.engine.core import EngineCore
+from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MULTIMODAL_REGISTRY
 
@@ -77,4 +78,12 @@ def test_failed_startup_leaves_no_cache_filled(monkeypatch):
 
 def test_unknown_variant_named():
     with pytest.raises(UnknownVariantError, match="variant"):
-        check_startup_variant("fast")
+        get_startup_variant("fast")
+
+
+def test_variant_records_name_their_switches():
+    no_cache, reset, formula = (STARTUP_VARIANTS[v] for v in ("no-cache", "cache-reset", "formula"))
+    assert not no_cache.cache_during_profiling and not no_cache.reset_at_end
+    assert reset.cache_during_profiling and reset.reset_at_end and not reset.max_tokens_by_formula
+    assert formula.max_tokens_by_formula
+    assert all(v.reproduces for v in STARTUP_VARIANTS.values())

@@ -14,7 +14,7 @@ from typing import Optional
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
-from refimpl.engine.core import STARTUP_VARIANTS
+from refimpl.variants import STARTUP_VARIANTS
 
 PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
                "capture_model", "scheduler_init", "reset_mm_cache")

@@ -16,7 +16,7 @@ from typing import Optional, Sequence
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
-from refimpl.config import ENCODER_LEN_VARIANTS
+from refimpl.variants import ENCODER_LEN_VARIANTS
 
 SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
 

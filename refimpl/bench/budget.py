@@ -17,6 +17,7 @@ import time
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import drive, parse_variants
 from refimpl.bench.startup import build_parser as startup_parser, make_vllm_config, worker_argv
+from refimpl.variants import get_startup_variant
 
 VARIANTS = ("no-cache", "cache-reset")
 
@@ -35,12 +36,14 @@ def run_once(args: argparse.Namespace) -> dict:
     from refimpl.core.encoder_cache_manager import compute_encoder_budget
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     cfg = make_vllm_config(args)
+    v = get_startup_variant(args.variant)
     reg.reset_stats()
     calls_s, passes, budgets = [], [], []
     for _ in range(args.calls):
         p0, t0 = reg.stats.hf_mm_passes, time.perf_counter()
         budgets.append(compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg,
-                                              disable_cache=args.variant == "no-cache"))
+                                              disable_cache=not v.cache_during_profiling,
+                                              use_formula=v.max_tokens_by_formula))
         calls_s.append(time.perf_counter() - t0)
         passes.append(reg.stats.hf_mm_passes - p0)
     return {"variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,

@@ -18,7 +18,7 @@ import time
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import add_common_args, drive, parse_variants
 from refimpl.config import SUPPORTED_MODELS
-from refimpl.engine.core import STARTUP_VARIANTS
+from refimpl.variants import STARTUP_VARIANTS
 
 
 def parse_limits(items: list[str]) -> dict[str, int]:

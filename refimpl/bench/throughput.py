@@ -22,7 +22,7 @@ import time
 
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import add_common_args, drive, parse_variants
-from refimpl.config import ENCODER_LEN_VARIANTS
+from refimpl.variants import ENCODER_LEN_VARIANTS
 
 MODELS = ("whisper-tiny", "whisper-large-v3")
 

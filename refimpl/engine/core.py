@@ -15,9 +15,8 @@ Start-up phases (the multimodal passes of background.md's table in brackets):
   scheduler_init  Scheduler.__init__: compute_encoder_budget again           [#5]
   reset_mm_cache  empty every multimodal cache (variants cache-reset, formula)
 
-Variants (STARTUP_VARIANTS): ``no-cache`` (before #17935: profiling passes bypass the cache),
-``cache-reset`` (#17935), ``formula`` (#19756: max tokens per item by formula; dummy processing
-only where real tensors are needed, i.e. the profile run).
+Variants: ``refimpl.variants.STARTUP_VARIANTS`` (``no-cache`` before #17935, ``cache-reset``
+#17935, ``formula`` #19756), each a record of named switches.
 
 Left out: the separate front-end process (P0) and its cache mirror, multi-process executors
 and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path.
@@ -32,21 +31,8 @@ from dataclasses import dataclass, field
 import psutil
 
 from refimpl.config import VllmConfig
-from refimpl.errors import EngineStateError, EncoderLengthMismatchError, UnknownVariantError
-
-# variant -> (profiling passes bypass the cache, max tokens by formula, reset at the end)
-STARTUP_VARIANTS: dict[str, tuple[bool, bool, bool]] = {
-    "no-cache": (True, False, False),
-    "cache-reset": (False, False, True),
-    "formula": (False, True, True),
-}
-
-
-def check_startup_variant(variant: str) -> str:
-    """Return ``variant`` if known. Raises UnknownVariantError naming the choices."""
-    if variant not in STARTUP_VARIANTS:
-        raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {variant!r}")
-    return variant
+from refimpl.errors import EngineStateError, EncoderLengthMismatchError
+from refimpl.variants import StartupVariant, get_startup_variant
 
 
 def peak_rss_bytes() -> int:
@@ -87,8 +73,8 @@ class StartupReport:
 class EngineCore:
     """Builds runner, KV cache and scheduler in vLLM V1's order, timing each phase.
 
-    ``variant`` is one of STARTUP_VARIANTS. On an exception in any phase the registry's
-    processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
+    ``variant`` names a record of ``refimpl.variants.STARTUP_VARIANTS``. On an exception in any
+    phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
     Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
@@ -97,9 +83,9 @@ class EngineCore:
                  mm_registry=None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
-        self.variant = check_startup_variant(variant)
+        self.variant = variant
+        self.switches: StartupVariant = get_startup_variant(variant)
         self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
-        self.disable_cache, self.use_formula, self._reset_at_end = STARTUP_VARIANTS[variant]
         self.report = StartupReport(variant)
         check_encoder_len(vllm_config)
         try:
@@ -124,7 +110,8 @@ class EngineCore:
         from refimpl.worker.gpu_model_runner import GPUModelRunner
         cfg, rep, reg = self.vllm_config, self.report, self.mm_registry
         reg.reset_stats()
-        budget_kw = dict(disable_cache=self.disable_cache, use_formula=self.use_formula)
+        budget_kw = dict(disable_cache=not self.switches.cache_during_profiling,
+                         use_formula=self.switches.max_tokens_by_formula)
         with self._phase("runner_init"):
             self.model_runner = GPUModelRunner(cfg)
             budget = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg, **budget_kw)
@@ -152,7 +139,7 @@ class EngineCore:
         rep.cache_bytes_before_reset = reg.cache_bytes()
         rep.rss_before_reset = rss_bytes()
         rep.peak_rss_bytes = peak_rss_bytes()
-        if self._reset_at_end:
+        if self.switches.reset_at_end:
             with self._phase("reset_mm_cache"):
                 self.reset_mm_cache()
         rep.cache_bytes_after_reset = reg.cache_bytes()

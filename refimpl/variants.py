@@ -1,0 +1,97 @@
+"""The study's switches in one table: each variant a named record of what it reproduces.
+
+Start-up variants (vLLM PR #17935, Qwen2.5-VL) are read by ``EngineCore`` and the start-up
+and budget benchmarks; encoder-length variants (vLLM PRs #24866 / #24989, Whisper) by
+``VllmConfig.get_encoder_len`` at the four call sites of ``EncoderLenSite``. To add a variant,
+add a record to the tuple below (and a field with a default for a new switch); every bench,
+notebook and test reads these dicts. See docs/background.md for the mechanisms.
+
+Raises UnknownVariantError (naming the choices) from ``get_startup_variant`` /
+``get_encoder_len_variant`` for an unknown name.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from refimpl.errors import UnknownVariantError
+
+# Where the Whisper encoder length (1500 tokens) is read, as in vLLM 0.10.2:
+#   metadata  - CrossAttentionBuilder.build, every forward step        (fixed by PR #24866)
+#   runner    - model runner init / encoder sequence lengths           (PR #24989)
+#   scheduler - Scheduler.schedule(), each admission attempt           (PR #24989)
+#   kv_cache  - KV-cache memory check / cross-attention spec, start-up (PR #24989)
+EncoderLenSite = Literal["metadata", "runner", "scheduler", "kv_cache"]
+ENCODER_LEN_SITES: tuple[EncoderLenSite, ...] = ("metadata", "runner", "scheduler", "kv_cache")
+# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config), uncached;
+# "config":   scheduler_config.max_num_encoder_input_tokens, computed once in __post_init__.
+EncoderLenSource = Literal["registry", "config"]
+
+
+@dataclass(frozen=True)
+class StartupVariant:
+    """One start-up behaviour of the multimodal engine.
+
+    ``cache_during_profiling``: the profiling passes (encoder budget, max-token lookups, dummy
+    encoder input) go through the processing cache; ``max_tokens_by_formula``: max tokens per
+    item from the model's formula instead of processing a dummy item; ``reset_at_end``:
+    ``EngineCore.reset_mm_cache()`` at the end of start-up.
+    """
+    name: str
+    reproduces: str
+    cache_during_profiling: bool
+    max_tokens_by_formula: bool
+    reset_at_end: bool
+
+
+@dataclass(frozen=True)
+class EncoderLenVariant:
+    """Where each call site reads the Whisper encoder length (one ``EncoderLenSource`` per site)."""
+    name: str
+    reproduces: str
+    metadata: EncoderLenSource
+    runner: EncoderLenSource
+    scheduler: EncoderLenSource
+    kv_cache: EncoderLenSource
+
+    def source(self, site: EncoderLenSite) -> EncoderLenSource:
+        """'registry' or 'config' for ``site``. Raises KeyError for an unknown site."""
+        if site not in ENCODER_LEN_SITES:
+            raise KeyError(f"unknown encoder-length call site {site!r}; one of {ENCODER_LEN_SITES}")
+        return getattr(self, site)
+
+
+STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
+    StartupVariant("no-cache", "vLLM 0.8.5 (before PR #17935)",
+                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False),
+    StartupVariant("cache-reset", "vLLM 0.9.0 (PR #17935)",
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True),
+    StartupVariant("formula", "PR #19756 (max tokens per item by formula)",
+                   cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True),
+)}
+
+ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
+    EncoderLenVariant("registry", "vLLM 0.10.2",
+                      metadata="registry", runner="registry", scheduler="registry",
+                      kv_cache="registry"),
+    EncoderLenVariant("runner-config", "PR #24866",
+                      metadata="config", runner="config", scheduler="registry",
+                      kv_cache="registry"),
+    EncoderLenVariant("scheduler-config", "PR #24989",
+                      metadata="config", runner="config", scheduler="config", kv_cache="config"),
+)}
+
+
+def get_startup_variant(name: str) -> StartupVariant:
+    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    if name not in STARTUP_VARIANTS:
+        raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {name!r}")
+    return STARTUP_VARIANTS[name]
+
+
+def get_encoder_len_variant(name: str) -> EncoderLenVariant:
+    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    if name not in ENCODER_LEN_VARIANTS:
+        raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
+                                  f"unknown variant {name!r}")
+    return ENCODER_LEN_VARIANTS[name]

@@ -17,16 +17,11 @@ from __future__ import annotations
 
 import enum
 import time
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from refimpl.errors import InvalidInputError
+from refimpl.multimodal.inputs import PlaceholderRange
 from refimpl.sampling_params import SamplingParams
-
-
-class PlaceholderRange(NamedTuple):
-    """Token span of one encoder input: ``offset`` (tokens into the prompt), ``length`` (tokens)."""
-    offset: int
-    length: int
 
 
 class RequestStatus(enum.IntEnum):
@@ -89,7 +84,7 @@ class Request:
         self.mm_hashes = list(mm_hashes or [])
         if mm_positions is None:
             mm_positions = [PlaceholderRange(0, _encoder_len_of(it)) for it in self.mm_inputs]
-        self.mm_positions = [PlaceholderRange(*p) for p in mm_positions]
+        self.mm_positions = list(mm_positions)
         if len(self.mm_positions) != len(self.mm_inputs):
             raise InvalidInputError("mm_positions", len(self.mm_inputs),
                                     f"{len(self.mm_positions)} ranges for {len(self.mm_inputs)} items")

@@ -47,8 +47,9 @@ def _run(num_blocks, n=5, max_tokens=60, model=WHISPER, **kw):
         assert so.total_num_scheduled_tokens <= s.max_num_scheduled_tokens
         assert not so.preempted_req_ids & set(so.num_scheduled_tokens)
     done = run_to_completion(s, runner, on_step=check)
-    assert s.kv_cache_manager.get_num_free_blocks() == usable(s) and not s.encoder_cached
-    assert s.encoder_cache_free == s.encoder_cache_size and not s.requests
+    ecm = s.encoder_cache_manager
+    assert s.kv_cache_manager.get_num_free_blocks() == usable(s) and not ecm.cached
+    assert ecm.num_free_slots == ecm.cache_size and not s.requests
     return done, log, runner
 
 

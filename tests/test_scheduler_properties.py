@@ -96,7 +96,8 @@ def run_workload(model: str, jobs: list[Job], num_blocks: int, *, max_num_seqs: 
     kv = s.kv_cache_manager
     assert kv.get_num_free_blocks() == kv.block_pool.num_gpu_blocks - 1 and kv.num_blocks_held() == 0
     assert all(b.ref_cnt == 0 for b in kv.block_pool.blocks[1:])
-    assert s.encoder_cache_free == s.encoder_cache_size and not s.encoder_cached
+    ecm = s.encoder_cache_manager
+    assert ecm.num_free_slots == ecm.cache_size and not ecm.cached
     assert not s.requests and not s.running and not s.waiting
     return done, aborted, dict(steps=steps, preemptions=preemptions, requests=len(reqs))
 

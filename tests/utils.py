@@ -20,8 +20,9 @@ import torch
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.core.sched.output import SchedulerOutput
 from refimpl.core.sched.scheduler import Scheduler
+from refimpl.multimodal.inputs import PlaceholderRange
 from refimpl.outputs import ModelRunnerOutput
-from refimpl.request import PlaceholderRange, Request
+from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 
 WHISPER = "whisper-tiny"

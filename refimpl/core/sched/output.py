@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from refimpl.request import PlaceholderRange, Request
+from refimpl.multimodal.inputs import PlaceholderRange
+from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 
 # (self-attention block ids, cross-attention block ids); the second is empty for

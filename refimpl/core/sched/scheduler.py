@@ -13,7 +13,8 @@ budget (1500 tokens for Whisper: one audio per step) is charged per step.
 Differences: a preempted request comes back as a NEW request (prompt + outputs so far,
 see sched/output.py); encoder-decoder requests are never chunked (whole decoder prompt in
 one step, as vLLM 0.10.2 disables chunked prefill for them), decoder-only requests are.
-The encoder cache is token accounting only (entries freed once their tokens are computed).
+The encoder cache is token accounting only (``EncoderCacheManager``; entries freed once
+their tokens are computed).
 Left out: priorities, LoRA, structured output, spec decode, KV connectors, stats/events,
 async scheduling, prefix caching. ``update_from_output`` returns only finished requests.
 """
@@ -23,8 +24,10 @@ from collections import deque
 from typing import Iterable, Optional
 
 from refimpl.config import VllmConfig
+from refimpl.core.encoder_cache_manager import EncoderCacheManager, compute_encoder_budget
 from refimpl.core.kv_cache_manager import KVCacheBlocks, KVCacheManager, cdiv
 from refimpl.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from refimpl.core.sched.utils import check_stop
 from refimpl.errors import (ConfigError, EncoderLengthMismatchError, InvalidInputError,
                             SamplingParamsError)
 from refimpl.outputs import ModelRunnerOutput, RequestOutput
@@ -61,14 +64,11 @@ class Scheduler:
                                               self.is_encoder_decoder)
         self.kv_cache_manager = kv_cache_manager
         if encoder_compute_budget is None or encoder_cache_size is None:
-            from refimpl.core.encoder_cache_manager import compute_encoder_budget
             if mm_registry is None:
                 from refimpl.multimodal import MULTIMODAL_REGISTRY as mm_registry
             encoder_compute_budget, encoder_cache_size = compute_encoder_budget(mc, sc, mm_registry)
         self.max_num_encoder_input_tokens = encoder_compute_budget
-        self.encoder_cache_size = encoder_cache_size
-        self.encoder_cache_free = encoder_cache_size
-        self.encoder_cached: dict[str, set[int]] = {}  # req_id -> items holding cache space
+        self.encoder_cache_manager = EncoderCacheManager(encoder_cache_size)
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -88,7 +88,7 @@ class Scheduler:
         check_max_tokens(request.sampling_params, request.num_prompt_tokens, self.max_model_len)
         if self.is_encoder_decoder and request.num_encoder_inputs > 1:
             raise InvalidInputError("mm_inputs", 1, "an encoder-decoder request takes one audio")
-        limit = min(self.max_num_encoder_input_tokens, self.encoder_cache_size)
+        limit = min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size)
         for i in range(request.num_encoder_inputs):
             if request.get_num_encoder_tokens(i) > limit:
                 raise InvalidInputError("mm_inputs", limit, f"item {i} needs "
@@ -126,7 +126,7 @@ class Scheduler:
 
     def _free_request(self, request: Request) -> None:
         self.kv_cache_manager.free(request)
-        self._free_encoder_inputs(request, all_items=True)
+        self.encoder_cache_manager.free(request)
         self.finished_req_ids.add(request.request_id)
         del self.requests[request.request_id]
 
@@ -143,8 +143,7 @@ class Scheduler:
         the first unfitting item starts at num_computed_tokens). Returns (items,
         num_new_tokens, remaining budget)."""
         items: list[int] = []
-        cache_free = self.encoder_cache_free
-        cached = self.encoder_cached.get(request.request_id, set())
+        num_tokens_to_schedule = 0
         for i, pos in enumerate(request.mm_positions):
             if self.is_encoder_decoder:
                 if num_computed_tokens > 0:  # encoded on the first decoder step
@@ -152,39 +151,28 @@ class Scheduler:
             else:
                 if pos.offset >= num_computed_tokens + num_new_tokens:
                     break
-                if pos.offset + pos.length <= num_computed_tokens or i in cached:
+                if (pos.offset + pos.length <= num_computed_tokens
+                        or self.encoder_cache_manager.has_cache(request, i)):
                     continue
-            n = pos.length
-            if n > budget or n > cache_free:
+            if not self.encoder_cache_manager.can_allocate(request, i, budget, num_tokens_to_schedule):
                 if not self.is_encoder_decoder and num_computed_tokens < pos.offset:
                     num_new_tokens = pos.offset - num_computed_tokens
                 else:
                     num_new_tokens = 0
                 break
-            budget -= n
-            cache_free -= n
+            budget -= pos.length
+            num_tokens_to_schedule += pos.length
             items.append(i)
         return items, num_new_tokens, budget
 
-    def _allocate_encoder_inputs(self, request: Request, items: list[int]) -> None:
-        held = self.encoder_cached.setdefault(request.request_id, set())
-        for i in items:
-            held.add(i)
-            self.encoder_cache_free -= request.get_num_encoder_tokens(i)
-
-    def _free_encoder_inputs(self, request: Request, all_items: bool = False) -> None:
-        held = self.encoder_cached.get(request.request_id)
-        if not held:
-            return
-        for i in sorted(held):
+    def _free_encoder_inputs(self, request: Request) -> None:
+        """Free the cache space of items whose tokens are all computed (encoder-decoder:
+        after the first decoder step)."""
+        for i in sorted(self.encoder_cache_manager.get_cached_input_ids(request)):
             pos = request.mm_positions[i]
-            done = (request.num_computed_tokens > 0 if self.is_encoder_decoder
-                    else pos.offset + pos.length <= request.num_computed_tokens)
-            if all_items or done:
-                held.discard(i)
-                self.encoder_cache_free += pos.length
-        if not held:
-            del self.encoder_cached[request.request_id]
+            if (request.num_computed_tokens > 0 if self.is_encoder_decoder
+                    else pos.offset + pos.length <= request.num_computed_tokens):
+                self.encoder_cache_manager.free_encoder_input(request, i)
 
     def _get_num_encoder_tokens(self, request: Request) -> int:
         """Cross-attention length for admitting ``request`` (the call site PR #24989 changed)."""
@@ -201,7 +189,7 @@ class Scheduler:
     # ------------------------------------------------------------------ one step
     def _preempt(self, request: Request) -> None:
         self.kv_cache_manager.free(request)
-        self._free_encoder_inputs(request, all_items=True)
+        self.encoder_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
@@ -251,7 +239,8 @@ class Scheduler:
             req_index += 1
             if items:
                 encoder_inputs[request.request_id] = items
-                self._allocate_encoder_inputs(request, items)
+                for i in items:
+                    self.encoder_cache_manager.allocate(request, i)
                 encoder_budget = new_enc_budget
 
         # 2. WAITING requests, only when nothing was preempted this step.
@@ -283,7 +272,8 @@ class Scheduler:
             token_budget -= num_new
             if items:
                 encoder_inputs[request.request_id] = items
-                self._allocate_encoder_inputs(request, items)
+                for i in items:
+                    self.encoder_cache_manager.allocate(request, i)
                 encoder_budget = new_enc_budget
         self.waiting.extendleft(reversed(skipped))
 
@@ -311,17 +301,6 @@ class Scheduler:
         return out
 
     # ------------------------------------------------------------------ results
-    def _check_stop(self, request: Request) -> bool:
-        if request.num_tokens >= self.max_model_len or request.num_output_tokens >= request.max_tokens:
-            request.status = RequestStatus.FINISHED_LENGTH_CAPPED
-            return True
-        last = request.output_token_ids[-1]
-        sp = request.sampling_params
-        if (not sp.ignore_eos and last == request.eos_token_id) or last in sp.stop_token_ids:
-            request.status = RequestStatus.FINISHED_STOPPED
-            return True
-        return False
-
     def update_from_output(self, scheduler_output: SchedulerOutput,
                            model_runner_output: ModelRunnerOutput) -> list[RequestOutput]:
         """Append sampled tokens, finish requests (max_tokens, max_model_len, EOS unless
@@ -341,7 +320,7 @@ class Scheduler:
                 continue
             for tok in model_runner_output.sampled_token_ids[index[rid]]:
                 request.append_output_token_ids(int(tok))
-                if self._check_stop(request):
+                if check_stop(request, self.max_model_len):
                     break
             if request.is_finished():
                 stopped.add(rid)

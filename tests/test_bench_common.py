@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from refimpl.bench import common
+from refimpl.stats import summarize
 from refimpl.bench.common import (FreshProcessError, interleaved, profile_with_pyspy,
-                                  run_in_fresh_process, set_single_thread, summarize,
+                                  run_in_fresh_process, set_single_thread,
                                   write_json)
 
 CHILD = textwrap.dedent("""

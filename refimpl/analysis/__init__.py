@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from refimpl.bench.common import REPO_ROOT, profile_with_pyspy
+from refimpl.bench.common import profile_with_pyspy
+from refimpl.env import REPO_ROOT
+from refimpl.stats import summarize
 
 RESULTS_DIR = REPO_ROOT / "results"
 
@@ -32,8 +34,10 @@ def by_variant(res: dict) -> dict[str, dict]:
 
 def spread(values: Sequence[float]) -> str:
     """'median [min, max]' of ``values``."""
-    v = sorted(values)
-    return f"{v[len(v) // 2]:.3g} [{v[0]:.3g}, {v[-1]:.3g}]" if v else "-"
+    if not values:
+        return "-"
+    s = summarize(values)
+    return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
 
 
 def stored_results(bench: str) -> list[dict]:

@@ -14,6 +14,7 @@ from typing import Optional
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
+from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS
 
 PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
@@ -80,8 +81,8 @@ def phases_figure(res: dict, out_dir: Path):
     for ph in PHASE_ORDER:
         vals = []
         for r in variants.values():
-            xs = sorted(run["phases"].get(ph, 0.0) for run in r["runs"])
-            vals.append(xs[len(xs) // 2] if xs else 0.0)
+            xs = [run["phases"].get(ph, 0.0) for run in r["runs"]]
+            vals.append(median(xs) if xs else 0.0)
         if any(vals):
             ax.bar(list(variants), vals, bottom=bottom, label=ph)
             bottom = [b + v for b, v in zip(bottom, vals)]
@@ -127,7 +128,7 @@ def budget_figure(res: dict, out_dir: Path):
     width = 0.38
     for i, (v, r) in enumerate(variants.items()):
         calls = list(zip(*[run["calls_s"] for run in r["runs"]]))
-        meds = [sorted(c)[len(c) // 2] for c in calls]
+        meds = [median(c) for c in calls]
         err = [[m - min(c) for m, c in zip(meds, calls)], [max(c) - m for m, c in zip(meds, calls)]]
         ax.bar([k + i * width for k in range(len(meds))], meds, width, yerr=err, label=v, capsize=3)
     ax.set_xticks([k + width / 2 for k in range(len(meds))], [f"call {k + 1}" for k in range(len(meds))])

@@ -8,7 +8,6 @@ the work per request grows, against the model gain = registry cost per request /
 from __future__ import annotations
 
 import json
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
@@ -16,6 +15,7 @@ from typing import Optional, Sequence
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
+from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
@@ -68,7 +68,7 @@ def run_hf(s: ThroughputStudy) -> dict:
 
 
 def _med(xs):
-    return statistics.median(xs) if xs else float("nan")
+    return median(xs) if xs else float("nan")
 
 
 def table(res: dict, hf: Optional[dict] = None) -> str:

@@ -17,6 +17,7 @@ import time
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import drive, parse_variants
 from refimpl.bench.startup import build_parser as startup_parser, make_vllm_config, worker_argv
+from refimpl.stats import median
 from refimpl.variants import get_startup_variant
 
 VARIANTS = ("no-cache", "cache-reset")
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                 variants, lambda r: r["calls_s"][0], "median_call1_s", {"model": args.model}, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
         per_call = list(zip(*[run["calls_s"] for run in r["runs"]]))
-        meds = ", ".join(f"call {i + 1}: {sorted(c)[len(c) // 2]:.2f} s" for i, c in enumerate(per_call))
+        meds = ", ".join(f"call {i + 1}: {median(c):.2f} s" for i, c in enumerate(per_call))
         print(f"budget {args.model} {v}: {meds} (median of {len(r['runs'])} processes)")
     return 0
 

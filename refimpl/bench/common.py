@@ -10,7 +10,7 @@ Conventions, taken from vLLM's ``benchmarks/`` folder (``benchmark_latency.py``,
   one repeat into the next - start-up in particular is only meaningful cold;
 * variants are interleaved (A B A B ..., :func:`interleaved`) so slow drift of a shared
   machine (thermal, other tenants) spreads over all variants instead of biasing one;
-* results are reported as median / min / max / IQR over the repeats (:func:`summarize`);
+* results are reported as median / min / max / IQR over the repeats (``refimpl.stats``);
   no means of a handful of noisy samples, no timing claims beyond what was measured.
 
 From gpt-fast the habit of naming, next to every number, the hardware, the batch size and
@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,22 +145,6 @@ def interleaved(variants: Sequence[Any], repeats: int) -> list[Any]:
     if len(set(map(repr, variants))) != len(variants):
         raise ValueError(f"duplicate variants in {variants}")
     return [v for _ in range(repeats) for v in variants]
-
-
-def summarize(values: Iterable[float]) -> dict[str, float]:
-    """Median, min, max, IQR (p75 - p25, numpy's linear interpolation) and count of ``values``.
-
-    Units are those of ``values``. Returns ``{"median", "min", "max", "iqr", "n"}`` with
-    floats (``n`` an int). Raises ValueError for no values or a non-finite value.
-    """
-    arr = np.asarray(list(values), dtype=float)
-    if arr.size == 0:
-        raise ValueError("summarize() needs at least one value")
-    if not np.all(np.isfinite(arr)):
-        raise ValueError(f"non-finite value in {arr.tolist()}")
-    q25, q75 = np.percentile(arr, [25, 75])
-    return {"median": float(statistics.median(arr.tolist())), "min": float(arr.min()),
-            "max": float(arr.max()), "iqr": float(q75 - q25), "n": int(arr.size)}
 
 
 def _json_default(o: Any) -> Any:

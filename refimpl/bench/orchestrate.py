@@ -14,7 +14,8 @@ from typing import Callable
 
 from tqdm.auto import tqdm
 
-from refimpl.bench.common import interleaved, run_in_fresh_process, summarize, write_json
+from refimpl.bench.common import interleaved, run_in_fresh_process, write_json
+from refimpl.stats import summarize
 from refimpl.env import collect_env
 
 

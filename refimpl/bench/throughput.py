@@ -17,11 +17,11 @@ batches of ``--max-num-seqs``.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import add_common_args, drive, parse_variants
+from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 MODELS = ("whisper-tiny", "whisper-large-v3")
@@ -86,7 +86,7 @@ def run_engine(args: argparse.Namespace) -> dict:
             "num_requests": len(outputs), "num_output_tokens": n_tok, "wall_s": wall,
             "requests_per_s": len(outputs) / wall, "output_tokens_per_s": n_tok / wall,
             "registry_calls": reg.stats.encdec_calls, "registry_s_total": reg.stats.encdec_s,
-            "steps": len(step_s), "step_time_ms_median": 1e3 * statistics.median(step_s),
+            "steps": len(step_s), "step_time_ms_median": 1e3 * median(step_s),
             "step_split_s": split, "max_tokens": args.max_tokens,
             "max_num_seqs": args.max_num_seqs, "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
             "num_preemptions": sum(getattr(o, "num_preemptions", 0) for o in outputs)}
@@ -119,7 +119,7 @@ def run_hf(args: argparse.Namespace) -> dict:
             "num_requests": len(prompts), "num_output_tokens": n_tok, "wall_s": wall,
             "requests_per_s": len(prompts) / wall, "output_tokens_per_s": n_tok / wall,
             "registry_calls": 0, "registry_s_total": 0.0, "steps": len(step_s),
-            "batch_time_ms_median": 1e3 * statistics.median(step_s),
+            "batch_time_ms_median": 1e3 * median(step_s),
             "max_tokens": args.max_tokens, "max_num_seqs": args.max_num_seqs}
 
 

@@ -1,6 +1,7 @@
 # refimpl: set up, test, measure, report.
 #
 #   make test          set up .venv if needed, then run the test suite (soak tests skipped)
+#   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~2 s warm, ~15 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
@@ -18,7 +19,7 @@ BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.refimpl-installed
 PYTEST_ARGS ?=
 
-.PHONY: .venv setup test soak report report-quick lab clean distclean
+.PHONY: .venv setup lint test soak report report-quick lab clean distclean
 
 .venv setup: $(STAMP)
 
@@ -26,6 +27,10 @@ $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -e .
 	@touch $@
+
+lint: $(STAMP)
+	$(BIN)/ruff check refimpl tests scripts
+	$(BIN)/mypy
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
@@ -43,7 +48,7 @@ lab: $(STAMP)
 	cd notebooks && ../$(BIN)/jupyter lab
 
 clean:
-	rm -rf reports build .pytest_cache .hypothesis
+	rm -rf reports build .pytest_cache .hypothesis .mypy_cache .ruff_cache
 	find . -path ./$(VENV) -prune -o \( -name __pycache__ -o -name .ipynb_checkpoints \) -type d -print0 \
 		| xargs -0 rm -rf
 

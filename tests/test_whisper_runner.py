@@ -15,17 +15,18 @@ import pytest
 import torch
 from transformers import GenerationConfig, GenerationMixin, WhisperFeatureExtractor
 
+from refimpl.attention.cross_attention import CrossAttentionBuilder
+from refimpl.attention.paged_attention import paged_attention, write_kv
 from refimpl.audio import make_request_audios
 from refimpl.config import get_preprocessor_dict
 from refimpl.core.sched.scheduler import Scheduler
 from refimpl.errors import EncoderLengthMismatchError
 from refimpl.request import Request
+from refimpl.sample.sampler import Sampler
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 from refimpl.worker.model_loader import initialize_dummy_weights
-from refimpl.worker.paged_attention import paged_attention, write_kv
-from refimpl.worker.whisper_runner import CachedRequestState, CrossAttentionBuilder
-from utils import FakeRegistry, WHISPER_PROMPT, create_vllm_config, patch_registry
+from utils import WHISPER_PROMPT, FakeRegistry, create_vllm_config, patch_registry
 
 BLOCK = 8                    # 1500 encoder positions -> 188 cross blocks, the last one partial
 MAX_TOKENS = [10, 14, 7, 12]
@@ -177,17 +178,12 @@ def test_runner_refuses_a_wrong_encoder_len(setup):
             runner.initialize_kv_cache(200)
 
 
-def test_seeded_sampling_is_deterministic(setup):
-    runner = setup[1].whisper_runner
+def test_seeded_sampling_is_deterministic():
     logits = torch.randn(3, 50, generator=torch.Generator().manual_seed(0))
+    params = [SamplingParams(temperature=t, seed=7 + i) for i, t in enumerate([0.0, 1.0, 0.7])]
 
-    def states(seed):
-        out = []
-        for i, t in enumerate([0.0, 1.0, 0.7]):
-            sp = SamplingParams(temperature=t, seed=seed + i)
-            out.append(CachedRequestState(f"s{i}", [], None, ([], []), 0, sp,
-                                          torch.Generator().manual_seed(seed + i)))
-        return out
-    a, b = runner.sample(logits, states(7)), runner.sample(logits, states(7))
+    def draw():
+        return Sampler()(logits, params, [torch.Generator().manual_seed(p.seed) for p in params])
+    a, b = draw(), draw()
     assert a == b and a[0] == int(logits[0].argmax())
     assert all(0 <= t < 50 for t in a)

@@ -1,17 +1,12 @@
-"""Whisper on a paged KV cache: encoder once per request, batched decode, cross-attention metadata.
+"""Whisper on a paged KV cache: encoder once per request, batched decode.
 
 Mirrors the Whisper path of vLLM 0.10.2: ``vllm/v1/worker/gpu_model_runner.py``
 (``_update_states``, ``_prepare_inputs``, ``_get_encoder_seq_lens``, ``_execute_mm_encoder``,
-``execute_model``), ``vllm/attention/layers/cross_attention.py`` (``CrossAttentionBuilder``,
-``_get_cross_slot_mapping``) and ``vllm/model_executor/models/whisper.py`` (decoder layer
-order). The math is the transformers model's own modules (encoder, embeddings, projections,
-layer norms, fc layers, ``proj_out``); only KV management is ours (``paged_attention``).
-
-``CrossAttentionBuilder.build`` reads the encoder length through
-``vllm_config.get_encoder_len("metadata")`` on every step: under ``encoder_len_variant ==
-"registry"`` that is the uncached ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` of
-vLLM 0.10.2's hot path; PR #24866 made it read the config value. The runner reads its own
-copy once at init (``get_encoder_len("runner")``, PR #24989) for the cross slot mapping.
+``execute_model``) and ``vllm/model_executor/models/whisper.py`` (decoder layer order). The
+math is the transformers model's own modules (encoder, embeddings, projections, layer norms,
+fc layers, ``proj_out``); only KV management is ours (refimpl/attention/). Cross-attention
+metadata comes from ``CrossAttentionBuilder`` (refimpl/attention/cross_attention.py) every
+step; the runner reads its own encoder length once at init (``get_encoder_len("runner")``).
 
 Left out: CUDA graphs of this path, chunked prefill of encoder inputs, the encoder cache
 (Whisper's encoder output is consumed in the same step), logprobs, penalties, spec decode.
@@ -25,8 +20,10 @@ from typing import Optional
 import numpy as np
 import torch
 
+from refimpl.attention.cross_attention import CrossAttentionBuilder
+from refimpl.attention.paged_attention import compute_slot_mapping, pad_block_table, paged_attention, write_kv
 from refimpl.errors import EncoderLengthMismatchError
-from refimpl.worker.paged_attention import paged_attention, write_kv
+from refimpl.sample.sampler import Sampler
 
 
 @dataclass
@@ -40,66 +37,6 @@ class CachedRequestState:
     sampling_params: object
     generator: Optional[torch.Generator] = None
     cross_kv_written: bool = False
-
-
-@dataclass
-class CrossAttentionMetadata:
-    """Cross-attention metadata of one step; tensors on the runner's device, int64.
-
-    ``seq_lens`` (B,) encoder length per request; ``block_table`` (B, max_cross_blocks);
-    ``slot_mapping`` (sum of encoder_seq_lens,) slots for the cross K/V written this step
-    (requests on their first decoder step, in batch order).
-    """
-    query_start_loc: torch.Tensor
-    seq_lens: torch.Tensor
-    max_seq_len: int
-    block_table: torch.Tensor
-    slot_mapping: torch.Tensor
-
-
-def _pad_block_table(blocks: list[list[int]]) -> np.ndarray:
-    width = max((len(b) for b in blocks), default=0)
-    table = np.zeros((len(blocks), max(width, 1)), dtype=np.int64)
-    for i, b in enumerate(blocks):
-        table[i, :len(b)] = b
-    return table
-
-
-def _slots(table: np.ndarray, req_idx: np.ndarray, pos: np.ndarray, block_size: int) -> np.ndarray:
-    return table[req_idx, pos // block_size] * block_size + pos % block_size
-
-
-class CrossAttentionBuilder:
-    """Builds CrossAttentionMetadata every step, as vLLM 0.10.2's builder of the same name."""
-
-    def __init__(self, vllm_config, block_size: int, device: torch.device,
-                 model_encoder_len: Optional[int] = None):
-        self.vllm_config, self.block_size, self.device = vllm_config, block_size, device
-        self.model_encoder_len = model_encoder_len      # max_source_positions, when known
-
-    def build(self, query_start_loc: np.ndarray, encoder_seq_lens: np.ndarray,
-              cross_block_ids: list[list[int]]) -> CrossAttentionMetadata:
-        """``encoder_seq_lens`` (B,): encoder positions whose K/V are written this step (0 for
-        requests past their first step). Raises EncoderLengthMismatchError when a request's
-        cross blocks cannot hold the encoder length (the review warning on PR #24989)."""
-        enc_len = self.vllm_config.get_encoder_len("metadata")      # hot path, every step
-        if self.model_encoder_len is not None and enc_len != self.model_encoder_len:
-            raise EncoderLengthMismatchError("encoder_len (metadata)", self.model_encoder_len,
-                                             f"got {enc_len}")
-        table = _pad_block_table(cross_block_ids)
-        capacity = min((len(b) for b in cross_block_ids), default=0) * self.block_size
-        if cross_block_ids and max(enc_len, int(encoder_seq_lens.max(initial=0))) > capacity:
-            raise EncoderLengthMismatchError(
-                "cross_attention_blocks", capacity,
-                f"encoder length {enc_len} exceeds the {capacity} slots of a request's cross blocks")
-        req_idx = np.repeat(np.arange(len(cross_block_ids)), encoder_seq_lens)
-        pos = np.concatenate([np.arange(n) for n in encoder_seq_lens]) if len(req_idx) else \
-            np.zeros(0, dtype=np.int64)
-        slots = _slots(table, req_idx, pos, self.block_size)
-        to = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
-        return CrossAttentionMetadata(
-            query_start_loc=to(query_start_loc), seq_lens=to(np.full(len(cross_block_ids), enc_len)),
-            max_seq_len=enc_len, block_table=to(table), slot_mapping=to(slots))
 
 
 class WhisperRunner:
@@ -130,6 +67,7 @@ class WhisperRunner:
         self.requests: dict[str, CachedRequestState] = {}
         self.cross_builder = CrossAttentionBuilder(vllm_config, self.block_size, self.device,
                                                    dec_cfg.max_source_positions)
+        self.sampler = Sampler()
         self.step_timings = step_timings if step_timings is not None else {}
         for k in ("prepare", "model", "sample"):
             self.step_timings.setdefault(k, 0.0)
@@ -165,14 +103,14 @@ class WhisperRunner:
         req_idx = np.repeat(np.arange(len(req_ids)), q_lens)
         positions = starts[req_idx] + np.arange(qsl[-1]) - qsl[req_idx]
         input_ids = np.concatenate([s.token_ids[a:a + n] for s, a, n in zip(states, starts, q_lens)])
-        table = _pad_block_table([s.block_ids[0] for s in states])
+        table = pad_block_table([s.block_ids[0] for s in states])
         needs_enc = [not s.cross_kv_written for s in states]
         enc_seq_lens = np.where(needs_enc, self.encoder_len, 0).astype(np.int64)
         to = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
         return dict(
             input_ids=to(input_ids), positions=to(positions), query_start_loc=to(qsl),
             seq_lens=to(starts + q_lens), block_table=to(table),
-            slot_mapping=to(_slots(table, req_idx, positions, bs)),
+            slot_mapping=to(compute_slot_mapping(table, req_idx, positions, bs)),
             logits_indices=to(qsl[1:] - 1), needs_encoder=needs_enc,
             cross=self.cross_builder.build(qsl, enc_seq_lens, [s.block_ids[1] for s in states]))
 
@@ -213,29 +151,6 @@ class WhisperRunner:
         x = dec.layer_norm(x[inp["logits_indices"]])
         return self.model.proj_out(x)
 
-    # ---- sampling ----------------------------------------------------------------------
-    def sample(self, logits: torch.Tensor, states: list[CachedRequestState]) -> list[int]:
-        """Greedy argmax for temperature 0, else seeded ``torch.multinomial`` (top-k/top-p if set)."""
-        logits = logits.float()
-        out = logits.argmax(dim=-1).tolist()
-        for i, st in enumerate(states):
-            sp = st.sampling_params
-            temp = float(getattr(sp, "temperature", 0.0) or 0.0)
-            if temp < 1e-5:
-                continue
-            row = logits[i] / temp
-            top_k = int(getattr(sp, "top_k", 0) or 0)
-            if 0 < top_k < row.shape[0]:
-                row = row.masked_fill(row < row.topk(top_k).values[-1], float("-inf"))
-            probs = torch.softmax(row, dim=-1)
-            top_p = float(getattr(sp, "top_p", 1.0) or 1.0)
-            if top_p < 1.0:
-                sp_, idx = probs.sort(descending=True)
-                drop = sp_.cumsum(0) - sp_ > top_p
-                probs = probs.index_fill(0, idx[drop], 0.0)
-            out[i] = int(torch.multinomial(probs, 1, generator=st.generator))
-        return out
-
     def _sync(self) -> float:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
@@ -260,7 +175,8 @@ class WhisperRunner:
         for s in enc_states:
             s.cross_kv_written = True
         t2 = self._sync()
-        tokens = self.sample(logits, states)
+        tokens = self.sampler(logits, [s.sampling_params for s in states],
+                              [s.generator for s in states])
         sampled: list[list[int]] = []
         for st, tok in zip(states, tokens):
             end = st.num_computed_tokens + so.num_scheduled_tokens[st.req_id]

@@ -18,8 +18,27 @@ Left out: FlashAttention / FlashInfer kernels, cascade attention, sliding window
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
+
+
+def pad_block_table(blocks: list[list[int]]) -> np.ndarray:
+    """Block ids per request -> (B, max_blocks) int64, rows zero-padded (at least 1 column)."""
+    width = max((len(b) for b in blocks), default=0)
+    table = np.zeros((len(blocks), max(width, 1)), dtype=np.int64)
+    for i, b in enumerate(blocks):
+        table[i, :len(b)] = b
+    return table
+
+
+def compute_slot_mapping(table: np.ndarray, req_idx: np.ndarray, positions: np.ndarray,
+                         block_size: int) -> np.ndarray:
+    """Slot of each token: ``table[req, pos // block_size] * block_size + pos % block_size``.
+
+    ``req_idx`` / ``positions`` (N,) int64 -> (N,) int64 (vLLM: ``BlockTable.compute_slot_mapping``).
+    """
+    return table[req_idx, positions // block_size] * block_size + positions % block_size
 
 
 def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,

@@ -1,0 +1,1 @@
+"""Sampling (vLLM ``vllm/v1/sample/``)."""

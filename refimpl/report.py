@@ -2,6 +2,15 @@
 on the best device present and write ``reports/latest/``: executed notebooks (.ipynb and
 .html), figures (PNG/SVG), py-spy flame graphs, the benchmark JSONs and ``summary.md`` with
 the headline figures and the hardware and versions they were measured on.
+
+Progress goes to the terminal (stderr) through papermill's own ``log_output``: one line per
+code cell started (notebook, cell i of n, elapsed, the cell's first line) and the kernel's
+stderr, where the benchmark driver's tqdm bar names the benchmark, variant, repeat i of n,
+elapsed and an estimate of what is left. The last line says where the report is and how
+long it took.
+
+``--out-dir`` is emptied before a run only when it lies under the repository's
+``reports/``; any other existing folder must be empty, else the report refuses to start.
 """
 from __future__ import annotations
 
@@ -12,19 +21,45 @@ import sys
 import time
 from pathlib import Path
 
-from refimpl.bench.common import REPO_ROOT
+from refimpl.env import REPO_ROOT
+from refimpl.report_progress import clock, terminal_progress
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+REPORTS_DIR = REPO_ROOT / "reports"
 
 
-def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None) -> Path:
-    """Run one notebook with papermill (kernel ``python3``, cwd notebooks/); save .ipynb and .html."""
+def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
+    """Resolve ``out`` and make it an empty folder; returns the resolved path.
+
+    An existing ``out`` strictly inside ``reports_dir`` (symlinks resolved) is deleted first.
+    Raises ValueError, deleting nothing, for an existing ``out`` elsewhere (``reports_dir``
+    itself included) unless it is an empty folder.
+    """
+    out, reports = Path(out).resolve(), Path(reports_dir).resolve()
+    if out.exists():
+        if out != reports and out.is_relative_to(reports):
+            shutil.rmtree(out)
+        elif not out.is_dir() or any(out.iterdir()):
+            raise ValueError(f"refusing to delete {out}: only folders under {reports} are "
+                             "emptied; give a new or empty folder")
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
+            progress: bool = False) -> Path:
+    """Run one notebook with papermill (kernel ``python3``, cwd notebooks/); save .ipynb and .html.
+
+    ``progress``: forward the kernel's stderr and one line per cell to this process's stderr
+    (papermill ``log_output``; see ``refimpl.report_progress``). Raises papermill's
+    PapermillExecutionError when a cell fails (the partial notebook is saved at ``out``).
+    """
     import nbformat
     import papermill as pm
     from nbconvert import HTMLExporter
     out = out_dir / nb.name
     pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3",
-                        cwd=str(nb.parent), progress_bar=sys.stderr.isatty(),
+                        cwd=str(nb.parent), progress_bar=False, log_output=progress,
                         execution_timeout=timeout_s)
     html, _ = HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))
     out.with_suffix(".html").write_text(html)
@@ -48,16 +83,13 @@ def summary(out_dir: Path, device: str, quick: bool) -> str:
             budget_p = out_dir / p.name.replace("startup_", "budget_")
             budget = json.loads(budget_p.read_text()) if budget_p.exists() else None
             parts += [fn(res, budget), ""]
-    try:
-        from refimpl.analysis import throughput as T
-        for p in sorted(out_dir.glob("throughput_*.json")):
-            if p.name.startswith("throughput_sweep") or p.name.startswith("throughput_hf"):
-                continue
-            res = json.loads(p.read_text())
-            env = env or res
-            parts += [T.summary_md(res, out_dir), ""]
-    except ImportError:
-        pass
+    from refimpl.analysis import throughput as T
+    for p in sorted(out_dir.glob("throughput_*.json")):
+        if p.name.startswith("throughput_sweep") or p.name.startswith("throughput_hf"):
+            continue
+        res = json.loads(p.read_text())
+        env = env or res
+        parts += [T.summary_md(res, out_dir), ""]
     if env:
         hw, v = env["hardware"], env["versions"]
         parts += ["## Measured on", "", md_table(["", ""], [
@@ -78,23 +110,37 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from refimpl.config import resolve_device
     device = resolve_device(args.device)
-    out = Path(args.out_dir).resolve()
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    try:
+        out = prepare_out_dir(Path(args.out_dir))
+    except ValueError as e:
+        p.error(str(e))
     nbs = sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))
     if args.notebooks:
         nbs = [n for n in nbs if n.name in args.notebooks]
     t0 = time.perf_counter()
-    try:
-        for nb in nbs:
-            print(f"[report] executing {nb.name} (QUICK={args.quick}, device={device})", flush=True)
-            execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out)})
-    except KeyboardInterrupt:
-        print("[report] interrupted; writing the summary of what finished", file=sys.stderr)
+    status = "wrote"
+    for i, nb in enumerate(nbs, 1):
+        log(f"notebook {i}/{len(nbs)} {nb.name} (QUICK={args.quick}, device={device})", t0)
+        try:
+            with terminal_progress(nb, t0):
+                execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out)},
+                        progress=True)
+        except KeyboardInterrupt:
+            status = "interrupted; wrote what finished to"
+            break
+        except Exception:
+            log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}; the notebook as "
+                f"far as it ran: {out / nb.name}", t0)
+            raise
     (out / "summary.md").write_text(summary(out, device, args.quick))
-    print(f"[report] wrote {out} in {time.perf_counter() - t0:.0f} s; see {out / 'summary.md'}")
-    return 0
+    print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); "
+          f"summary: {out / 'summary.md'}", flush=True)
+    return 0 if status == "wrote" else 130
+
+
+def log(msg: str, t0: float) -> None:
+    """One ``[report +h:mm:ss] msg`` line on stderr (elapsed since ``t0``, perf_counter s)."""
+    print(f"[report +{clock(time.perf_counter() - t0)}] {msg}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import argparse
 import sys
 from typing import Callable
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from refimpl.bench.common import interleaved, run_in_fresh_process, write_json
 from refimpl.stats import summarize
@@ -43,6 +43,20 @@ def parse_variants(arg: str, choices: tuple[str, ...]) -> list[str]:
     return out
 
 
+def _progress(order: list[str], desc: str, label: Callable[[str], str]):
+    """Yield ``order`` under a plain tqdm bar on stderr, one line per run: runs done of all,
+    elapsed<left, and ``label(v)`` of the run now in progress (no throttling: runs take
+    seconds). ``refimpl report`` forwards a notebook kernel's stderr to the terminal, so
+    these lines show there too."""
+    with tqdm(total=len(order), desc=desc, file=sys.stderr, mininterval=0, miniters=1) as bar:
+        for i, v in enumerate(order):
+            bar.set_postfix_str(label(v), refresh=i == 0)
+            yield v
+            nxt = order[i + 1] if i + 1 < len(order) else None
+            bar.set_postfix_str(label(nxt) if nxt is not None else "done", refresh=False)
+            bar.update(1)
+
+
 def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list[str],
           headline: Callable[[dict], float], headline_name: str, meta: dict,
           run_once: Callable[[argparse.Namespace], dict]) -> dict:
@@ -60,12 +74,13 @@ def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list
                                     timeout_s=args.timeout_s)
 
     runs: dict[str, list[dict]] = {v: [] for v in variants}
+    name = module.rsplit(".", 1)[-1]
     try:
         if not args.no_warmup:
-            for v in tqdm(variants, desc="warm-up", file=sys.stderr):
+            for v in _progress(variants, f"{name} warm-up", lambda v: f"running {v} (untimed)"):
                 worker(v)
-        for v in tqdm(interleaved(variants, args.repeats), desc=module.rsplit(".", 1)[-1],
-                      file=sys.stderr):
+        for v in _progress(interleaved(variants, args.repeats), name,
+                           lambda v: f"running {v} repeat {len(runs[v]) + 1}/{args.repeats}"):
             runs[v].append(worker(v))
     except KeyboardInterrupt:
         print("interrupted: writing the runs finished so far", file=sys.stderr)

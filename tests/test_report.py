@@ -1,0 +1,94 @@
+"""refimpl report: what it may delete, failing loudly, and its terminal progress lines."""
+import io
+import logging
+import sys
+
+import nbformat
+import pytest
+
+from refimpl import report
+from refimpl.bench.orchestrate import _progress
+from refimpl.report_progress import clock, terminal_progress
+
+
+def test_out_dir_outside_reports_is_never_deleted(tmp_path, capsys):
+    keep = tmp_path / "mine" / "notes.txt"
+    keep.parent.mkdir()
+    keep.write_text("precious")
+    with pytest.raises(SystemExit) as ei:
+        report.main(["--out-dir", str(keep.parent), "--notebooks", "none.ipynb"])
+    assert ei.value.code == 2 and "refusing to delete" in capsys.readouterr().err
+    assert keep.read_text() == "precious"
+    with pytest.raises(ValueError):  # a file, not a folder
+        report.prepare_out_dir(keep, tmp_path / "reports")
+
+
+def test_out_dir_rules(tmp_path):
+    reports = tmp_path / "reports"
+    old = reports / "latest" / "old.json"
+    old.parent.mkdir(parents=True)
+    old.write_text("{}")
+    assert report.prepare_out_dir(old.parent, reports) == old.parent.resolve()
+    assert list(old.parent.iterdir()) == []                  # under reports/: emptied
+    (reports / "other.txt").write_text("x")
+    with pytest.raises(ValueError):                          # reports/ itself: refused
+        report.prepare_out_dir(reports, reports)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f").write_text("x")
+    (reports / "link").symlink_to(outside)
+    with pytest.raises(ValueError):                          # a link out of reports/: refused
+        report.prepare_out_dir(reports / "link", reports)
+    assert (outside / "f").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert report.prepare_out_dir(empty, reports) == empty   # empty folder elsewhere: used
+    assert report.prepare_out_dir(tmp_path / "new" / "dir", reports).is_dir()
+
+
+def test_summary_fails_loudly_on_import_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "refimpl.analysis.throughput", None)  # import -> ImportError
+    with pytest.raises(ImportError):
+        report.summary(tmp_path, "cpu", quick=True)
+
+
+def test_progress_lines_from_papermill_log(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell("# title"),
+        nbformat.v4.new_code_cell("QUICK = False", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("\nres = run(study)\nshow(res)"),
+    ])
+    path = tmp_path / "01_x.ipynb"
+    nbformat.write(nb, path)
+    out = io.StringIO()
+    log = logging.getLogger("papermill")
+    with terminal_progress(path, t0=0.0, stream=out):
+        for i in range(1, 5):        # papermill numbers every cell, its injected one included
+            log.info(f"Executing Cell {i}{'-' * 30}")
+        log.info("<Figure size 640x480 with 1 Axes>")  # displayed value: not shown
+        log.warning("\rstartup:  33%| 1/3 [00:22<00:44, running b repeat 1/1]"
+                    "\rstartup:  33%| 1/3 [00:22<00:44, running b repeat 1/1]\n")
+    lines = out.getvalue().splitlines()
+    assert [ln.split("] ", 1)[1] for ln in lines[:3]] == [
+        "01_x.ipynb cell 1/3: QUICK = False", "01_x.ipynb cell 2/3: (injected parameters)",
+        "01_x.ipynb cell 3/3: res = run(study)"]
+    assert lines[3:] == ["  startup:  33%| 1/3 [00:22<00:44, running b repeat 1/1]"]
+    assert not log.handlers and log.propagate  # the logger is left as it was
+
+
+def test_bench_progress_names_the_run_in_progress(capsys):
+    order = ["a", "b", "a", "b"]
+    done = {"a": 0, "b": 0}
+    seen = []
+    for v in _progress(order, "startup", lambda v: f"running {v} repeat {done[v] + 1}/2"):
+        seen.append(v)
+        done[v] += 1
+    assert seen == order
+    err = capsys.readouterr().err
+    for text in ("running a repeat 1/2", "running b repeat 1/2", "running a repeat 2/2",
+                 "running b repeat 2/2", "4/4", "done"):
+        assert text in err
+
+
+def test_clock():
+    assert clock(0) == "0:00:00" and clock(3725.4) == "1:02:05"

@@ -70,10 +70,11 @@ class ProgressHandler(logging.Handler):
             m = _CELL_START.match(msg.strip())
             if m:
                 idx = int(m.group(1)) - 1
-                if 0 <= idx < len(self.labels) and self.labels[idx] is not None:
+                label = self.labels[idx] if 0 <= idx < len(self.labels) else None
+                if label is not None:
                     k = self.code_cells.index(idx) + 1
                     self._write(f"[report +{clock(time.perf_counter() - self.t0)}] {self.name_} "
-                                f"cell {k}/{len(self.code_cells)}: {self.labels[idx][:70]}")
+                                f"cell {k}/{len(self.code_cells)}: {label[:70]}")
             elif record.levelno >= logging.WARNING:
                 for piece in re.split(r"[\r\n]+", msg):
                     if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats

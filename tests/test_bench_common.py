@@ -10,10 +10,15 @@ import numpy as np
 import pytest
 
 from refimpl.bench import common
+from refimpl.bench.common import (
+    FreshProcessError,
+    interleaved,
+    profile_with_pyspy,
+    run_in_fresh_process,
+    set_single_thread,
+    write_json,
+)
 from refimpl.stats import summarize
-from refimpl.bench.common import (FreshProcessError, interleaved, profile_with_pyspy,
-                                  run_in_fresh_process, set_single_thread,
-                                  write_json)
 
 CHILD = textwrap.dedent("""
     import argparse, json, os, sys, time

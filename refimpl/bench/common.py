@@ -34,11 +34,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from refimpl.env import REPO_ROOT, THREAD_ENV_VARS
+from refimpl.env import THREAD_ENV_VARS
 
 
 class FreshProcessError(RuntimeError):

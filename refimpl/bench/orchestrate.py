@@ -15,8 +15,8 @@ from typing import Callable
 from tqdm import tqdm
 
 from refimpl.bench.common import interleaved, run_in_fresh_process, write_json
-from refimpl.stats import summarize
 from refimpl.env import collect_env
+from refimpl.stats import summarize
 
 
 def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:

@@ -117,3 +117,26 @@ def test_user_cache_off_is_honoured():
     for _ in range(2):
         proc.apply("<|image_pad|>", {"image": img})
     assert reg.stats.hf_mm_passes == 2 and reg.cache_bytes() == 0 and reg.stats.cache_hits == 0
+
+
+def test_only_the_hf_call_turns_type_error_into_bad_input(monkeypatch):
+    """A TypeError inside refimpl's own code is a bug and propagates; the same error raised by
+    the HF processor call is the input's fault (InvalidInputError naming mm_data)."""
+    from refimpl.errors import InvalidInputError
+    mc = ModelConfig("whisper-tiny", device="cpu")
+    proc = MultiModalRegistry().create_processor(mc, disable_cache=True)
+    audio = np.zeros(16000, dtype=np.float32)
+
+    def hf_rejects(**kwargs):
+        raise TypeError("unexpected input")
+
+    def own_bug(hf, text, items):
+        raise TypeError("refimpl bug")
+    monkeypatch.setattr(proc.info, "get_hf_processor", lambda: hf_rejects)
+    monkeypatch.setattr(proc, "_get_hf_inputs", own_bug)
+    with pytest.raises(TypeError, match="refimpl bug"):
+        proc.apply("", {"audio": audio})
+    monkeypatch.setattr(proc, "_get_hf_inputs", lambda hf, text, items: dict(text=text))
+    with pytest.raises(InvalidInputError) as e:
+        proc.apply("", {"audio": audio})
+    assert e.value.field == "mm_data"

@@ -16,16 +16,20 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-import numpy as np
 import torch
 
 from refimpl.errors import InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
-from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange, parse_mm_data
+from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data
+from refimpl.multimodal.prompt_updates import (
+    Updates,
+    apply_token_matches,
+    check_unused_placeholders,
+    find_mm_placeholders,
+)
 
 Items = dict[str, list[Any]]                      # modality -> raw items
 KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
-Updates = dict[str, tuple[list[int], list[list[int]]]]  # modality -> (target, per-item replacement)
 
 
 class BaseProcessingInfo:
@@ -82,8 +86,13 @@ class BaseMultiModalProcessor:
         self.info, self.dummy_inputs, self.cache, self.stats = info, dummy_inputs, cache, stats
 
     # -- model-specific hooks ------------------------------------------------------------
-    def _hf_call(self, hf, text: str, items: Items, kw: dict) -> dict[str, torch.Tensor]:
+    def _get_hf_inputs(self, hf, text: str, items: Items) -> dict[str, Any]:
+        """Keyword arguments of the HF processor call for ``text`` and ``items``."""
         raise NotImplementedError
+
+    def _postprocess_hf_outputs(self, out) -> dict[str, torch.Tensor]:
+        """The HF output keyed as ``_get_mm_fields_config`` and ``input_ids`` expect."""
+        return out
 
     def _get_mm_fields_config(self) -> dict[str, tuple[str, Optional[str]]]:
         """field -> (modality, sizes_field): split by ``sizes_field.prod(-1)`` rows, or per
@@ -99,15 +108,20 @@ class BaseMultiModalProcessor:
         self.stats.hf_mm_passes += bool(items)
         t0 = time.perf_counter()
         try:
-            return self._hf_call(self.info.get_hf_processor(), text, items, kw)
-        except (ValueError, TypeError) as e:
-            raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
-        except (IndexError, StopIteration) as e:
-            # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
-            # text has more placeholders than items: a bad prompt, not a crash.
-            raise InvalidInputError("prompt", "one placeholder per item",
-                                    f"the HF processor could not match placeholders to items "
-                                    f"({type(e).__name__}: {e})") from None
+            hf = self.info.get_hf_processor()
+            inputs = self._get_hf_inputs(hf, text, items)
+            # Only the HF call's own errors are the input's fault; refimpl's propagate.
+            try:
+                out = hf(**inputs, return_tensors="pt", **kw)
+            except (ValueError, TypeError) as e:
+                raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
+            except (IndexError, StopIteration) as e:
+                # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
+                # text has more placeholders than items: a bad prompt, not a crash.
+                raise InvalidInputError("prompt", "one placeholder per item",
+                                        f"the HF processor could not match placeholders to items "
+                                        f"({type(e).__name__}: {e})") from None
+            return self._postprocess_hf_outputs(out)
         finally:
             self.stats.hf_processor_s += time.perf_counter() - t0
 
@@ -180,74 +194,6 @@ class BaseMultiModalProcessor:
                 merged[m].append(v)
         return ids, merged, hashes, applied
 
-    # -- placeholders --------------------------------------------------------------------
-    @staticmethod
-    def _bad_count(modality: str, want: int, got: int) -> InvalidInputError:
-        return InvalidInputError("prompt", f"{want} {modality} placeholder(s)",
-                                 f"found {got} for {want} {modality} item(s)")
-
-    def _apply_prompt_updates(self, ids: list[int], updates: Updates, counts: dict[str, int]):
-        """Replace the i-th target of each modality by item i's replacement; left to right."""
-        out: list[int] = []
-        nxt = {m: 0 for m in updates}
-        ph: dict[str, list[PlaceholderRange]] = {m: [] for m in updates}
-        i = 0
-        while i < len(ids):
-            for m, (target, repl) in updates.items():
-                if nxt[m] < counts.get(m, 0) and ids[i:i + len(target)] == target:
-                    r = repl[nxt[m]]
-                    ph[m].append(PlaceholderRange(len(out), len(r)))
-                    out.extend(r)
-                    nxt[m] += 1
-                    i += len(target)
-                    break
-            else:
-                out.append(ids[i])
-                i += 1
-        for m, n in counts.items():
-            if nxt.get(m, 0) != n:
-                raise self._bad_count(m, n, nxt.get(m, 0))
-        return out, {m: v for m, v in ph.items() if v}
-
-    def _find_mm_placeholders(self, ids: list[int], updates: Updates, counts: dict[str, int]):
-        """Locate the already-expanded replacement of each item (HF applied the updates)."""
-        nxt = {m: 0 for m in updates}
-        ph: dict[str, list[PlaceholderRange]] = {m: [] for m in updates}
-        i = 0
-        while i < len(ids):
-            for m, (_, repl) in updates.items():
-                if nxt[m] < counts.get(m, 0):
-                    r = repl[nxt[m]]
-                    if ids[i] == r[0] and ids[i:i + len(r)] == r:
-                        ph[m].append(PlaceholderRange(i, len(r)))
-                        nxt[m] += 1
-                        i += len(r)
-                        break
-            else:
-                i += 1
-        for m, n in counts.items():
-            if nxt.get(m, 0) != n:
-                raise self._bad_count(m, n, nxt.get(m, 0))
-        return ids, {m: v for m, v in ph.items() if v}
-
-    def _check_unused_placeholders(self, ids: list[int], updates: Updates,
-                                   placeholders: dict[str, list[PlaceholderRange]],
-                                   counts: dict[str, int]) -> None:
-        """Raise InvalidInputError("prompt") if a placeholder target is left outside every
-        item's expansion, i.e. the prompt has more placeholders than items."""
-        arr = np.asarray(ids, dtype=np.int64)
-        covered = np.zeros(len(arr), dtype=bool)
-        for ps in placeholders.values():
-            for p in ps:
-                covered[p.offset:p.offset + p.length] = True
-        for m, (target, _) in updates.items():
-            starts = np.flatnonzero((arr == target[0]) & ~covered)
-            extra = sum(ids[i:i + len(target)] == target for i in starts.tolist())
-            if extra:
-                n = counts.get(m, 0)
-                raise InvalidInputError("prompt", f"{n} {m} placeholder(s)",
-                                        f"{n + extra} {m} placeholders for {n} {m} item(s)")
-
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
               return_mm_hashes: bool = False) -> MultiModalInputs:
@@ -267,10 +213,10 @@ class BaseMultiModalProcessor:
         ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
                                                                           return_mm_hashes)
         updates = self._get_prompt_updates(mm_kwargs)
-        fn = self._find_mm_placeholders if applied else self._apply_prompt_updates
+        fn = find_mm_placeholders if applied else apply_token_matches
         ids, placeholders = fn(ids, updates, counts)
         if self.check_unused_placeholders:
-            self._check_unused_placeholders(ids, updates, placeholders, counts)
+            check_unused_placeholders(ids, updates, placeholders, counts)
         return MultiModalInputs(prompt_token_ids=ids, mm_kwargs=mm_kwargs, mm_hashes=hashes,
                                 mm_placeholders=placeholders)
 

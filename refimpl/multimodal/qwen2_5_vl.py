@@ -34,6 +34,7 @@ def build_hf_processor(model: str, overrides: tuple = ()):
     like vLLM's ``cached_get_processor``). ``overrides``: sorted (key, value) pairs, e.g.
     (("max_pixels", 50176),). Built offline in ~0.3 s."""
     from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+
     from refimpl.config import get_preprocessor_dict
     from refimpl.tokenizer import get_tokenizer
     d = {k: v for k, v in get_preprocessor_dict(model).items()
@@ -131,9 +132,8 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
 class Qwen2_5_VLMultiModalProcessor(BaseMultiModalProcessor):
     hf_applies_updates = True
 
-    def _hf_call(self, hf, text, items, kw):
-        return hf(text=[text], images=items.get("image") or None, videos=items.get("video") or None,
-                  return_tensors="pt", **kw)
+    def _get_hf_inputs(self, hf, text, items):
+        return dict(text=[text], images=items.get("image") or None, videos=items.get("video") or None)
 
     def _get_mm_fields_config(self):
         return {"pixel_values": ("image", "image_grid_thw"), "image_grid_thw": ("image", None),

@@ -25,6 +25,7 @@ from refimpl.multimodal.profiling import BaseDummyInputsBuilder
 def build_hf_processor(model: str, overrides: tuple = ()):
     """The HF ``WhisperProcessor`` of ``model`` (cached per model and override tuple)."""
     from transformers import WhisperFeatureExtractor, WhisperProcessor
+
     from refimpl.config import get_preprocessor_dict
     from refimpl.tokenizer import get_tokenizer
     d = {k: v for k, v in get_preprocessor_dict(model).items()
@@ -66,12 +67,14 @@ class WhisperMultiModalProcessor(EncDecMultiModalProcessor):
     def create_encoder_prompt(self, prompt, mm_data) -> list[int]:
         return [0]
 
-    def _hf_call(self, hf, text, items, kw):
+    def _get_hf_inputs(self, hf, text, items):
         if "audio" not in items:
-            return hf(text=text, return_tensors="pt", **kw)
-        out = hf(text=text, audio=items["audio"], sampling_rate=hf.feature_extractor.sampling_rate,
-                 return_tensors="pt", **kw)
-        out["input_ids"] = out.pop("labels")
+            return dict(text=text)
+        return dict(text=text, audio=items["audio"], sampling_rate=hf.feature_extractor.sampling_rate)
+
+    def _postprocess_hf_outputs(self, out):
+        if "labels" in out:  # text with audio: the tokenized text comes back as labels
+            out["input_ids"] = out.pop("labels")
         return out
 
     def _get_mm_fields_config(self):

@@ -5,7 +5,7 @@
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
-#   make lab           JupyterLab in notebooks/
+#   make lab           JupyterLab in notebooks/ (LAB_FLAGS=... adds flags; --allow-root as root)
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
 # .venv is (re)installed only when pyproject.toml is newer than the stamp file, so a second
@@ -44,8 +44,13 @@ report: $(STAMP)
 report-quick: $(STAMP)
 	$(BIN)/refimpl report --quick
 
+# Jupyter refuses to start as root unless told --allow-root; containers and the GPU hosts
+# run as root, so the flag is added there (and only there).
+ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root)
+LAB_FLAGS   ?=
+
 lab: $(STAMP)
-	cd notebooks && ../$(BIN)/jupyter lab
+	cd notebooks && $(abspath $(BIN))/jupyter lab $(ALLOW_ROOT) $(LAB_FLAGS)
 
 clean:
 	rm -rf reports build .pytest_cache .hypothesis .mypy_cache .ruff_cache

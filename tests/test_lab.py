@@ -1,0 +1,74 @@
+"""`make lab` starts JupyterLab in notebooks/ (as root too) and serves the notebooks.
+
+Starts the server through the Makefile's own recipe on a free port of 127.0.0.1 with a token,
+lists notebooks/ through the REST API (GET /api/contents), and stops it. About 4 s warm here
+(the server's start-up); bounded by DEADLINE_S.
+"""
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DEADLINE_S = 60.0  # a failure bound, not a timing assertion
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_make_lab_serves_the_notebooks(tmp_path):
+    venv = Path(sys.executable).parent.parent
+    if not (venv / "bin" / "jupyter").exists():
+        pytest.skip("jupyter is not installed in this interpreter's environment")
+    port, token = free_port(), secrets.token_hex(16)
+    flags = f"--no-browser --ip=127.0.0.1 --port={port} --IdentityProvider.token={token}"
+    stamp = f"{venv}/.refimpl-installed"  # -o: never (re)install the venv from this test
+    proc = subprocess.Popen(
+        ["make", "-s", "-C", str(ROOT), "-o", stamp, f"VENV={venv}", "lab", f"LAB_FLAGS={flags}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)})
+    url = f"http://127.0.0.1:{port}/api/contents?token={token}"
+    listing = None
+    try:
+        t_end = time.monotonic() + DEADLINE_S
+        while listing is None and time.monotonic() < t_end and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    listing = json.load(r)
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)  # make, its shell and jupyter: our own group
+        try:
+            out, _ = proc.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+    assert listing is not None, f"no answer from the server; its output:\n{out[-3000:]}"
+    names = {item["name"] for item in listing["content"]}
+    expected = {p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb")}
+    assert expected and expected <= names
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
+def test_make_lab_allow_root_only_as_root():
+    venv = Path(sys.executable).parent.parent
+    r = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", f"{venv}/.refimpl-installed",
+                        f"VENV={venv}", "lab"], capture_output=True, text=True, check=True)
+    assert "jupyter lab" in r.stdout
+    assert ("--allow-root" in r.stdout) == (os.geteuid() == 0)

@@ -1,4 +1,5 @@
-"""Engine configuration: ModelConfig, SchedulerConfig, CacheConfig and VllmConfig.
+"""Engine configuration: ModelConfig and VllmConfig (SchedulerConfig and CacheConfig in their
+own modules, as vLLM 0.10.2's ``vllm/config/scheduler.py`` and ``cache.py``).
 
 Mirrors ``vllm/config/__init__.py`` (v0.9.0 for the multimodal start-up study, v0.10.2 for
 Whisper), in particular ``VllmConfig.__post_init__``, which for encoder-decoder models sets
@@ -20,6 +21,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, Optional
 
+from refimpl.config.cache import CacheConfig
+from refimpl.config.scheduler import SchedulerConfig
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import EncoderLenSite, EncoderLenSource, get_encoder_len_variant
 
@@ -170,50 +173,6 @@ class ModelConfig:
     def get_mm_limit(self, modality: str) -> int:
         """Items of ``modality`` allowed per prompt (default 1, as vLLM)."""
         return self.limit_mm_per_prompt.get(modality, 1)
-
-
-@dataclass
-class SchedulerConfig:
-    """Token and sequence budgets of the V1 scheduler (tokens, sequences).
-
-    ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` default to
-    ``max_num_batched_tokens`` as in vLLM; for encoder-decoder models VllmConfig overrides
-    the former with the encoder length. Raises ConfigError.
-    """
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    max_model_len: int = 8192
-    max_num_encoder_input_tokens: Optional[int] = None
-    encoder_cache_size: Optional[int] = None
-    is_encoder_decoder: bool = False
-
-    def __post_init__(self):
-        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
-            if getattr(self, name) <= 0:
-                raise ConfigError(name, "> 0", f"got {getattr(self, name)}")
-        if self.max_num_encoder_input_tokens is None:
-            self.max_num_encoder_input_tokens = self.max_num_batched_tokens
-        if self.encoder_cache_size is None:
-            self.encoder_cache_size = self.max_num_batched_tokens
-
-
-@dataclass
-class CacheConfig:
-    """Paged KV cache: ``block_size`` (tokens per block), ``num_gpu_blocks`` (set by KV sizing
-    when None), ``kv_cache_memory_bytes`` (bytes to give the KV cache on CPU, where there is no
-    free-memory probe; on CUDA ``gpu_memory_utilization`` of the free memory is used)."""
-    block_size: int = 16
-    num_gpu_blocks: Optional[int] = None
-    gpu_memory_utilization: float = 0.9
-    kv_cache_memory_bytes: int = 512 << 20
-
-    def __post_init__(self):
-        if self.block_size <= 0 or self.block_size & (self.block_size - 1):
-            raise ConfigError("block_size", "a power of two > 0", f"got {self.block_size}")
-        if self.num_gpu_blocks is not None and self.num_gpu_blocks <= 0:
-            raise ConfigError("num_gpu_blocks", "> 0", f"got {self.num_gpu_blocks}")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError("gpu_memory_utilization", "(0, 1]", f"got {self.gpu_memory_utilization}")
 
 
 @dataclass

@@ -33,7 +33,8 @@ def build_table() -> tuple[str, int]:
     """(markdown table, number of crashed or deviating cases)."""
     import torch
     torch.set_num_threads(1)
-    from refimpl.testing.bad_inputs import CASES, Kit, run_case
+    from refimpl.testing.bad_input_kit import Kit, run_case
+    from refimpl.testing.bad_inputs import CASES
     kit = Kit()
     rows = ["| # | group | input | entry point | outcome | exception: field, limit / behaviour | message / result |",
             "|---|---|---|---|---|---|---|"]

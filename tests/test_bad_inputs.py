@@ -4,7 +4,8 @@ expected type naming the expected field and limit, or the documented behaviour; 
 crash; the processors keep working afterwards."""
 import pytest
 
-from refimpl.testing.bad_inputs import CASES, Kit, png_bytes, run_case
+from refimpl.testing.bad_input_kit import Kit, png_bytes, run_case
+from refimpl.testing.bad_inputs import CASES
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,11 @@ class UnknownVariantError(ConfigError):
     """A benchmark or engine variant flag has a value we do not implement."""
 
 
+class CacheItemTooLargeError(ConfigError):
+    """One processed multimodal item is larger than the whole processing cache (vLLM 0.9.0's
+    cachetools ``ValueError("value too large")``, issue #52835; later vLLM skips the item)."""
+
+
 class InvalidInputError(RefimplError, ValueError):
     """A multimodal item or prompt is malformed (corrupt image, wrong audio rank, NaN, ...)."""
 

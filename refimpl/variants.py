@@ -29,19 +29,56 @@ EncoderLenSource = Literal["registry", "config"]
 
 
 @dataclass(frozen=True)
+class MultiModalSwitches:
+    """Which vLLM version's multimodal start-up mechanics to reproduce (defaults: later vLLM).
+
+    ``dummy_video_dtype``: "int64" is vLLM <= 0.11.0's ``np.full(shape, 255)`` (8 bytes a
+    pixel channel); "uint8" from vLLM 0.11.1. ``hash_byte_path``: one of
+    refimpl.multimodal.hasher.BYTE_PATHS ("v0.9.0": 3 full copies of an array per hash,
+    "v0.9.2": 2, PR #19484; "stream": none, PR #24925). ``oversize_item``: "raise" (vLLM
+    0.9.0, issue #52835) or "skip" (PR #53016) for an item larger than the processing cache.
+    ``shape_only`` (ours, beyond vLLM): start-up builds the profile run's encoder inputs at
+    their processed shape without any HF-processor pass. Raises UnknownVariantError (a
+    ConfigError) on a bad value.
+    """
+    dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
+    hash_byte_path: Literal["v0.9.0", "v0.9.2", "stream"] = "stream"
+    oversize_item: Literal["raise", "skip"] = "skip"
+    shape_only: bool = False
+
+    def __post_init__(self):
+        for name, allowed in (("dummy_video_dtype", ("int64", "uint8")),
+                              ("hash_byte_path", ("v0.9.0", "v0.9.2", "stream")),
+                              ("oversize_item", ("raise", "skip"))):
+            if getattr(self, name) not in allowed:
+                raise UnknownVariantError(f"mm_switches.{name}", allowed, f"got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
 class StartupVariant:
     """One start-up behaviour of the multimodal engine.
 
     ``cache_during_profiling``: the profiling passes (encoder budget, max-token lookups, dummy
     encoder input) go through the processing cache; ``max_tokens_by_formula``: max tokens per
     item from the model's formula instead of processing a dummy item; ``reset_at_end``:
-    ``EngineCore.reset_mm_cache()`` at the end of start-up.
+    ``EngineCore.reset_mm_cache()`` at the end of start-up. ``dummy_video_dtype``,
+    ``hash_byte_path``, ``oversize_item``, ``shape_only``: the multimodal mechanics of that
+    version, handed to the processor as ``ModelConfig.mm_switches`` (see MultiModalSwitches).
     """
     name: str
     reproduces: str
     cache_during_profiling: bool
     max_tokens_by_formula: bool
     reset_at_end: bool
+    dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
+    hash_byte_path: Literal["v0.9.0", "v0.9.2", "stream"] = "stream"
+    oversize_item: Literal["raise", "skip"] = "skip"
+    shape_only: bool = False
+
+    @property
+    def mm_switches(self) -> MultiModalSwitches:
+        return MultiModalSwitches(self.dummy_video_dtype, self.hash_byte_path, self.oversize_item,
+                                  self.shape_only)
 
 
 @dataclass(frozen=True)
@@ -61,13 +98,30 @@ class EncoderLenVariant:
         return getattr(self, site)
 
 
+# vLLM 0.9.0's mechanics: np.full's int64 dummy video, 3 copies per hash, "value too large".
+_V090 = dict(dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise")
+
+# Ladder order: 0.8.5 -> 0.9.0 -> later fixes -> formula -> shape-only. The later-fix rows
+# change one mechanic each (read from the released wheels' hasher.py and profiling.py).
 STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
     StartupVariant("no-cache", "vLLM 0.8.5 (before PR #17935)",
-                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False),
+                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False, **_V090),
     StartupVariant("cache-reset", "vLLM 0.9.0 (PR #17935)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True),
-    StartupVariant("formula", "PR #19756 (max tokens per item by formula)",
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True, **_V090),
+    StartupVariant("hash-nocopy", "vLLM 0.9.2 (PR #19484: the hasher no longer copies arrays with tobytes)",
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
+                   **(_V090 | {"hash_byte_path": "v0.9.2"})),
+    StartupVariant("hash-stream", "vLLM 0.11.0 (PR #24925: the hasher streams buffers, no copy)",
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
+                   **(_V090 | {"hash_byte_path": "stream"})),
+    StartupVariant("uint8-video", "vLLM 0.11.1 (uint8 dummy video)",
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
+                   **(_V090 | {"hash_byte_path": "stream", "dummy_video_dtype": "uint8"})),
+    StartupVariant("formula", "PR #19756 (max tokens per item by formula), on the later fixes",
                    cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True),
+    StartupVariant("shape-only", "ours: profile-run inputs built at their processed shape, no HF pass",
+                   cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True,
+                   shape_only=True),
 )}
 
 ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (

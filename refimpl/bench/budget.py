@@ -5,22 +5,26 @@
 
 Times ``--calls`` successive ``compute_encoder_budget`` calls in one fresh process
 (``calls_s``: seconds per call, ``passes``: HF-processor passes with multimodal data per
-call). With ``cache-reset`` call 1 pays hashing, per-item splitting and the extra text-only
+call; ``page_faults``: minor/major page faults per call from getrusage; ``parts_s``: seconds
+per call building dummy data, hashing items and in HF-processor calls; ``peak_rss_bytes``).
+Every variant of refimpl.variants.STARTUP_VARIANTS runs with its version's mechanics. With
+``cache-reset`` call 1 pays hashing, per-item splitting and the extra text-only
 HF call and is slower than call 1 of ``no-cache``; call 2 is a cache hit. Each repeat is a
 fresh process; variants interleaved.
 """
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import drive, parse_variants
 from refimpl.bench.startup import build_parser as startup_parser, make_vllm_config, worker_argv
 from refimpl.stats import median
-from refimpl.variants import get_startup_variant
+from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
-VARIANTS = ("no-cache", "cache-reset")
+VARIANTS = tuple(STARTUP_VARIANTS)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,19 +42,25 @@ def run_once(args: argparse.Namespace) -> dict:
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     cfg = make_vllm_config(args)
     v = get_startup_variant(args.variant)
+    cfg.model_config.mm_switches = v.mm_switches
     reg.reset_stats()
-    calls_s, passes, budgets = [], [], []
+    calls_s, passes, budgets, faults, parts = [], [], [], [], []
     for _ in range(args.calls):
+        ru0, st0 = resource.getrusage(resource.RUSAGE_SELF), reg.stats.as_dict()
         p0, t0 = reg.stats.hf_mm_passes, time.perf_counter()
         budgets.append(compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg,
                                               disable_cache=not v.cache_during_profiling,
                                               use_formula=v.max_tokens_by_formula))
         calls_s.append(time.perf_counter() - t0)
         passes.append(reg.stats.hf_mm_passes - p0)
+        ru, st = resource.getrusage(resource.RUSAGE_SELF), reg.stats.as_dict()
+        faults.append({"minflt": ru.ru_minflt - ru0.ru_minflt, "majflt": ru.ru_majflt - ru0.ru_majflt})
+        parts.append({k: st[k] - st0[k] for k in ("dummy_s", "hash_s", "hf_processor_s")})
     return {"variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,
             "max_model_len": cfg.model_config.max_model_len,
             "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
             "calls_s": calls_s, "passes": passes, "budgets": budgets,
+            "page_faults": faults, "parts_s": parts, "peak_rss_bytes": ru.ru_maxrss * 1024,
             "cache_hits": reg.stats.cache_hits, "cache_misses": reg.stats.cache_misses,
             "hf_processor_calls": reg.stats.hf_processor_calls}
 

@@ -24,7 +24,7 @@ from typing import Any, Literal, Optional
 from refimpl.config.cache import CacheConfig
 from refimpl.config.scheduler import SchedulerConfig
 from refimpl.errors import ConfigError, UnknownModelError
-from refimpl.variants import EncoderLenSite, EncoderLenSource, get_encoder_len_variant
+from refimpl.variants import EncoderLenSite, EncoderLenSource, MultiModalSwitches, get_encoder_len_variant
 
 SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-large-v3")
 SCALES = ("auto", "full", "small")
@@ -114,6 +114,7 @@ class ModelConfig:
     load_format: Literal["dummy", "hf"] = "dummy"
     model_path: Optional[str] = None
     seed: int = 0
+    mm_switches: MultiModalSwitches = field(default_factory=MultiModalSwitches)
 
     def __post_init__(self):
         check_model(self.model)

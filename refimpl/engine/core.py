@@ -15,8 +15,10 @@ Start-up phases (the multimodal passes of background.md's table in brackets):
   scheduler_init  Scheduler.__init__: compute_encoder_budget again           [#5]
   reset_mm_cache  empty every multimodal cache (variants cache-reset, formula)
 
-Variants: ``refimpl.variants.STARTUP_VARIANTS`` (``no-cache`` before #17935, ``cache-reset``
-#17935, ``formula`` #19756), each a record of named switches.
+Variants: ``refimpl.variants.STARTUP_VARIANTS``, each a record of named switches, in ladder
+order: ``no-cache`` (vLLM 0.8.5), ``cache-reset`` (0.9.0, #17935: int64 dummy video, 0.9.0's
+copying hasher), ``hash-nocopy`` (0.9.2, #19484), ``hash-stream`` (0.11.0, #24925),
+``uint8-video`` (0.11.1), ``formula`` (#19756), ``shape-only`` (ours: zero HF-processor passes).
 
 Left out: the separate front-end process (P0) and its cache mirror, multi-process executors
 and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path.
@@ -86,6 +88,8 @@ class EngineCore:
         self.variant = variant
         self.switches: StartupVariant = get_startup_variant(variant)
         self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
+        # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
+        vllm_config.model_config.mm_switches = self.switches.mm_switches
         self.report = StartupReport(variant)
         check_encoder_len(vllm_config)
         try:

@@ -8,8 +8,13 @@ item's processed tensors; an LRU bounded in bytes.
 
 Left out: vLLM's ``LRUCache`` base (cachetools), the per-item metadata wrappers
 (``ProcessingCacheItem``) and the P0/P1 mirror caches of the V1 engine (owned elsewhere in
-refimpl). Unlike vLLM before PR #43941's fix, eviction cannot loop: an item larger than the
-whole capacity is simply not stored.
+refimpl). An item larger than the whole capacity: vLLM 0.9.0 raised cachetools'
+``ValueError("value too large")`` (start-up aborts when the profiling dummy is that item,
+vLLM issue #52835); PR #53016 serves it uncached instead. ``put(..., oversize=)`` picks one.
+
+Byte path: chunks go to blake3 as they are, arrays and tensors as views of their own buffers
+(no copy; vLLM PR #24925, 0.11.0). vLLM 0.9.0's and 0.9.2's copying paths are in
+refimpl/multimodal/hasher.py.
 
 Thread safety (ours): vLLM's cache is used from one front-end thread only. Here every
 method holds one ``threading.RLock``, so an async front end or a thread pool may share the
@@ -45,11 +50,12 @@ class MultiModalHasher:
         elif isinstance(obj, torch.Tensor):
             t = obj.detach().cpu().contiguous()
             yield f"{t.dtype}|{tuple(t.shape)}|".encode()
-            yield t.view(torch.uint8).numpy().tobytes() if t.numel() else b""
+            # The tensor's own buffer, no copy (vLLM PR #24925's byte path).
+            yield t.reshape(-1).view(torch.uint8).numpy().data if t.numel() else b""
         elif isinstance(obj, np.ndarray):
             a = np.ascontiguousarray(obj)
             yield f"{a.dtype.str}|{a.shape}|".encode()
-            yield a.tobytes()
+            yield a.reshape(-1).view(np.uint8).data  # the array's own buffer, no copy (#24925)
         elif isinstance(obj, (bytes, bytearray)):
             yield bytes(obj)
         elif isinstance(obj, dict):
@@ -117,12 +123,21 @@ class ProcessingCache:
             self.hits += 1
             return entry[0]
 
-    def put(self, key: str, value: Item) -> bool:
-        """Store ``value``; returns False (nothing evicted) if it alone exceeds the capacity."""
+    def put(self, key: str, value: Item, oversize: str = "skip") -> bool:
+        """Store ``value``; True if stored. An item alone larger than the capacity is not
+        stored and nothing is evicted: ``oversize="skip"`` returns False (vLLM PR #53016),
+        ``"raise"`` raises CacheItemTooLargeError, a ValueError("value too large ...") as
+        vLLM 0.9.0's cachetools cache did (issue #52835)."""
         size = item_nbytes(value)
         with self._lock:
             if size > self.capacity_bytes:
                 self.rejected += 1
+                if oversize == "raise":
+                    from refimpl.errors import CacheItemTooLargeError
+                    raise CacheItemTooLargeError(
+                        "mm_processor_cache_gb", self.capacity_bytes,
+                        f"value too large: one processed item of {size} bytes exceeds the "
+                        "processing cache (vLLM 0.9.0 behaviour)")
                 return False
             old = self._data.pop(key, None)
             if old is not None:

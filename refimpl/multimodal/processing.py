@@ -20,6 +20,7 @@ import torch
 
 from refimpl.errors import InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
+from refimpl.multimodal.hasher import hash_kwargs_by
 from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data
 from refimpl.multimodal.prompt_updates import (
     Updates,
@@ -52,6 +53,12 @@ class BaseProcessingInfo:
     def hf_config(self) -> dict[str, Any]:
         from refimpl.config import get_config_dict
         return get_config_dict(self.model_id)  # processing always uses the real model's sizes
+
+    @property
+    def switches(self):
+        """The model config's MultiModalSwitches (vLLM-version mechanics; defaults if absent)."""
+        from refimpl.config import MultiModalSwitches
+        return getattr(self.model_config, "mm_switches", None) or MultiModalSwitches()
 
     def get_hf_processor(self):
         raise NotImplementedError
@@ -162,9 +169,19 @@ class BaseMultiModalProcessor:
         return prompt_ids, self._apply_hf_processor_mm_only(items, kw), False
 
     def _hash(self, modality: str, item: Any, kw: dict) -> str:
+        t0 = time.perf_counter()
+        try:
+            return self._hash_item(modality, item, kw)
+        finally:
+            self.stats.hash_s += time.perf_counter() - t0
+
+    def _hash_item(self, modality: str, item: Any, kw: dict) -> str:
         # Model-level mm_processor_kwargs change the output too, so they are keyed with the
         # call's kwargs (vLLM merges them before calling the HF processor).
         kw = self.info.mm_processor_kwargs | kw
+        path = self.info.switches.hash_byte_path
+        if path != "stream":  # vLLM 0.9.x: model_id, {modality: item}, kwargs, with copies
+            return hash_kwargs_by(path, model_id=self.info.model_id, **{modality: item}, **kw)
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
     def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool):
@@ -190,7 +207,7 @@ class BaseMultiModalProcessor:
             for h, v in zip(hashes[m], vs):
                 if v is None:
                     v = next(it)
-                    self.cache.put(h, v)
+                    self.cache.put(h, v, oversize=self.info.switches.oversize_item)
                 merged[m].append(v)
         return ids, merged, hashes, applied
 

@@ -10,6 +10,7 @@ and the warnings vLLM logs when the dummy prompt exceeds ``seq_len``.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -48,6 +49,13 @@ class BaseDummyInputsBuilder:
         """``{modality: [largest item] * count}`` for a ``seq_len``-token context."""
         raise NotImplementedError
 
+    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> MultiModalInputs:
+        """What processing the dummy inputs would return, built from the processor's size
+        functions without any HF-processor pass (the ``shape-only`` start-up; ours, beyond
+        vLLM). Shapes, dtypes, token ids and placeholders equal the processed ones; tensor
+        values are zeros, not the processed pixels."""
+        raise NotImplementedError
+
     def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> ProcessorInputs:
         return ProcessorInputs(prompt=self.get_dummy_text(mm_counts),
                                mm_data=self.get_dummy_mm_data(seq_len, mm_counts))
@@ -63,8 +71,10 @@ class BaseDummyInputsBuilder:
     @staticmethod
     def _get_dummy_videos(width: int, height: int, num_frames: int, num_videos: int,
                           dtype=np.uint8) -> list[np.ndarray]:
-        """White (T, H, W, 3) videos. vLLM 0.9 used ``np.full(..., 255)`` whose dtype is int64
-        (8x the bytes: ~3.7 GB for 12 frames of 3584x3584); pass ``dtype=np.int64`` for that."""
+        """White (T, H, W, 3) videos of ``dtype``. vLLM <= 0.11.0 used ``np.full(..., 255)``,
+        whose dtype is int64 (8x the bytes: ~3.7 GB for 12 frames of 3584x3584); 0.11.1 added
+        ``dtype=np.uint8``. (vLLM's array is (T, W, H, 3), H and W swapped until PR #56385;
+        the same for the square dummy sizes of Qwen2.5-VL's defaults.)"""
         if num_videos == 0:
             return []
         return [np.full((num_frames, height, width, 3), 255, dtype=dtype)] * num_videos
@@ -94,7 +104,13 @@ class MultiModalProfiler:
     def _get_dummy_mm_inputs(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
         if mm_counts is None:
             mm_counts = self.get_mm_limits()
+        stats, t0 = self.processor.stats, time.perf_counter()
+        if self.processor.info.switches.shape_only:  # ours: no HF-processor pass at all
+            out = self.dummy_inputs.get_dummy_processed_inputs(seq_len, mm_counts)
+            stats.dummy_s += time.perf_counter() - t0
+            return out
         inp = self.dummy_inputs.get_dummy_processor_inputs(seq_len, mm_counts)
+        stats.dummy_s += time.perf_counter() - t0
         return self.processor.apply(inp.prompt, inp.mm_data, inp.hf_processor_mm_kwargs)
 
     def get_mm_max_tokens(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> dict[str, int]:

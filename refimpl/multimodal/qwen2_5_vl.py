@@ -21,7 +21,9 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
+import torch
 
+from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
 from refimpl.multimodal.processing import BaseMultiModalProcessor, BaseProcessingInfo
 from refimpl.multimodal.profiling import BaseDummyInputsBuilder
 
@@ -113,7 +115,7 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
 
 
 class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
-    video_dtype = np.uint8  # vLLM 0.9: int64 (np.full default); set np.int64 to reproduce
+    video_dtype = None  # None: from the config's mm_switches.dummy_video_dtype (vLLM 0.9: int64)
 
     def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
         hf = self.info.get_hf_processor()
@@ -121,12 +123,49 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
 
     def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
         """White 3584x3584 RGB PIL images and white (T, 3584, 3584, 3) videos, T from
-        get_num_frames_with_most_features (video arrays are ``video_dtype``)."""
+        get_num_frames_with_most_features. Video arrays are ``mm_switches.dummy_video_dtype``:
+        int64 reproduces vLLM <= 0.11.0's ``np.full(shape, 255)`` (3.7 GB for 12 frames of
+        3584x3584), uint8 vLLM 0.11.1 and later (462 MB)."""
         w, h = self.info.get_image_size_with_most_features()
         n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
         frames = self.info.get_num_frames_with_most_features(seq_len, mm_counts) if n_vid else 0
         return {"image": self._get_dummy_images(w, h, n_img),
-                "video": self._get_dummy_videos(w, h, frames, n_vid, dtype=self.video_dtype)}
+                "video": self._get_dummy_videos(w, h, frames, n_vid, dtype=self.video_dtype or
+                                                np.dtype(self.info.switches.dummy_video_dtype))}
+
+
+    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> MultiModalInputs:
+        """The processed dummy data without processing (shape-only start-up): per image
+        ``pixel_values`` (grid_h * grid_w, 3 * tps * patch^2) float32 and ``image_grid_thw``
+        (3,) int64 = [1, grid_h, grid_w]; per video ``pixel_values_videos`` (grid_t * grid_h *
+        grid_w, 1176) float32, ``video_grid_thw`` and ``second_per_grid_ts`` () float32 =
+        tps / fps (transformers' VideoMetadata default fps); grids from smart_resize of the
+        largest image size, grid_t = frames padded to tps, / tps. The prompt is the expanded
+        placeholder tokens (the profiler pads it). Values are zeros."""
+        from transformers.video_utils import VideoMetadata
+        info, hf = self.info, self.info.get_hf_processor()
+        patch, merge, tps = info._vision()
+        w, h = info.get_image_size_with_most_features()
+        n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
+        frames = info.get_num_frames_with_most_features(seq_len, mm_counts) if n_vid else 0
+        row = 3 * tps * patch * patch
+        ids: list[int] = []
+        mm_kwargs: dict[str, list[dict[str, torch.Tensor]]] = {}
+        placeholders: dict[str, list[PlaceholderRange]] = {}
+        for m, n, tok in (("image", n_img, hf.image_token_id), ("video", n_vid, hf.video_token_id)):
+            for _ in range(n):
+                (rw, rh), tokens = info.get_vision_info(w, h, frames if m == "video" else 1)
+                grid_t = max((frames + frames % tps) // tps, 1) if m == "video" else 1
+                grid = torch.tensor([grid_t, rh // patch, rw // patch], dtype=torch.int64)
+                feats = torch.zeros(int(grid.prod()), row, dtype=torch.float32)
+                item = ({"pixel_values": feats, "image_grid_thw": grid} if m == "image" else
+                        {"pixel_values_videos": feats, "video_grid_thw": grid, "second_per_grid_ts":
+                         torch.tensor(tps / VideoMetadata(total_num_frames=frames).sampled_fps)})
+                mm_kwargs.setdefault(m, []).append(item)
+                placeholders.setdefault(m, []).append(PlaceholderRange(len(ids), tokens))
+                ids.extend([tok] * tokens)
+        return MultiModalInputs(prompt_token_ids=ids, mm_kwargs=mm_kwargs, mm_hashes={},
+                                mm_placeholders=placeholders)
 
 
 class Qwen2_5_VLMultiModalProcessor(BaseMultiModalProcessor):

@@ -30,12 +30,15 @@ class ProcessingStats:
 
     hf_processor_calls: every call into an HF processor (text-only ones included);
     hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in them;
+    dummy_s: seconds building dummy data (profiler); hash_s: seconds hashing items;
     cache_hits / cache_misses: per-item lookups; cache_bytes: bytes the ProcessingCache holds
     now; encdec_calls / encdec_s: calls to and seconds in ``get_encdec_max_encoder_len``.
     """
     hf_processor_calls: int = 0
     hf_mm_passes: int = 0
     hf_processor_s: float = 0.0
+    dummy_s: float = 0.0
+    hash_s: float = 0.0
     cache_hits: int = 0
     cache_misses: int = 0
     encdec_calls: int = 0

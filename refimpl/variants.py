@@ -98,25 +98,25 @@ class EncoderLenVariant:
         return getattr(self, site)
 
 
-# vLLM 0.9.0's mechanics: np.full's int64 dummy video, 3 copies per hash, "value too large".
-_V090 = dict(dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise")
-
-# Ladder order: 0.8.5 -> 0.9.0 -> later fixes -> formula -> shape-only. The later-fix rows
-# change one mechanic each (read from the released wheels' hasher.py and profiling.py).
+# Ladder order: 0.8.5 -> 0.9.0 -> later fixes -> formula -> shape-only. 0.8.5 and 0.9.0 share
+# 0.9.0's mechanics (np.full's int64 dummy video, 3 copies per hash, "value too large"); each
+# later-fix row changes one mechanic (read from the released wheels' hasher.py / profiling.py).
 STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
     StartupVariant("no-cache", "vLLM 0.8.5 (before PR #17935)",
-                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False, **_V090),
+                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False,
+                   dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise"),
     StartupVariant("cache-reset", "vLLM 0.9.0 (PR #17935)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True, **_V090),
+                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
+                   dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise"),
     StartupVariant("hash-nocopy", "vLLM 0.9.2 (PR #19484: the hasher no longer copies arrays with tobytes)",
                    cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   **(_V090 | {"hash_byte_path": "v0.9.2"})),
+                   dummy_video_dtype="int64", hash_byte_path="v0.9.2", oversize_item="raise"),
     StartupVariant("hash-stream", "vLLM 0.11.0 (PR #24925: the hasher streams buffers, no copy)",
                    cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   **(_V090 | {"hash_byte_path": "stream"})),
+                   dummy_video_dtype="int64", hash_byte_path="stream", oversize_item="raise"),
     StartupVariant("uint8-video", "vLLM 0.11.1 (uint8 dummy video)",
                    cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   **(_V090 | {"hash_byte_path": "stream", "dummy_video_dtype": "uint8"})),
+                   dummy_video_dtype="uint8", hash_byte_path="stream", oversize_item="raise"),
     StartupVariant("formula", "PR #19756 (max tokens per item by formula), on the later fixes",
                    cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True),
     StartupVariant("shape-only", "ours: profile-run inputs built at their processed shape, no HF pass",

@@ -20,7 +20,8 @@ import time
 
 from refimpl.bench.common import set_single_thread, write_json
 from refimpl.bench.orchestrate import drive, parse_variants
-from refimpl.bench.startup import build_parser as startup_parser, make_vllm_config, worker_argv
+from refimpl.bench.startup import build_parser as startup_parser
+from refimpl.bench.startup import make_vllm_config, worker_argv
 from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 

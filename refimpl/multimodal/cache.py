@@ -41,7 +41,7 @@ class MultiModalHasher:
     """Deterministic content hashes (hex strings, 64 chars) of kwargs made of items and scalars."""
 
     @classmethod
-    def iter_item_bytes(cls, key: str, obj: Any) -> Iterator[bytes]:
+    def iter_item_bytes(cls, key: str, obj: Any) -> Iterator[bytes | memoryview]:
         """Bytes that identify ``obj`` under ``key``: type tag, then shape/dtype/mode, then data."""
         yield f"<{key}:{type(obj).__name__}>".encode()
         if isinstance(obj, Image.Image):

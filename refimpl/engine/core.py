@@ -25,26 +25,14 @@ and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path
 """
 from __future__ import annotations
 
-import resource
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-import psutil
-
 from refimpl.config import VllmConfig
-from refimpl.errors import EngineStateError, EncoderLengthMismatchError
+from refimpl.errors import EncoderLengthMismatchError, EngineStateError
+from refimpl.memory import peak_rss_bytes, rss_bytes
 from refimpl.variants import StartupVariant, get_startup_variant
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (bytes; Linux ru_maxrss is KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def rss_bytes() -> int:
-    """Current resident set size of this process (bytes)."""
-    return psutil.Process().memory_info().rss
 
 
 @dataclass

@@ -21,12 +21,12 @@ parallelism, KV connectors, the encoder cache between steps.
 """
 from __future__ import annotations
 
-import threading
 from typing import Optional
 
 import torch
 
 from refimpl.errors import ConfigError, EngineStateError
+from refimpl.memory import RssPeakSampler
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
@@ -35,30 +35,6 @@ _ENCODER_KEYS = {  # modality -> (features key, grid key or None)
     "video": ("pixel_values_videos", "video_grid_thw"),
     "audio": ("input_features", None),
 }
-
-
-class _RssPeak:
-    """Samples this process's RSS every ``interval`` seconds in a thread; ``peak`` in bytes."""
-
-    def __init__(self, interval: float = 0.005):
-        import psutil
-        self._proc, self._interval = psutil.Process(), interval
-        self.peak = self.start = self._proc.memory_info().rss
-        self._stop = threading.Event()
-
-    def _loop(self):
-        while not self._stop.wait(self._interval):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
 def _item_tensors(dummy, modality: str) -> dict[str, torch.Tensor]:
@@ -188,7 +164,7 @@ class GPUModelRunner:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             base = torch.cuda.memory_allocated(self.device)
-        with _RssPeak() as rss:
+        with RssPeakSampler() as rss:
             enc = self._profile_encoder(disable_cache, use_formula)
             del enc
             self._dummy_run(self.scheduler_config.max_num_batched_tokens)

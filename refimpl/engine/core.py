@@ -5,7 +5,7 @@ Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.__init__``, ``_initialize_kv_ca
 ``vllm/v1/core/sched/scheduler.py`` as of vLLM 0.9.0, where PR #17935 kept the processing
 cache on during profiling and cleared it at the end of start-up.
 
-Start-up phases (the multimodal passes of background.md's table in brackets):
+Start-up phases (in brackets the multimodal passes of the pass table in docs/background.md):
   runner_init     GPUModelRunner.__init__: compute_encoder_budget            [#1]
   load_model      random-weight model from the shipped config
   profile_run     max-token lookup [#2]; decoder dummy data through the encoder [#3];

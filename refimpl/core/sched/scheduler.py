@@ -2,21 +2,16 @@
 
 Mirrors ``vllm/v1/core/sched/scheduler.py`` (v0.10.2): RUNNING requests first (decode and
 prefill chunks), preempting the last running request by recompute when KV blocks run out;
-then WAITING requests in FCFS order unless something was preempted this step. For an
-encoder-decoder request the admission asks ``vllm_config.get_encoder_len("scheduler")`` for
-the cross-attention length on EVERY admission attempt, failed ones included -- under the
-'registry' and 'runner-config' variants that is the slow, uncached
-``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` of vLLM 0.10.2; under 'scheduler-config'
-it is ``scheduler_config.max_num_encoder_input_tokens`` (PR #24989). The encoder compute
-budget (1500 tokens for Whisper: one audio per step) is charged per step.
+then WAITING requests in FCFS order unless something was preempted this step. Admitting an
+encoder-decoder request reads ``vllm_config.get_encoder_len("scheduler")`` on EVERY attempt,
+failed ones included (a registry call or a config read, per refimpl/variants.py). The encoder
+compute budget (Whisper: 1500 tokens, one audio per step) is charged per step.
 
-Differences: a preempted request comes back as a NEW request (prompt + outputs so far,
-see sched/output.py); encoder-decoder requests are never chunked (whole decoder prompt in
-one step, as vLLM 0.10.2 disables chunked prefill for them), decoder-only requests are.
-The encoder cache is token accounting only (``EncoderCacheManager``; entries freed once
-their tokens are computed).
-Left out: priorities, LoRA, structured output, spec decode, KV connectors, stats/events,
-async scheduling, prefix caching. ``update_from_output`` returns only finished requests.
+Differences: a preempted request comes back as a NEW request (see sched/output.py);
+encoder-decoder requests are never chunked (as vLLM 0.10.2), decoder-only ones are; the
+encoder cache is token accounting only (``EncoderCacheManager``). Left out: priorities,
+LoRA, structured output, spec decode, KV connectors, stats/events, async scheduling, prefix
+caching. ``update_from_output`` returns only finished requests.
 """
 from __future__ import annotations
 
@@ -27,12 +22,10 @@ from refimpl.config import VllmConfig
 from refimpl.core.encoder_cache_manager import EncoderCacheManager, compute_encoder_budget
 from refimpl.core.kv_cache_manager import KVCacheBlocks, KVCacheManager, cdiv
 from refimpl.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
-from refimpl.core.sched.utils import check_stop
-from refimpl.errors import (ConfigError, EncoderLengthMismatchError, InvalidInputError,
-                            SamplingParamsError)
+from refimpl.core.sched.utils import check_request_limits, check_stop
+from refimpl.errors import ConfigError, EncoderLengthMismatchError, InvalidInputError, SamplingParamsError
 from refimpl.outputs import ModelRunnerOutput, RequestOutput
 from refimpl.request import Request, RequestStatus
-from refimpl.sampling_params import check_max_tokens
 
 
 class Scheduler:
@@ -82,17 +75,8 @@ class Scheduler:
         whole KV cache could ever hold for this one request)."""
         if request.request_id in self.requests:
             raise InvalidInputError("request_id", "unique", f"{request.request_id!r} is in flight")
-        if request.num_prompt_tokens >= self.max_model_len:
-            raise InvalidInputError("prompt_token_ids", self.max_model_len - 1,
-                                    f"prompt of {request.num_prompt_tokens} tokens leaves no room")
-        check_max_tokens(request.sampling_params, request.num_prompt_tokens, self.max_model_len)
-        if self.is_encoder_decoder and request.num_encoder_inputs > 1:
-            raise InvalidInputError("mm_inputs", 1, "an encoder-decoder request takes one audio")
-        limit = min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size)
-        for i in range(request.num_encoder_inputs):
-            if request.get_num_encoder_tokens(i) > limit:
-                raise InvalidInputError("mm_inputs", limit, f"item {i} needs "
-                                        f"{request.get_num_encoder_tokens(i)} encoder tokens")
+        check_request_limits(request, self.max_model_len, self.is_encoder_decoder,
+                             min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size))
         # A request that cannot fit even alone would preempt itself forever (livelock).
         bs = self.kv_cache_manager.block_size
         usable = self.kv_cache_manager.block_pool.num_gpu_blocks - 1 - (
@@ -279,16 +263,10 @@ class Scheduler:
 
         total = sum(num_scheduled.values())
         assert total <= self.max_num_scheduled_tokens and len(self.running) <= self.max_num_running_reqs
-        cached = CachedRequestData.make_empty()
-        for r in running_reqs:
-            blocks = new_blocks_of[r.request_id]
-            cached.req_ids.append(r.request_id)
-            cached.new_block_ids.append(None if blocks.is_empty() else blocks.get_block_ids())
-            cached.num_computed_tokens.append(r.num_computed_tokens)
         out = SchedulerOutput(
             scheduled_new_reqs=[NewRequestData.from_request(
                 r, self.kv_cache_manager.get_block_ids(r.request_id)) for r in new_reqs],
-            scheduled_cached_reqs=cached,
+            scheduled_cached_reqs=self._make_cached_request_data(running_reqs, new_blocks_of),
             num_scheduled_tokens=num_scheduled,
             total_num_scheduled_tokens=total,
             scheduled_encoder_inputs=encoder_inputs,
@@ -299,6 +277,17 @@ class Scheduler:
             self.requests[rid].num_computed_tokens += n
         self.finished_req_ids = set()
         return out
+
+    @staticmethod
+    def _make_cached_request_data(running_reqs: list[Request],
+                                  new_blocks_of: dict[str, KVCacheBlocks]) -> CachedRequestData:
+        cached = CachedRequestData.make_empty()
+        for r in running_reqs:
+            blocks = new_blocks_of[r.request_id]
+            cached.req_ids.append(r.request_id)
+            cached.new_block_ids.append(None if blocks.is_empty() else blocks.get_block_ids())
+            cached.num_computed_tokens.append(r.num_computed_tokens)
+        return cached
 
     # ------------------------------------------------------------------ results
     def update_from_output(self, scheduler_output: SchedulerOutput,

@@ -1,11 +1,34 @@
-"""Stop check of the V1 scheduler.
+"""Stop check and admission limits of the V1 scheduler.
 
-Mirrors ``check_stop`` of ``vllm/v1/core/sched/utils.py`` (v0.10.2). Left out: pooling
-requests, ``stop_reason``.
+Mirrors ``check_stop`` of ``vllm/v1/core/sched/utils.py`` (v0.10.2). ``check_request_limits``
+holds the checks vLLM makes before the scheduler sees a request (``vllm/v1/engine/processor.py``
+``_validate_model_inputs``, ``SamplingParams`` verification); refimpl makes them in
+``Scheduler.add_request``. Left out: pooling requests, ``stop_reason``.
 """
 from __future__ import annotations
 
+from refimpl.errors import InvalidInputError
 from refimpl.request import Request, RequestStatus
+from refimpl.sampling_params import check_max_tokens
+
+
+def check_request_limits(request: Request, max_model_len: int, is_encoder_decoder: bool,
+                         encoder_limit: int) -> None:
+    """Refuse a request the model can never serve. Raises InvalidInputError (prompt of
+    ``max_model_len`` tokens or more; more than one audio for an encoder-decoder model; an
+    encoder input above ``encoder_limit`` tokens, the smaller of the encoder compute budget
+    and cache size) or SamplingParamsError (``max_tokens`` beyond ``max_model_len`` - prompt
+    length: 448 - decoder prompt for Whisper)."""
+    if request.num_prompt_tokens >= max_model_len:
+        raise InvalidInputError("prompt_token_ids", max_model_len - 1,
+                                f"prompt of {request.num_prompt_tokens} tokens leaves no room")
+    check_max_tokens(request.sampling_params, request.num_prompt_tokens, max_model_len)
+    if is_encoder_decoder and request.num_encoder_inputs > 1:
+        raise InvalidInputError("mm_inputs", 1, "an encoder-decoder request takes one audio")
+    for i in range(request.num_encoder_inputs):
+        if request.get_num_encoder_tokens(i) > encoder_limit:
+            raise InvalidInputError("mm_inputs", encoder_limit, f"item {i} needs "
+                                    f"{request.get_num_encoder_tokens(i)} encoder tokens")
 
 
 def check_stop(request: Request, max_model_len: int) -> bool:

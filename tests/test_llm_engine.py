@@ -57,7 +57,8 @@ def results(engines, audios):
 
 
 def test_engine_equals_transformers_generate(engines, results, audios):
-    from refimpl.worker.hf_reference import hf_greedy_generate, whisper_decoder_prompt
+    from refimpl.tokenizer import whisper_decoder_prompt
+    from refimpl.worker.hf_reference import hf_greedy_generate
     e = engines["scheduler-config"]
     proc = REG.create_processor(e.vllm_config.model_config, disable_cache=True)
     feats = torch.stack([proc.apply("", {"audio": [(a, 16000)]}).mm_kwargs["audio"][0]["input_features"]

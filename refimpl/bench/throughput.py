@@ -95,9 +95,11 @@ def run_engine(args: argparse.Namespace) -> dict:
 def run_hf(args: argparse.Namespace) -> dict:
     """The same requests through transformers' generate() in static batches of max_num_seqs."""
     import torch
+
     from refimpl.config import ModelConfig
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    from refimpl.worker.hf_reference import hf_greedy_generate, whisper_decoder_prompt
+    from refimpl.tokenizer import whisper_decoder_prompt
+    from refimpl.worker.hf_reference import hf_greedy_generate
     from refimpl.worker.model_loader import get_model
     mc = ModelConfig(args.model, device=args.device, scale=args.scale, seed=args.seed)
     model = get_model(mc)

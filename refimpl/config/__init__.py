@@ -112,7 +112,7 @@ class ModelConfig:
     Raises ConfigError / UnknownModelError naming the field.
     """
     model: str
-    max_model_len: Optional[int] = None
+    max_model_len: int = None  # type: ignore[assignment]  # None: derived in __post_init__
     scale: str = "auto"
     device: str = "auto"
     dtype: str = "auto"

@@ -6,7 +6,6 @@ switches, policy, delay factor, async scheduling, the long-prefill threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from refimpl.errors import ConfigError
 
@@ -22,8 +21,9 @@ class SchedulerConfig:
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
     max_model_len: int = 8192
-    max_num_encoder_input_tokens: Optional[int] = None
-    encoder_cache_size: Optional[int] = None
+    # None: max_num_batched_tokens, set in __post_init__ (vLLM: field(init=False))
+    max_num_encoder_input_tokens: int = None  # type: ignore[assignment]
+    encoder_cache_size: int = None  # type: ignore[assignment]
     is_encoder_decoder: bool = False
 
     def __post_init__(self):

@@ -103,19 +103,20 @@ class KVCacheManager:
             raise InvalidInputError("num_new_tokens", "> 0", f"got {num_new_tokens}")
         if num_encoder_tokens < 0:
             raise InvalidInputError("num_encoder_tokens", ">= 0", f"got {num_encoder_tokens}")
-        if num_encoder_tokens and self.cross_attn is None:
+        cross = self.cross_attn
+        if num_encoder_tokens and cross is None:
             raise InvalidInputError("num_encoder_tokens", 0,
                                     "decoder-only models have no cross-attention blocks")
         rid = request.request_id
         num_tokens = request.num_computed_tokens + num_new_tokens
         need_self = self.self_attn.get_num_blocks_to_allocate(rid, num_tokens)
-        need_cross = (self.cross_attn.get_num_blocks_to_allocate(rid, num_encoder_tokens)
-                      if num_encoder_tokens else 0)
+        need_cross = (cross.get_num_blocks_to_allocate(rid, num_encoder_tokens)
+                      if cross is not None and num_encoder_tokens else 0)
         if need_self + need_cross > self.block_pool.get_num_free_blocks():
             return None
         new_self = self.self_attn.allocate_new_blocks(rid, num_tokens)
-        new_cross = (self.cross_attn.allocate_new_blocks(rid, num_encoder_tokens)
-                     if need_cross else [])
+        new_cross = (cross.allocate_new_blocks(rid, num_encoder_tokens)
+                     if cross is not None and need_cross else [])
         return KVCacheBlocks((new_self, new_cross))
 
     def free(self, request: Request | str) -> None:

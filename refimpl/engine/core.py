@@ -124,7 +124,7 @@ class EngineCore:
                                        encoder_cache_size=enc_cache, mm_registry=reg)
         rep.encoder_compute_budget, rep.encoder_cache_size = enc_budget, enc_cache
         rep.num_gpu_blocks = num_blocks
-        rep.max_tokens_per_item = dict(getattr(self.model_runner, "max_tokens_per_item", {}) or {})
+        rep.max_tokens_per_item = dict(self.model_runner.max_tokens_per_item)
         stats = reg.stats
         rep.hf_processor_calls, rep.hf_mm_passes = stats.hf_processor_calls, stats.hf_mm_passes
         rep.cache_hits, rep.cache_misses = stats.cache_hits, stats.cache_misses
@@ -143,10 +143,9 @@ class EngineCore:
         Refused with EngineStateError while requests are in flight: vLLM only warns there, but
         a reset then desynchronises the front-end and engine caches (vLLM #16875 / #17284).
         """
-        sched = getattr(self, "scheduler", None)
-        if sched is not None and sched.has_unfinished_requests():
+        if self.scheduler.has_unfinished_requests():
             raise EngineStateError("reset_mm_cache", "no unfinished requests",
-                                   f"{sched.get_num_unfinished_requests()} requests in flight")
+                                   f"{self.scheduler.get_num_unfinished_requests()} requests in flight")
         self.mm_registry.reset_processor_cache()
 
     # serving

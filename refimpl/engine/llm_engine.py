@@ -22,7 +22,6 @@ from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
 from refimpl.sampling_params import SamplingParams
 
 
-
 class LLMEngine:
     """Serving engine over one EngineCore.
 

@@ -65,11 +65,11 @@ class ProcessingStats:
 def _factories(model: str):
     """(ProcessingInfo, DummyInputsBuilder, MultiModalProcessor) classes of ``model`` or None."""
     if model.startswith("qwen2.5-vl"):
-        from refimpl.multimodal import qwen2_5_vl as m
-        return m.Qwen2_5_VLProcessingInfo, m.Qwen2_5_VLDummyInputsBuilder, m.Qwen2_5_VLMultiModalProcessor
+        from refimpl.multimodal import qwen2_5_vl as q
+        return q.Qwen2_5_VLProcessingInfo, q.Qwen2_5_VLDummyInputsBuilder, q.Qwen2_5_VLMultiModalProcessor
     if model.startswith("whisper"):
-        from refimpl.multimodal import whisper as m
-        return m.WhisperProcessingInfo, m.WhisperDummyInputsBuilder, m.WhisperMultiModalProcessor
+        from refimpl.multimodal import whisper as w
+        return w.WhisperProcessingInfo, w.WhisperDummyInputsBuilder, w.WhisperMultiModalProcessor
     return None
 
 
@@ -176,7 +176,7 @@ class MultiModalRegistry:
         """
         t0 = time.perf_counter()
         try:
-            if not getattr(model_config, "is_encoder_decoder", False):
+            if not model_config.is_encoder_decoder:
                 return 0
             max_tokens = self.get_max_tokens_per_item_by_nonzero_modality(model_config, disable_cache=True)
             if not max_tokens:

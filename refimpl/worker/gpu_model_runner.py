@@ -21,7 +21,7 @@ parallelism, KV connectors, the encoder cache between steps.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 
@@ -30,30 +30,20 @@ from refimpl.memory import RssPeakSampler
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
-_ENCODER_KEYS = {  # modality -> (features key, grid key or None)
+_VISION_KEYS = {  # modality -> (features key, grid key)
     "image": ("pixel_values", "image_grid_thw"),
     "video": ("pixel_values_videos", "video_grid_thw"),
-    "audio": ("input_features", None),
 }
 
 
 def _item_tensors(dummy, modality: str) -> dict[str, torch.Tensor]:
-    """One item's processed tensors from what ``get_decoder_dummy_data`` returned (an object
-    with ``mm_kwargs`` / ``multi_modal_data``, or a dict), keyed as the HF processor keys them."""
-    data = dummy
-    for attr in ("mm_kwargs", "multi_modal_data"):
-        if hasattr(data, attr):
-            data = getattr(data, attr)
-            break
-    if isinstance(data, dict) and modality in data:
-        data = data[modality]
-    if isinstance(data, (list, tuple)):
-        data = data[0]
-    feat_key, grid_key = _ENCODER_KEYS[modality]
-    out = {feat_key: data[feat_key]}
-    if grid_key is not None:
-        out[grid_key] = data[grid_key].reshape(-1, 3)[:1]
-    return out
+    """The first ``modality`` item's tensors of a ``DummyDecoderData``, keyed as the HF
+    processor keys them (the grid cut to the first item's row)."""
+    data = dummy.multi_modal_data[modality][0]
+    if modality == "audio":
+        return {"input_features": data["input_features"]}
+    feat_key, grid_key = _VISION_KEYS[modality]
+    return {feat_key: data[feat_key], grid_key: data[grid_key].reshape(-1, 3)[:1]}
 
 
 class GPUModelRunner:
@@ -71,18 +61,16 @@ class GPUModelRunner:
         self.cache_config = vllm_config.cache_config
         self.device = torch.device(vllm_config.device)
         self.dtype = getattr(torch, self.model_config.dtype)
-        self.model: Optional[torch.nn.Module] = None
+        self.model: Any = None  # a transformers model once load_model() ran
         self.encoder_compute_budget: Optional[int] = None
         self.encoder_cache_size: Optional[int] = None
         self.max_tokens_per_item: dict[str, int] = {}
         self.peak_memory_bytes = 0
-        self.profile_memory_increase = 0
         self.profile_modality: Optional[str] = None
         self.profile_mm_items = self.profile_encoder_tokens = 0
         self.kv_caches: list[torch.Tensor] = []
         self.whisper_runner: Optional[WhisperRunner] = None
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
-        self.cudagraph_batch_sizes: list[int] = []
 
     def load_model(self) -> None:
         """Build the model (random weights, or a local HF directory) on the device."""
@@ -99,7 +87,7 @@ class GPUModelRunner:
         feats = {k: v.to(self.device) for k, v in batch.items()}
         if modality == "audio":
             return m.model.encoder(feats["input_features"].to(self.dtype)).last_hidden_state
-        key, grid = _ENCODER_KEYS[modality]
+        key, grid = _VISION_KEYS[modality]
         fn = m.get_image_features if modality == "image" else m.get_video_features
         out = fn(feats[key].to(self.dtype), feats[grid])
         return torch.cat(list(out.pooler_output))
@@ -111,7 +99,7 @@ class GPUModelRunner:
         allowed = {m: t for m, t in self.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
         if not allowed:
             return None
-        modality = max(allowed, key=allowed.get)
+        modality = max(allowed, key=lambda m: allowed[m])
         per_item = allowed[modality]
         if self.encoder_compute_budget is None or self.encoder_cache_size is None:
             from refimpl.core.encoder_cache_manager import compute_encoder_budget
@@ -154,7 +142,7 @@ class GPUModelRunner:
 
         ``disable_cache``: the profiling passes bypass the processing cache (before PR #17935);
         ``use_formula``: max tokens per item by formula (PR #19756). Sets
-        ``peak_memory_bytes`` and ``profile_memory_increase``. Raises EngineStateError before
+        ``peak_memory_bytes``. Raises EngineStateError before
         ``load_model``; whatever the registry raises.
         """
         if self.model is None:
@@ -163,7 +151,6 @@ class GPUModelRunner:
         if cuda:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
-            base = torch.cuda.memory_allocated(self.device)
         with RssPeakSampler() as rss:
             enc = self._profile_encoder(disable_cache, use_formula)
             del enc
@@ -172,10 +159,9 @@ class GPUModelRunner:
                 torch.cuda.synchronize(self.device)
         if cuda:
             self.peak_memory_bytes = torch.cuda.max_memory_allocated(self.device)
-            self.profile_memory_increase = self.peak_memory_bytes - base
             torch.cuda.empty_cache()
         else:
-            self.peak_memory_bytes, self.profile_memory_increase = rss.peak, rss.peak - rss.start
+            self.peak_memory_bytes = rss.peak
         return self.peak_memory_bytes
 
     # ---------------------------------------------------------------- KV cache
@@ -233,7 +219,6 @@ class GPUModelRunner:
     def capture_model(self) -> int:
         """CUDA graphs of the decode step: not implemented (the paged path runs eagerly on every
         device). Returns the number of captured batch sizes, always 0."""
-        self.cudagraph_batch_sizes = []
         return 0
 
     # ---------------------------------------------------------------- serving

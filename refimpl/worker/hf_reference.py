@@ -14,7 +14,6 @@ from __future__ import annotations
 import torch
 from transformers import GenerationConfig, GenerationMixin
 
-from refimpl.tokenizer import whisper_decoder_prompt  # noqa: F401  (re-exported for callers)
 
 
 @torch.inference_mode()

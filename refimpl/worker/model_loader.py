@@ -55,7 +55,7 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
     device = next(model.parameters()).device
     gen = torch.Generator(device=device).manual_seed(seed)
     seen: set[int] = set()
-    for mod_name, module in model.named_modules():
+    for module in model.modules():
         for p_name, p in module.named_parameters(recurse=False):
             if id(p) in seen:
                 continue

@@ -52,15 +52,18 @@ def setup():
     return cfg, runner, feats, ref[:, len(WHISPER_PROMPT):].tolist()
 
 
-def _serve(cfg, runner, feats, num_blocks):
+def _serve(cfg, runner, feats, num_blocks, params=None, only=None):
+    """Serve the requests (all, or the indices in ``only``); ``params(i)`` gives request
+    i's SamplingParams (default greedy, MAX_TOKENS[i], ignore_eos)."""
+    params = params or (lambda i: SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True))
+    which = range(len(MAX_TOKENS)) if only is None else only
     runner.initialize_kv_cache(num_blocks)         # fresh KV cache and runner state
     sched = Scheduler(cfg, num_blocks, encoder_compute_budget=1500, encoder_cache_size=1500)
     done, step = {}, 0
-    while len(done) < len(MAX_TOKENS):
+    while len(done) < len(which):
         for i, arrive in enumerate(ARRIVAL_STEP):
-            if arrive == step:
-                sched.add_request(Request(f"r{i}", list(WHISPER_PROMPT),
-                                          SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True),
+            if arrive == step and i in which:
+                sched.add_request(Request(f"r{i}", list(WHISPER_PROMPT), params(i),
                                           mm_inputs=[{"input_features": feats[i]}]))
         so = sched.schedule()
         for out in sched.update_from_output(so, runner.execute_model(so)):
@@ -86,6 +89,22 @@ def test_preemption_recompute_equals_transformers_generate(setup):
     assert sum(o.num_preemptions for o in done.values()) > 0
     for i, n in enumerate(MAX_TOKENS):
         assert done[f"r{i}"].output_token_ids == ref[i][:n], f"r{i}"
+
+
+def test_seeded_sampling_survives_preemption_and_batch_composition(setup):
+    """Issue 8, kind 1: a seeded request samples the same tokens whether it runs alone, in
+    a batch, or is preempted and recomputed -- its generator continues after preemption."""
+    cfg, runner, feats, _ = setup
+    params = lambda i: SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True,  # noqa: E731
+                                      temperature=1.0, seed=100 + i)
+    free = _serve(cfg, runner, feats, num_blocks=2000, params=params)
+    pressed = _serve(cfg, runner, feats, num_blocks=1 + 3 * 188 + 4, params=params)
+    assert any(o.num_preemptions for o in pressed.values())
+    for i in range(len(MAX_TOKENS)):
+        assert pressed[f"r{i}"].output_token_ids == free[f"r{i}"].output_token_ids, f"r{i}"
+    victim = next(i for i in range(len(MAX_TOKENS)) if pressed[f"r{i}"].num_preemptions)
+    alone = _serve(cfg, runner, feats, num_blocks=2000, params=params, only=[victim])
+    assert alone[f"r{victim}"].output_token_ids == free[f"r{victim}"].output_token_ids
 
 
 def _paged_setup(lens, block_size, h=3, d=8, seed=0):

@@ -74,12 +74,19 @@ class WhisperRunner:
 
     # ---- state -------------------------------------------------------------------------
     def _update_states(self, so) -> None:
-        for rid in set(so.finished_req_ids) | set(getattr(so, "preempted_req_ids", ()) or ()):
+        """Finished requests are dropped. A preempted request keeps its state, as in vLLM
+        (``gpu_model_runner._update_states`` removes it from the persistent batch only), so
+        that when it comes back (here re-sent as a new request, see sched/output.py) its
+        seeded ``torch.Generator`` continues where it stopped instead of restarting from the
+        seed; everything else is rebuilt from the resent data (tokens, features, blocks) and
+        the cross K/V is rewritten, since its blocks were freed."""
+        for rid in so.finished_req_ids:
             self.requests.pop(rid, None)
         for nr in so.scheduled_new_reqs:
             sp = nr.sampling_params
-            gen = None
-            if getattr(sp, "seed", None) is not None:
+            old = self.requests.get(nr.req_id)     # a request resumed after preemption
+            gen = old.generator if old is not None else None
+            if gen is None and getattr(sp, "seed", None) is not None:
                 gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
             feats = nr.mm_inputs[0]["input_features"] if nr.mm_inputs else None
             self.requests[nr.req_id] = CachedRequestState(
@@ -175,16 +182,17 @@ class WhisperRunner:
         for s in enc_states:
             s.cross_kv_written = True
         t2 = self._sync()
-        tokens = self.sampler(logits, [s.sampling_params for s in states],
-                              [s.generator for s in states])
+        # Rows still inside their prompt (a partial prefill) get no token and draw nothing
+        # from their generator (vLLM samples them and rewinds the generator's offset).
+        done = [i for i, st in enumerate(states)
+                if st.num_computed_tokens + so.num_scheduled_tokens[st.req_id] >= len(st.token_ids)]
+        tokens = dict(zip(done, self.sampler(logits[done], [states[i].sampling_params for i in done],
+                                             [states[i].generator for i in done])))
         sampled: list[list[int]] = []
-        for st, tok in zip(states, tokens):
-            end = st.num_computed_tokens + so.num_scheduled_tokens[st.req_id]
-            if end >= len(st.token_ids):
-                st.token_ids.append(tok)
-                sampled.append([tok])
-            else:
-                sampled.append([])
+        for i, st in enumerate(states):
+            if i in tokens:
+                st.token_ids.append(tokens[i])
+            sampled.append([tokens[i]] if i in tokens else [])
         t3 = self._sync()
         for k, dt in (("prepare", t1 - t0), ("model", t2 - t1), ("sample", t3 - t2)):
             self.step_timings[k] = self.step_timings.get(k, 0.0) + dt

@@ -3,8 +3,9 @@
 Mirrors ``vllm/v1/core/sched/output.py`` (v0.10.2), with one deliberate difference from
 vLLM: a request resumed after preemption is re-sent as a NEW request
 (``NewRequestData.prompt_token_ids`` = prompt + outputs so far, recomputed from scratch)
-rather than as a cached request with ``resumed_from_preemption``; ``preempted_req_ids``
-tells the runner to drop its state first. Left out: spec-decode tokens, common-prefix
+rather than as a cached request with ``resumed_from_preemption``. The runner keeps its
+state of a preempted request (as vLLM's does), so the request's seeded generator carries
+on when it is resent; ``preempted_req_ids`` reports the preemptions of the step. Left out: spec-decode tokens, common-prefix
 blocks (cascade attention), grammar bitmask, KV-connector metadata, freed encoder hashes.
 """
 from __future__ import annotations

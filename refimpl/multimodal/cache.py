@@ -45,10 +45,9 @@ class MultiModalHasher:
         """Bytes that identify ``obj`` under ``key``: type tag, then shape/dtype/mode, then data."""
         yield f"<{key}:{type(obj).__name__}>".encode()
         if isinstance(obj, Image.Image):
-            yield f"{obj.mode}|{obj.size}|".encode()
-            yield obj.tobytes()
+            yield from cls.iter_image_bytes(obj)
         elif isinstance(obj, torch.Tensor):
-            t = obj.detach().cpu().contiguous()
+            t = obj.detach().cpu().resolve_conj().resolve_neg().contiguous()
             yield f"{t.dtype}|{tuple(t.shape)}|".encode()
             # The tensor's own buffer, no copy (vLLM PR #24925's byte path).
             yield t.reshape(-1).view(torch.uint8).numpy().data if t.numel() else b""
@@ -57,6 +56,7 @@ class MultiModalHasher:
             yield f"{a.dtype.str}|{a.shape}|".encode()
             yield a.reshape(-1).view(np.uint8).data  # the array's own buffer, no copy (#24925)
         elif isinstance(obj, (bytes, bytearray)):
+            yield f"{len(obj)}|".encode()
             yield bytes(obj)
         elif isinstance(obj, dict):
             for k in sorted(obj):
@@ -69,6 +69,24 @@ class MultiModalHasher:
             yield repr(obj).encode()
         else:
             raise TypeError(f"cannot hash {type(obj).__name__} for key {key!r}")
+
+    @classmethod
+    def iter_image_bytes(cls, img: Image.Image) -> Iterator[bytes]:
+        """Everything of a PIL image that its pixels depend on: mode, size, the palette with
+        its own mode (a "P"/"PA" image's bytes are indices into it; RGBA palettes carry
+        alpha), the transparency key of ``info`` (PIL applies it when converting "P"/"L"/
+        "RGB" to an alpha mode), then the raw data. Nothing is converted (no copy beyond
+        ``tobytes``). EXIF orientation is left out on purpose: transformers' processors do
+        not apply it to PIL inputs (only ``load_image`` from a path/URL does), so two images
+        differing only there give the same pixel_values. Issue 8, kind 2: keys without the
+        palette served one "P" image the other's pixel_values."""
+        yield f"{img.mode}|{img.size}|".encode()
+        if img.palette is not None and img.mode in ("P", "PA"):
+            pal_mode = img.palette.mode
+            yield f"palette={pal_mode}|".encode()
+            yield bytes(img.getpalette(pal_mode) or ())
+        yield f"transparency={img.info.get('transparency')!r}|".encode()
+        yield img.tobytes()
 
     @classmethod
     def hash_kwargs(cls, **kwargs: Any) -> str:

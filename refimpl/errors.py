@@ -37,6 +37,10 @@ class CacheItemTooLargeError(ConfigError):
     cachetools ``ValueError("value too large")``, issue #52835; later vLLM skips the item)."""
 
 
+class InsufficientMemoryError(RefimplError, MemoryError):
+    """A run would need more memory than the machine has available (checked before it starts)."""
+
+
 class InvalidInputError(RefimplError, ValueError):
     """A multimodal item or prompt is malformed (corrupt image, wrong audio rank, NaN, ...)."""
 

@@ -19,6 +19,7 @@ import resource
 import time
 
 from refimpl.bench.common import set_single_thread, write_json
+from refimpl.bench.memory import check_memory
 from refimpl.bench.orchestrate import drive, parse_variants
 from refimpl.bench.startup import build_parser as startup_parser
 from refimpl.bench.startup import make_vllm_config, worker_argv
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         write_json(args.output_json, run_once(args))
         return 0
+    check_memory(make_vllm_config(args).model_config, [get_startup_variant(v) for v in variants],
+                 args.max_num_batched_tokens)  # before any run: refuse rather than be killed
     res = drive("refimpl.bench.budget", args, worker_argv(args) + ["--calls", str(args.calls)],
                 variants, lambda r: r["calls_s"][0], "median_call1_s", {"model": args.model}, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():

@@ -16,9 +16,10 @@ import argparse
 import time
 
 from refimpl.bench.common import set_single_thread, write_json
+from refimpl.bench.memory import check_memory
 from refimpl.bench.orchestrate import add_common_args, drive, parse_variants
 from refimpl.config import SUPPORTED_MODELS
-from refimpl.variants import STARTUP_VARIANTS
+from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
 
 def parse_limits(items: list[str]) -> dict[str, int]:
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         write_json(args.output_json, run_once(args))
         return 0
+    check_memory(make_vllm_config(args).model_config, [get_startup_variant(v) for v in variants],
+                 args.max_num_batched_tokens)  # before any run: refuse rather than be killed
     res = drive("refimpl.bench.startup", args, worker_argv(args), variants,
                 lambda r: r["total_s"], "median_total_s", {"model": args.model}, run_once)
     for v, r in (res.get("by_variant") or {res["variant"]: res}).items():

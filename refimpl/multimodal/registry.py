@@ -26,7 +26,7 @@ DEFAULT_CACHE_BYTES = 4 << 30  # VLLM_MM_INPUT_CACHE_GIB = 4
 
 @dataclass
 class ProcessingStats:
-    """Counters the benchmarks read (``MULTIMODAL_REGISTRY.stats``; also ``stats["name"]``).
+    """Counters the benchmarks read (``MULTIMODAL_REGISTRY.stats``).
 
     hf_processor_calls: every call into an HF processor (text-only ones included);
     hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in them;
@@ -57,9 +57,6 @@ class ProcessingStats:
     def as_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if not f.name.startswith("_")}
         return d | {"cache_bytes": self.cache_bytes}
-
-    def __getitem__(self, k: str):
-        return self.as_dict()[k]
 
 
 def _factories(model: str):
@@ -146,14 +143,6 @@ class MultiModalRegistry:
         per_item = self.get_max_tokens_per_item_by_modality(model_config, disable_cache=disable_cache,
                                                             use_formula=use_formula)
         return {m: n for m, n in per_item.items() if mm_limits.get(m, 0) > 0}
-
-    def get_max_tokens_by_modality(self, model_config, **kw) -> dict[str, int]:
-        """Max tokens per prompt per modality: per-item max times the limit."""
-        limits = self.get_mm_limits_per_prompt(model_config)
-        return {m: n * limits[m] for m, n in self.get_max_tokens_per_item_by_modality(model_config, **kw).items()}
-
-    def get_max_multimodal_tokens(self, model_config, **kw) -> int:
-        return sum(self.get_max_tokens_by_modality(model_config, **kw).values())
 
     def get_decoder_dummy_data(self, model_config, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
                                *, disable_cache: bool = False) -> DummyDecoderData:

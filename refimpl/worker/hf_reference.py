@@ -15,7 +15,6 @@ import torch
 from transformers import GenerationConfig, GenerationMixin
 
 
-
 @torch.inference_mode()
 def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],
                        max_new_tokens: int, stop_at_eos: bool = False) -> list[list[int]]:

@@ -15,10 +15,7 @@ Start-up phases (in brackets the multimodal passes of the pass table in docs/bac
   scheduler_init  Scheduler.__init__: compute_encoder_budget again           [#5]
   reset_mm_cache  empty every multimodal cache (variants cache-reset, formula)
 
-Variants: ``refimpl.variants.STARTUP_VARIANTS``, each a record of named switches, in ladder
-order: ``no-cache`` (vLLM 0.8.5), ``cache-reset`` (0.9.0, #17935: int64 dummy video, 0.9.0's
-copying hasher), ``hash-nocopy`` (0.9.2, #19484), ``hash-stream`` (0.11.0, #24925),
-``uint8-video`` (0.11.1), ``formula`` (#19756), ``shape-only`` (ours: zero HF-processor passes).
+Variants: ``refimpl.variants.STARTUP_VARIANTS`` (what each reproduces and its switches).
 
 Left out: the separate front-end process (P0) and its cache mirror, multi-process executors
 and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path.

@@ -16,12 +16,9 @@ Byte path: chunks go to blake3 as they are, arrays and tensors as views of their
 (no copy; vLLM PR #24925, 0.11.0). vLLM 0.9.0's and 0.9.2's copying paths are in
 refimpl/multimodal/hasher.py.
 
-Thread safety (ours): vLLM's cache is used from one front-end thread only. Here every
-method holds one ``threading.RLock``, so an async front end or a thread pool may share the
-process-wide cache. ``put`` and ``get`` are compound updates (dict + byte count + LRU order);
-under CPython 3.11's GIL our stress tests saw no corruption even without the lock, but that
-rests on where the interpreter happens to switch threads, not on a language guarantee (and
-not at all on free-threaded builds); the lock makes it one (tests/test_cache_properties.py).
+Thread safety (ours; vLLM uses its cache from one front-end thread): every method holds one
+``threading.RLock``, since ``put`` and ``get`` are compound updates (dict + byte count + LRU
+order). See docs/reliability.md.
 """
 from __future__ import annotations
 

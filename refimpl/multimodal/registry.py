@@ -4,10 +4,9 @@ Mirrors ``MultiModalRegistry`` in ``vllm/multimodal/registry.py``: ``create_proc
 ``get_mm_limits_per_prompt``, ``get_max_tokens_per_item_by_modality`` (dummy processing at
 ``seq_len = max_model_len``, cache on after PR #17935 of vLLM 0.9.0, or the PR #19756 formula
 with ``use_formula=True``), ``get_decoder_dummy_data`` / ``get_encoder_dummy_data``,
-``reset_processor_cache`` (PR #17935), and ``get_encdec_max_encoder_len`` exactly as slow
-as vLLM 0.10.2's: nothing cached, three processor creations and one uncached HF Whisper pass
-(feature extractor on 480,000 samples + tokenizer) per call -- the call PRs #24866 / #24989
-took off the hot path.
+``reset_processor_cache`` (PR #17935), and ``get_encdec_max_encoder_len`` as slow as vLLM
+0.10.2's: nothing cached, three processor creations and one uncached HF Whisper pass (feature
+extractor on 480,000 samples + tokenizer) per call (docs/background.md: its call sites).
 
 Left out: ``register_processor`` decorators on model classes (a static table here),
 ``MultiModalBudget``, the V1 P0/P1 mirror caches, per-request ``mm_processor_kwargs``.

@@ -17,7 +17,11 @@ class RefimplError(Exception):
     def __init__(self, field: str, limit: Any, message: str):
         self.field = field
         self.limit = limit
+        self.message = message
         super().__init__(f"{field}: {message} (limit: {limit})")
+
+    def __reduce__(self):  # picklable, so the engine-core process can send it to the front end
+        return type(self), (self.field, self.limit, self.message)
 
 
 class ConfigError(RefimplError, ValueError):
@@ -63,3 +67,10 @@ class EncoderLengthMismatchError(ConfigError):
 
 class EngineStateError(RefimplError, RuntimeError):
     """An operation is not allowed in the engine's current state (e.g. reset with requests in flight)."""
+
+
+class EngineDeadError(RefimplError, RuntimeError):
+    """The engine-core process (P1) exited or failed; the front end freed its resources.
+
+    vLLM V1 raises ``EngineDeadError`` in the same place (``vllm/v1/engine/exceptions.py``).
+    """

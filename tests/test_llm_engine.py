@@ -41,7 +41,7 @@ def serve(engine, audios, staggered=True):
 @pytest.fixture(scope="module")
 def engines():
     return {v: LLMEngine.from_args("whisper-tiny", encoder_len_variant=v, device="cpu",
-                                   max_num_seqs=3, num_gpu_blocks=400)
+                                   max_num_seqs=3, num_gpu_blocks=400, process_mode="inproc")
             for v in ("registry", "runner-config", "scheduler-config")}
 
 
@@ -123,7 +123,8 @@ def test_bad_input_rejected_engine_keeps_serving(engines):
 
 def test_more_requests_than_kv_blocks_none_lost(audios):
     # 2 requests' worth of blocks (94 cross + 1 self each), 4 seqs allowed: requests wait
-    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=4, num_gpu_blocks=2 * 96 + 1)
+    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=4, num_gpu_blocks=2 * 96 + 1,
+                            process_mode="inproc")
     outs = e.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios],
                       SamplingParams(max_tokens=20, ignore_eos=True))
     assert [len(o.output_token_ids) for o in outs] == [20] * len(audios)

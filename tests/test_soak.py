@@ -125,8 +125,10 @@ def test_soak_real_whisper_engine():
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
     t0 = time.perf_counter()
-    tight = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=8, num_gpu_blocks=192)
-    roomy = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=8, num_gpu_blocks=8 * 97 + 1)
+    tight = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=8, num_gpu_blocks=192,
+                                 process_mode="inproc")
+    roomy = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=8, num_gpu_blocks=8 * 97 + 1,
+                                 process_mode="inproc")
     audios = make_request_audios(REAL_N, seed=7, max_s=30.0)
     rng = np.random.default_rng(7)
     max_tokens = [int(x) for x in rng.integers(2, 30, REAL_N)]

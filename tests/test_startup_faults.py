@@ -28,7 +28,7 @@ from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
-ENGINE_KW = dict(device="cpu", max_num_seqs=4, num_gpu_blocks=300)
+ENGINE_KW = dict(device="cpu", max_num_seqs=4, num_gpu_blocks=300, process_mode="inproc")
 
 
 class InjectedFault(RuntimeError):

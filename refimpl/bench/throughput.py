@@ -56,7 +56,8 @@ def run_engine(args: argparse.Namespace) -> dict:
     from refimpl.sampling_params import SamplingParams
     engine = LLMEngine.from_args(args.model, encoder_len_variant=args.variant, device=args.device,
                                  scale=args.scale, max_num_seqs=args.max_num_seqs,
-                                 num_gpu_blocks=args.num_gpu_blocks, seed=args.seed)
+                                 num_gpu_blocks=args.num_gpu_blocks, seed=args.seed,
+                                 process_mode="inproc")  # reads the runner's and registry's counters
     prompts = _prompts(args)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, ignore_eos=True)
     engine.generate(prompts[:args.warmup_requests], params)  # untimed warm-up

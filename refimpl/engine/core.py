@@ -22,6 +22,7 @@ and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -62,12 +63,14 @@ class EngineCore:
 
     ``variant`` names a record of ``refimpl.variants.STARTUP_VARIANTS``. On an exception in any
     phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
+    ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
+    engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
     Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
 
     def __init__(self, vllm_config: VllmConfig, variant: str = "cache-reset", *,
-                 mm_registry=None):
+                 mm_registry=None, reset_at_end: bool | None = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
         self.variant = variant
@@ -75,6 +78,8 @@ class EngineCore:
         self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches
+        if reset_at_end is not None:  # the two-process engine's front end asks for the reset
+            self.switches = dataclasses.replace(self.switches, reset_at_end=reset_at_end)
         self.report = StartupReport(variant)
         check_encoder_len(vllm_config)
         try:
@@ -146,6 +151,18 @@ class EngineCore:
         self.mm_registry.reset_processor_cache()
 
     # serving
+    def add_request(self, request) -> None:
+        """Queue a refimpl.request.Request with the scheduler."""
+        self.scheduler.add_request(request)
+
+    def abort_requests(self, request_ids: list[str]) -> None:
+        """Finish the requests as aborted; their KV blocks go back to the pool."""
+        from refimpl.request import RequestStatus
+        self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
     def step(self):
         """One engine step: schedule, run the model, update. Returns finished RequestOutputs."""
         scheduler_output = self.scheduler.schedule()

@@ -3,7 +3,9 @@
 Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/entrypoints/llm.py`` (v0.10.2) for the
 Whisper path: the input processor runs the multimodal processor on the request's audio
 (through the ProcessingCache unless the user turned it off), the EngineCore schedules, runs
-and updates. Requests are processed in the calling process (vLLM's P0 and P1 are one here).
+and updates. ``process_mode="mp"`` (vLLM V1's default) runs the EngineCore in a child
+process (``core_client`` / ``core_proc``) with mirrored input caches (``mm_input_cache``);
+``"inproc"`` keeps everything in the calling process.
 
 Left out: streaming, detokenisation of partial outputs, LoRA, priorities, the async engine,
 chat templates; Qwen2.5-VL serving (the kit only starts it up).
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Literal, Optional, Sequence
 
 from tqdm.auto import tqdm
 
@@ -30,9 +32,15 @@ class LLMEngine:
     and optional ``decoder_prompt`` (str) or ``prompt_token_ids`` (decoder prompt ids).
     A malformed request raises a refimpl error (InvalidInputError, SamplingParamsError,
     TooManyItemsError) and nothing else changes: the engine keeps serving the others.
+
+    ``process_mode``: "mp" (engine core in a child process; ``reset_scope`` in
+    core_proc.RESET_SCOPES, ``mirror_fault`` in mm_input_cache.MIRROR_FAULTS) or "inproc".
+    In "mp" mode a dead engine core raises EngineDeadError; ``shutdown()`` ends the child.
     """
 
-    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "cache-reset"):
+    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "cache-reset", *,
+                 process_mode: Literal["inproc", "mp"] = "mp", reset_scope: str = "v0.9.0",
+                 mirror_fault: Optional[str] = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
         self.vllm_config = vllm_config
@@ -40,7 +48,15 @@ class LLMEngine:
         if not mc.is_encoder_decoder:
             raise ConfigError("model", "an encoder-decoder (Whisper) model",
                               f"{mc.model} is only started up by the kit, not served")
-        self.engine_core = EngineCore(vllm_config, startup_variant)
+        if process_mode not in ("inproc", "mp"):
+            raise ConfigError("process_mode", ("inproc", "mp"), f"got {process_mode!r}")
+        self.process_mode = process_mode
+        self.engine_core: Any  # EngineCore in-process, MPFrontend with a child process
+        if process_mode == "mp":
+            from refimpl.engine.frontend import MPFrontend
+            self.engine_core = MPFrontend(vllm_config, startup_variant, reset_scope, mirror_fault)
+        else:
+            self.engine_core = EngineCore(vllm_config, startup_variant)
         self.tokenizer = get_tokenizer(mc.model)
         self.processor = MULTIMODAL_REGISTRY.create_processor(
             mc, disable_cache=mc.disable_mm_preprocessor_cache)
@@ -51,13 +67,16 @@ class LLMEngine:
     def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "cache-reset",
                   encoder_len_variant: str = "scheduler-config", max_num_seqs: int = 64,
                   max_num_batched_tokens: int = 8192, num_gpu_blocks: Optional[int] = None,
-                  block_size: int = 16, **model_kwargs: Any) -> "LLMEngine":
+                  block_size: int = 16, process_mode: Literal["inproc", "mp"] = "mp",
+                  reset_scope: str = "v0.9.0", mirror_fault: Optional[str] = None,
+                  **model_kwargs: Any) -> "LLMEngine":
         """Build configs from keyword arguments (``model_kwargs`` go to ModelConfig)."""
         return cls(VllmConfig(
             ModelConfig(model, **model_kwargs),
             SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs),
             CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks),
-            encoder_len_variant=encoder_len_variant), startup_variant)
+            encoder_len_variant=encoder_len_variant), startup_variant, process_mode=process_mode,
+            reset_scope=reset_scope, mirror_fault=mirror_fault)
 
     @property
     def scheduler(self):
@@ -100,24 +119,27 @@ class LLMEngine:
         req = Request(request_id=request_id, prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
                       mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,
                       arrival_time=arrival_time if arrival_time is not None else time.time())
-        self.scheduler.add_request(req)
+        self.engine_core.add_request(req)
         return request_id
 
     def abort_request(self, request_ids: Iterable[str]) -> None:
         """Abort requests; their KV blocks go back to the pool."""
-        from refimpl.request import RequestStatus
-        self.scheduler.finish_requests(list(request_ids), RequestStatus.FINISHED_ABORTED)
+        self.engine_core.abort_requests(list(request_ids))
 
     def step(self) -> list:
         """One engine step. Returns the RequestOutputs of requests that finished in it."""
         return self.engine_core.step()
 
     def has_unfinished_requests(self) -> bool:
-        return self.scheduler.has_unfinished_requests()
+        return self.engine_core.has_unfinished_requests()
 
     def reset_mm_cache(self) -> None:
         """Empty the multimodal caches (refused while requests are in flight)."""
         self.engine_core.reset_mm_cache()
+
+    def shutdown(self) -> None:
+        """End the engine-core process ("mp"); a no-op in-process."""
+        getattr(self.engine_core, "shutdown", lambda: None)()
 
     def generate(self, prompts: Sequence[dict], params: SamplingParams | Sequence[SamplingParams] | None = None,
                  *, use_tqdm: bool = False) -> list:

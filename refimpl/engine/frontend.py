@@ -1,0 +1,119 @@
+"""The front end's (P0's) half of the two-process engine: mirror, in-flight requests, reset.
+
+In vLLM 0.9.0 these pieces sit in ``Processor`` (``mm_input_cache_client``),
+``OutputProcessor`` (which requests are in flight) and ``LLMEngine`` (``reset_mm_cache``:
+``mm_registry.reset_processor_cache()``, ``mm_input_cache_client.reset()``,
+``engine_core.reset_mm_cache()``, called once at the end of ``__init__`` so the dummy data
+does not stay in memory). ``MPFrontend`` gathers them behind the interface ``LLMEngine``
+uses for an in-process ``EngineCore`` (add_request / abort_requests / step /
+has_unfinished_requests / reset_mm_cache).
+
+``startup_memory`` records, for each process, the processing-cache bytes and RSS before and
+after that first reset (``two_process_memory``): under reset scope ``v0.9.0`` P1 keeps what
+its profiling passes cached.
+"""
+from __future__ import annotations
+
+import time
+from typing import Optional
+
+from refimpl.engine.core_client import SyncMPClient
+from refimpl.engine.core_proc import RESET_SCOPES, EngineCoreRequest
+from refimpl.engine.mm_input_cache import MIRROR_FAULTS, MirroredProcessingCache
+from refimpl.errors import ConfigError, EngineStateError
+from refimpl.memory import rss_bytes
+from refimpl.variants import get_startup_variant
+
+
+class MPFrontend:
+    """P0: a MirroredProcessingCache client and a SyncMPClient to the engine core.
+
+    Raises ConfigError for an unknown reset_scope / mirror_fault, EngineDeadError when the
+    engine core fails or exits.
+    """
+
+    def __init__(self, vllm_config, variant: str, reset_scope: str = "v0.9.0",
+                 mirror_fault: Optional[str] = None):
+        from refimpl.multimodal import MULTIMODAL_REGISTRY
+        if reset_scope not in RESET_SCOPES:
+            raise ConfigError("reset_scope", RESET_SCOPES, f"got {reset_scope!r}")
+        if mirror_fault not in MIRROR_FAULTS:
+            raise ConfigError("mirror_fault", MIRROR_FAULTS, f"got {mirror_fault!r}")
+        mc = vllm_config.model_config
+        self.mm_registry, self.mirror_fault = MULTIMODAL_REGISTRY, mirror_fault
+        mirror = dict(capacity_bytes=mc.mm_cache_bytes, use_cache=not mc.disable_mm_preprocessor_cache,
+                      fault=mirror_fault)
+        self.mm_input_cache_client = MirroredProcessingCache.for_p0(**mirror)
+        self.client = SyncMPClient(vllm_config, variant, reset_scope=reset_scope, mirror=mirror)
+        self.report = self.client.startup_report
+        self._in_flight: set[str] = set()
+        before = self.memory_stats()
+        t0 = time.perf_counter()
+        if get_startup_variant(variant).reset_at_end:
+            self.reset_mm_cache()
+        self.report.phases["reset_mm_cache_p0"] = time.perf_counter() - t0
+        self.startup_memory = two_process_memory(before, self.memory_stats())
+
+    # -- LLMEngine's interface -------------------------------------------------------------
+    def add_request(self, req) -> None:
+        """Send a processed refimpl.request.Request; items P1 holds go as their hash alone."""
+        mm_inputs = self.mm_input_cache_client.get_and_update_p0(req.mm_inputs, req.mm_hashes)
+        self.client.add_request(EngineCoreRequest(
+            req.request_id, list(req.prompt_token_ids), mm_inputs, list(req.mm_hashes),
+            req.sampling_params, req.arrival_time))
+        self._in_flight.add(req.request_id)
+
+    def abort_requests(self, request_ids: list[str]) -> None:
+        ids = [r for r in request_ids if r in self._in_flight]
+        self._in_flight.difference_update(ids)
+        self.client.abort_requests(ids)
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self._in_flight)
+
+    def step(self) -> list:
+        """Outputs of the requests that finished in the engine core's next step."""
+        if not self._in_flight:
+            return []
+        outs = [o for o in self.client.get_output() if o.request_id in self._in_flight]
+        self._in_flight.difference_update(o.request_id for o in outs)
+        return outs
+
+    def reset_mm_cache(self) -> None:
+        """P0's processing cache, P0's mirror (not under fault reset-p1-only), then P1."""
+        if self._in_flight:
+            raise EngineStateError("reset_mm_cache", "no unfinished requests",
+                                   f"{len(self._in_flight)} requests in flight")
+        self.mm_registry.reset_processor_cache()
+        if self.mirror_fault != "reset-p1-only":
+            self.mm_input_cache_client.reset()
+        self.client.reset_mm_cache()
+
+    def memory_stats(self) -> dict:
+        """{"p0": {...}, "p1": {...}}: pid, cache_bytes, rss (bytes), mirror counters."""
+        import os
+        p0 = dict(pid=os.getpid(), cache_bytes=self.mm_registry.cache_bytes(), rss=rss_bytes(),
+                  mirror=self.mm_input_cache_client.stats())
+        return {"p0": p0, "p1": self.client.call_utility("memory_stats")}
+
+    def mirrors_agree(self) -> bool:
+        """Both mirrors hold the same hashes in the same LRU order."""
+        return self.mm_input_cache_client.keys() == self.client.call_utility("mirror_keys")
+
+    @property
+    def pid(self) -> int:
+        return self.client.pid
+
+    def shutdown(self) -> None:
+        self.client.shutdown()
+
+
+def two_process_memory(before: dict, after: dict) -> dict:
+    """Flat record of memory_stats before / after the reset: ``p0_cache_bytes_before_reset``,
+    ``p1_rss_after_reset``, ... (bytes)."""
+    out = {}
+    for proc in ("p0", "p1"):
+        for key in ("cache_bytes", "rss"):
+            out[f"{proc}_{key}_before_reset"] = before[proc][key]
+            out[f"{proc}_{key}_after_reset"] = after[proc][key]
+    return out

@@ -1,0 +1,158 @@
+"""The mirrored multimodal input caches of the two-process engine (P0 front end, P1 engine core).
+
+Mirrors ``vllm/v1/engine/mm_input_cache.py`` at vLLM 0.9.0: one ``MirroredProcessingCache``
+in the front-end process (``Processor.mm_input_cache_client``) and one in the engine-core
+process (``EngineCore.mm_input_cache_server``), both LRUs of the same byte capacity
+(``VLLM_MM_INPUT_CACHE_GIB``; here ``ModelConfig.mm_processor_cache_gb``).
+``get_and_update_p0`` replaces an item P1 already holds by ``None`` (only its hash crosses
+the process boundary); ``get_and_update_p1`` fills every ``None`` back from its own copy and
+stores every item that came with data. Both sides see the same put / touch sequence, so
+they agree as long as they have the same capacity and are reset together.
+
+Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended behaviour):
+  ``reset-p1-only``      a reset reaches P1's mirror but not P0's (reset during flight,
+                         vLLM #16875 / #17284; vllm-omni #6972): P0 later sends a hash
+                         alone for an item P1 no longer has -> ``KeyError`` in P1.
+  ``capacity-mismatch``  P1's mirror is built with half the capacity, so P1 evicts items
+                         P0 still believes sent -> ``KeyError`` in P1 (the drift vLLM
+                         #46747 reports as ``assert mm_item is not None``).
+  ``evict-loop``         ``put`` evicts until the new item fits without checking that
+                         anything is left to evict; an item larger than the capacity makes
+                         the loop spin (the loop ``multimodal/cache.py`` notes vLLM had
+                         before PR #43941). Here it is bounded by ``EVICT_LOOP_BOUND``
+                         iterations and raises ``EvictionLoopError`` instead of hanging.
+
+Left out: vLLM 0.9.0 also stored the full item on the P0 side; we do too (the tensors are the
+same objects the processing cache holds, so no extra bytes). Later vLLM (PR #23018) keeps
+only keys on P0.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional, Sequence
+
+from refimpl.errors import RefimplError
+from refimpl.multimodal.cache import Item, item_nbytes
+
+MIRROR_FAULTS = (None, "reset-p1-only", "capacity-mismatch", "evict-loop")
+EVICT_LOOP_BOUND = 10_000
+
+
+class EvictionLoopError(RefimplError, RuntimeError):
+    """The unguarded eviction loop (fault ``evict-loop``) ran EVICT_LOOP_BOUND times."""
+
+
+class MirroredProcessingCache:
+    """An LRU of ``{mm_hash: item}`` bounded by ``capacity_bytes`` (bytes).
+
+    ``use_cache`` False (the user disabled the preprocessor cache) sends every item whole, as
+    vLLM. ``fault`` is one of MIRROR_FAULTS. Counters: ``evictions``, ``hits`` (P0: items
+    replaced by their hash; P1: items filled from the mirror).
+    """
+
+    def __init__(self, capacity_bytes: int, *, use_cache: bool = True,
+                 fault: Optional[str] = None):
+        if fault not in MIRROR_FAULTS:
+            raise RefimplError("mirror_fault", MIRROR_FAULTS, f"unknown fault {fault!r}")
+        self.capacity_bytes, self.use_cache, self.fault = int(capacity_bytes), use_cache, fault
+        self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
+        self.bytes = self.evictions = self.hits = 0
+
+    @classmethod
+    def for_p0(cls, capacity_bytes: int, use_cache: bool = True,
+               fault: Optional[str] = None) -> "MirroredProcessingCache":
+        """The front end's mirror (``Processor.mm_input_cache_client``) under ``fault``."""
+        return cls(capacity_bytes, use_cache=use_cache, fault=fault if fault == "evict-loop" else None)
+
+    @classmethod
+    def for_p1(cls, capacity_bytes: int, use_cache: bool = True,
+               fault: Optional[str] = None) -> "MirroredProcessingCache":
+        """The engine core's mirror (``EngineCore.mm_input_cache_server``) under ``fault``."""
+        if fault == "capacity-mismatch":
+            capacity_bytes //= 2
+        return cls(capacity_bytes, use_cache=use_cache, fault=fault if fault == "evict-loop" else None)
+
+    def keys(self) -> list[str]:
+        """Hashes held, least recently used first (the order eviction follows)."""
+        return list(self._data)
+
+    def __contains__(self, mm_hash: str) -> bool:
+        return mm_hash in self._data
+
+    def _touch(self, mm_hash: str) -> Optional[Item]:
+        entry = self._data.get(mm_hash)
+        if entry is None:
+            return None
+        self._data.move_to_end(mm_hash)
+        return entry[0]
+
+    def _put(self, mm_hash: str, item: Item) -> None:
+        size = item_nbytes(item)
+        old = self._data.pop(mm_hash, None)
+        if old is not None:
+            self.bytes -= old[1]
+        if self.fault == "evict-loop":
+            for _ in range(EVICT_LOOP_BOUND):
+                if self.bytes + size <= self.capacity_bytes:
+                    break
+                if self._data:  # the buggy loop keeps going once nothing is left
+                    self.bytes -= self._data.popitem(last=False)[1][1]
+                    self.evictions += 1
+            else:
+                raise EvictionLoopError(
+                    "mm_input_cache", self.capacity_bytes,
+                    f"eviction did not terminate after {EVICT_LOOP_BOUND} iterations "
+                    f"(item of {size} bytes)")
+        elif size > self.capacity_bytes:
+            return  # larger than the whole cache: not stored, on both sides alike
+        while self.bytes + size > self.capacity_bytes:
+            self.bytes -= self._data.popitem(last=False)[1][1]
+            self.evictions += 1
+        self._data[mm_hash] = (item, size)
+        self.bytes += size
+
+    def get_and_update_p0(self, mm_inputs: Sequence[Item],
+                          mm_hashes: Sequence[str]) -> list[Optional[Item]]:
+        """Front end: each item P1 already holds becomes None; the others are recorded as sent."""
+        if not self.use_cache:
+            return list(mm_inputs)
+        out: list[Optional[Item]] = []
+        for item, h in zip(mm_inputs, mm_hashes, strict=True):
+            if self._touch(h) is not None:
+                self.hits += 1
+                out.append(None)
+            else:
+                self._put(h, item)
+                out.append(item)
+        return out
+
+    def get_and_update_p1(self, mm_inputs: Sequence[Optional[Item]],
+                          mm_hashes: Sequence[str]) -> list[Item]:
+        """Engine core: fill each None from the mirror, store each item sent with data.
+
+        Raises KeyError naming the hash when a None arrives for an item this mirror lacks
+        (the upstream failure; it means the mirrors fell out of step).
+        """
+        if not self.use_cache:
+            return list(mm_inputs)  # type: ignore[arg-type]
+        out: list[Item] = []
+        for item, h in zip(mm_inputs, mm_hashes, strict=True):
+            if item is None:
+                item = self._touch(h)
+                if item is None:
+                    raise KeyError(h)
+                self.hits += 1
+            else:
+                self._put(h, item)
+            out.append(item)
+        return out
+
+    def reset(self) -> bool:
+        """Drop every entry (bytes -> 0)."""
+        self._data.clear()
+        self.bytes = 0
+        return True
+
+    def stats(self) -> dict[str, int]:
+        return dict(entries=len(self._data), bytes=self.bytes, capacity_bytes=self.capacity_bytes,
+                    hits=self.hits, evictions=self.evictions)

@@ -1,0 +1,168 @@
+"""Mirrored P0 / P1 input caches (refimpl/engine/mm_input_cache.py), in one process.
+
+Each "send" goes the way a request goes between the processes: P0's mirror, the wire
+encoding (serial_utils), P1's mirror. The real two-process engine is tested in
+tests/test_two_process.py.
+- each fault of MIRROR_FAULTS reproduces its failure (KeyError in P1, the eviction loop);
+  the same request streams never fail without the fault;
+- a hypothesis state machine drives random streams (new items, repeats, evictions, resets,
+  aborts) through the real Whisper processor and both mirrors, checking after every step
+  that the mirrors hold the same hashes in the same order and that P1 got exactly what a
+  fresh (uncached) HF call gives.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from refimpl.config import ModelConfig
+from refimpl.engine import serial_utils
+from refimpl.engine.mm_input_cache import EvictionLoopError, MirroredProcessingCache
+
+ITEM = 1000  # bytes of one float32 item of 250 values
+
+
+def item(i: int) -> dict:
+    return {"x": torch.full((ITEM // 4,), float(i))}
+
+
+class Pair:
+    """P0 and P1 mirrors of ``capacity`` bytes under ``fault``, joined by the wire encoding."""
+
+    def __init__(self, capacity: int, fault=None):
+        self.p0 = MirroredProcessingCache.for_p0(capacity, fault=fault)
+        self.p1 = MirroredProcessingCache.for_p1(capacity, fault=fault)
+        self.fault = fault
+
+    def send(self, items: list[dict], hashes: list[str]) -> list[dict]:
+        wire = serial_utils.encode(self.p0.get_and_update_p0(items, hashes))
+        return self.p1.get_and_update_p1(serial_utils.decode(wire), hashes)
+
+    def reset(self) -> None:
+        if self.fault != "reset-p1-only":
+            self.p0.reset()
+        self.p1.reset()
+
+    def agree(self) -> bool:
+        return self.p0.keys() == self.p1.keys() and self.p0.bytes == self.p1.bytes
+
+
+def _stream(pair: Pair, kind: str) -> None:
+    """The request stream that makes ``kind`` fail (and must not fail without a fault)."""
+    if kind == "reset-p1-only":
+        pair.send([item(0)], ["h0"])
+        pair.reset()
+        pair.send([item(0)], ["h0"])
+    elif kind == "capacity-mismatch":  # capacity 3 items: P1 (1.5 items) evicts h0 early
+        pair.send([item(0)], ["h0"])
+        pair.send([item(1)], ["h1"])
+        pair.send([item(0)], ["h0"])
+    elif kind == "evict-loop":  # one item larger than the whole capacity
+        pair.send([{"x": torch.zeros(ITEM)}], ["big"])
+
+
+@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch"])
+def test_fault_p1_receives_no_data_for_an_item_it_lacks(kind):
+    pair = Pair(3 * ITEM, fault=kind)
+    with pytest.raises(KeyError, match="h0"):
+        _stream(pair, kind)
+    assert not pair.agree()
+
+
+def test_fault_eviction_loop_is_bounded_and_detected():
+    pair = Pair(3 * ITEM, fault="evict-loop")
+    pair.send([item(0)], ["h0"])
+    with pytest.raises(EvictionLoopError, match="did not terminate"):
+        _stream(pair, "evict-loop")
+
+
+@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch", "evict-loop"])
+def test_default_never_fails_on_the_same_streams(kind):
+    pair = Pair(3 * ITEM)
+    _stream(pair, kind)
+    assert pair.agree()
+    assert "big" not in pair.p0 and "big" not in pair.p1  # larger than the cache: never stored
+
+
+def test_hit_sends_the_hash_alone():
+    pair = Pair(3 * ITEM)
+    full = serial_utils.nbytes(serial_utils.encode(pair.p0.get_and_update_p0([item(0)], ["h0"])))
+    hit = pair.p0.get_and_update_p0([item(0)], ["h0"])
+    assert hit == [None]
+    assert serial_utils.nbytes(serial_utils.encode(hit)) < 100 < ITEM < full
+
+
+def test_cache_off_sends_every_item_whole():
+    p0 = MirroredProcessingCache.for_p0(3 * ITEM, use_cache=False)
+    assert p0.get_and_update_p0([item(0), item(0)], ["h0", "h0"])[1] is not None
+    assert p0.keys() == []
+
+
+def _clip(seed: int) -> np.ndarray:
+    n = (4000, 6000, 8000, 3000, 5000)[seed]
+    return np.random.default_rng(seed).normal(0, 0.1, n).astype(np.float32)
+
+
+class MirrorMachine(RuleBasedStateMachine):
+    """Requests of one clip (Whisper takes one; 5 distinct clips, capacity 2.5 items) through P0's processor,
+    the P0 mirror, the wire and the P1 mirror; resets; aborts (which leave the mirrors alone)."""
+
+    CLIPS = [_clip(i) for i in range(5)]
+    FRESH: list = []
+
+    def __init__(self):
+        super().__init__()
+        from refimpl.multimodal import MULTIMODAL_REGISTRY
+        mc = ModelConfig("whisper-tiny", device="cpu", mm_processor_cache_gb=2.5 * 960_000 / (1 << 30))
+        self.registry = MULTIMODAL_REGISTRY
+        self.processor = MULTIMODAL_REGISTRY.create_processor(mc)
+        self.registry.reset_processor_cache()
+        if not MirrorMachine.FRESH:
+            fresh = MULTIMODAL_REGISTRY.create_processor(mc, disable_cache=True)
+            MirrorMachine.FRESH = [fresh.apply("", {"audio": [c]}).mm_kwargs["audio"][0]
+                                   for c in self.CLIPS]
+        self.pair = Pair(mc.mm_cache_bytes)
+        self.in_flight: list[int] = []
+        self.next_id = 0
+
+    @rule(i=st.integers(0, 4))
+    def request(self, i):
+        mm = self.processor.apply("", {"audio": [self.CLIPS[i]]}, return_mm_hashes=True)
+        (got,) = self.pair.send(mm.mm_kwargs["audio"], mm.mm_hashes["audio"])
+        assert torch.equal(got["input_features"], self.FRESH[i]["input_features"])
+        self.in_flight.append(self.next_id)
+        self.next_id += 1
+
+    @precondition(lambda self: self.in_flight)
+    @rule(data=st.data())
+    def abort(self, data):
+        self.in_flight.remove(data.draw(st.sampled_from(self.in_flight)))
+
+    @rule()
+    def reset(self):
+        self.in_flight.clear()  # the engine refuses a reset with requests in flight
+        self.registry.reset_processor_cache()
+        self.pair.reset()
+
+    def teardown(self):
+        self.registry.reset_processor_cache()  # leave the process-wide cache as found: empty
+
+    @invariant()
+    def mirrors_agree(self):
+        assert self.pair.agree()
+        assert self.pair.p0.bytes <= self.pair.p0.capacity_bytes
+
+
+TestMirrorMachine = MirrorMachine.TestCase
+TestMirrorMachine.settings = settings(max_examples=6, stateful_step_count=12, deadline=None)
+
+
+@pytest.mark.soak
+def test_mirror_machine_soak():
+    from hypothesis.stateful import run_state_machine_as_test
+    run_state_machine_as_test(MirrorMachine, settings=settings(max_examples=200, stateful_step_count=30,
+                                                               deadline=None))

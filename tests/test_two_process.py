@@ -1,0 +1,153 @@
+"""The two-process engine (process_mode="mp"): P0 here, the engine core in a child process.
+
+One Whisper-tiny engine is shared by the module (a child that imports torch costs seconds);
+the test that kills its child runs last. Mirror capacity: 2.5 items of 960,000 bytes.
+- start-up under reset scope v0.9.0: P0's cache is empty, P1 keeps its profiling entry;
+- a repeated audio crosses as its hash alone; evictions and resets keep the mirrors equal;
+- nothing listens on a network address; a message without the engine's secret is never
+  unpickled;
+- the front end's death (SIGKILL, Ctrl-C) leaves no engine-core process behind; the engine
+  core's death raises EngineDeadError in P0 and frees the sockets and the IPC directory.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import psutil
+import pytest
+import zmq
+
+from refimpl.engine.llm_engine import LLMEngine
+from refimpl.errors import EngineDeadError
+from refimpl.sampling_params import SamplingParams
+
+CAPACITY_GB = 2.5 * 960_000 / (1 << 30)
+PARAMS = SamplingParams(max_tokens=3)
+
+
+def _audio(seed: int) -> dict:
+    a = np.random.default_rng(seed).normal(0, 0.1, 4000 + 500 * seed).astype(np.float32)
+    return {"multi_modal_data": {"audio": a}}
+
+
+@pytest.fixture(scope="module")
+def engine():
+    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=4, num_gpu_blocks=4 * 97 + 1,
+                            process_mode="mp", mm_processor_cache_gb=CAPACITY_GB)
+    yield e
+    e.shutdown()
+
+
+def _sent(engine, rid: str) -> tuple[int, int, int]:
+    return engine.engine_core.client.stats.per_request[rid]
+
+
+def test_startup_v090_reset_leaves_p1_cache(engine):
+    mem = engine.engine_core.startup_memory
+    assert engine.engine_core.pid != os.getpid()
+    assert mem["p0_cache_bytes_after_reset"] == 0  # P0's processing cache: cleared
+    assert mem["p1_cache_bytes_before_reset"] == mem["p1_cache_bytes_after_reset"] > 0
+
+
+def test_repeat_crosses_as_hash_and_mirrors_agree(engine):
+    ids = [engine.add_request(f"r{i}", _audio(s), PARAMS) for i, s in enumerate([0, 1, 0])]
+    outs = {}
+    while engine.has_unfinished_requests():
+        outs.update({o.request_id: o for o in engine.step()})
+    assert sorted(outs) == ids
+    assert outs["r0"].output_token_ids == outs["r2"].output_token_ids
+    (n0, whole0, hash0), (n2, whole2, hash2) = _sent(engine, "r0"), _sent(engine, "r2")
+    assert (whole0, hash0, whole2, hash2) == (1, 0, 0, 1)
+    assert n2 < 2_000 < 960_000 < n0
+    assert engine.engine_core.mirrors_agree()
+
+
+def test_eviction_and_reset_keep_mirrors_in_step(engine):
+    ids = [engine.add_request(f"e{i}", _audio(s), PARAMS)  # 3 new items evict audio 0
+           for i, s in enumerate([2, 3, 4, 0])]               # (capacity 2.5 items)
+    engine.abort_request(ids)  # aborts leave the mirrors alone
+    assert not engine.has_unfinished_requests()
+    assert _sent(engine, "e3")[1] == 1  # sent whole again
+    assert engine.engine_core.mirrors_agree()
+    engine.reset_mm_cache()
+    mem = engine.engine_core.memory_stats()
+    assert mem["p0"]["mirror"]["entries"] == mem["p1"]["mirror"]["entries"] == 0
+    assert mem["p0"]["cache_bytes"] == 0
+    engine.generate([_audio(0)], PARAMS)
+    assert engine.engine_core.mirrors_agree()
+
+
+def test_nothing_listens_on_a_network_address(engine):
+    for pid in (os.getpid(), engine.engine_core.pid):
+        for c in psutil.Process(pid).net_connections(kind="inet"):
+            assert c.laddr.ip in ("127.0.0.1", "::1"), c
+    tmpdir = engine.engine_core.client.resources.tmpdir
+    assert os.stat(tmpdir).st_mode & 0o077 == 0
+
+
+class _Marker:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def test_message_without_the_secret_is_never_unpickled(engine, tmp_path):
+    marker = tmp_path / "unpickled"
+    ctx = zmq.Context()
+    forger = ctx.socket(zmq.PUSH)
+    forger.connect(f"ipc://{engine.engine_core.client.resources.tmpdir}/output")
+    forger.send_multipart([b"\0" * 16, pickle.dumps(("UTILITY", 0, _Marker(str(marker)), None))])
+    forger.close(linger=1000)
+    ctx.term()
+    assert engine.engine_core.mirrors_agree()  # a round trip: P0 read past the forged message
+    assert not marker.exists()
+
+
+def test_engine_core_killed_raises_and_frees(engine):
+    client = engine.engine_core.client
+    os.kill(client.pid, signal.SIGKILL)
+    with pytest.raises(EngineDeadError, match="engine core process"):
+        engine.generate([_audio(0)], PARAMS)
+    assert client.resources.proc.returncode is not None
+    assert not os.path.exists(client.resources.tmpdir)
+    assert client._input.closed and client._output.closed
+    with pytest.raises(EngineDeadError):
+        engine.add_request("after", _audio(0), PARAMS)
+
+
+P0_SCRIPT = textwrap.dedent("""
+    import pickle, sys, threading, time, psutil
+    from refimpl.engine.core_client import SyncMPClient
+    cfg = pickle.load(open(sys.argv[1], "rb"))  # built by the test: no torch import here
+    def watch():
+        while not psutil.Process().children():
+            time.sleep(0.05)
+        print(psutil.Process().children()[0].pid, flush=True)
+    threading.Thread(target=watch, daemon=True).start()
+    mirror = dict(capacity_bytes=1 << 20, use_cache=True, fault=None)
+    SyncMPClient(cfg, "cache-reset", reset_scope="v0.9.0", mirror=mirror)
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_front_end_death_leaves_no_orphan(sig, engine, tmp_path):
+    cfg = tmp_path / "cfg.pkl"
+    cfg.write_bytes(pickle.dumps(engine.vllm_config))
+    p0 = subprocess.Popen([sys.executable, "-c", P0_SCRIPT, str(cfg)], stdout=subprocess.PIPE,
+                          text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+    try:
+        child = psutil.Process(int(p0.stdout.readline()))  # the engine core, starting up
+        p0.send_signal(sig)
+        p0.wait(60)
+        child.wait(60)  # raises psutil.TimeoutExpired if the child outlives its front end
+    finally:
+        p0.kill()

@@ -108,7 +108,8 @@ def test_engine_equals_generate_on_real_weights_stopping_at_eos(model, hf_tokens
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.sampling_params import SamplingParams
     clips = load_speech_clips()[:3]
-    engine = LLMEngine.from_args(MODEL, device="cpu", max_num_seqs=3, num_gpu_blocks=400)
+    engine = LLMEngine.from_args(MODEL, device="cpu", max_num_seqs=3, num_gpu_blocks=400,
+                                 process_mode="inproc")
     outs = engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for _, a in clips],
                            SamplingParams(max_tokens=48))
     for (name, _), o in zip(clips, outs):

@@ -72,3 +72,18 @@ def test_oversize_dummy_item_through_the_processor(oversize):
     else:
         out = proc.apply(inp.prompt, inp.mm_data)
         assert out.mm_kwargs["image"][0]["pixel_values"].shape[0] == 64 and len(reg.processing_cache) == 0
+
+
+def test_real_frame_video_through_the_processor():
+    from refimpl.multimodal.photos import pan_video
+    vid = pan_video(num_frames=4, size=(112, 84))
+    assert vid.shape == (4, 84, 112, 3) and vid.dtype == np.uint8
+    assert len({f.tobytes() for f in vid}) == 4 and vid.std() > 10  # moving, non-constant
+    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=4096, device="cpu", limit_mm_per_prompt={"image": 0})
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    a, b = (proc.apply("<|video_pad|>", {"video": v}) for v in (vid, vid.copy()))
+    pv = a.mm_kwargs["video"][0]["pixel_values_videos"]
+    assert pv.std() > 0.1 and torch.equal(pv, b.mm_kwargs["video"][0]["pixel_values_videos"])
+    assert reg.stats.cache_hits == 1 and a.mm_hashes == b.mm_hashes
+    assert proc.apply("<|video_pad|>", {"video": vid[::-1].copy()}).mm_hashes != a.mm_hashes

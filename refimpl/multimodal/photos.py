@@ -9,13 +9,18 @@ here. Source: matplotlib's ``mpl-data/sample_data`` (installed with matplotlib):
   into the public domain);
 - ``logo2.png`` (the matplotlib logo, under matplotlib's BSD-compatible license).
 
-Left out: any photo not already on disk.
+``pan_video`` makes a video from real frames: a camera pan across one of these photos (each
+frame a crop of the photo, moved a few pixels per frame), so the video path runs on
+non-constant pixels. It is synthesised from a still photo, not a recorded video.
+
+Left out: any photo not already on disk; recorded videos (none ships in an installed wheel).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 SAMPLE_FILES = ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png", "logo2.png")
@@ -51,3 +56,18 @@ def load_sample_photos() -> list[tuple[str, Image.Image]]:
     Raises FileNotFoundError when matplotlib's sample data is missing.
     """
     return list(_load())
+
+
+def pan_video(num_frames: int = 8, size: tuple[int, int] = (336, 336), photo: int = 0) -> np.ndarray:
+    """A (num_frames, height, width, 3) uint8 video: a diagonal camera pan over sample photo
+    ``photo`` (grace_hopper.jpg, 512x600), frame i the ``size`` = (width, height) crop at
+    offset i/(num_frames-1) of the way from the top-left to the bottom-right corner.
+    Raises ValueError if ``size`` exceeds the photo or num_frames < 1."""
+    _, im = _load()[photo]
+    w, h = size
+    if num_frames < 1 or w > im.width or h > im.height:
+        raise ValueError(f"{num_frames} frames of {w}x{h} from a {im.width}x{im.height} photo")
+    arr = np.asarray(im)
+    steps = max(num_frames - 1, 1)
+    return np.stack([arr[(im.height - h) * i // steps:][:h, (im.width - w) * i // steps:][:, :w]
+                     for i in range(num_frames)])

@@ -165,10 +165,10 @@ def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) ->
     "identical": bool}`` with seconds, hits/misses and HF multimodal passes of each pass.
     """
     import torch
+
     from refimpl.config import ModelConfig
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    from refimpl.multimodal.photos import load_sample_photos
-    from refimpl.multimodal.photos import pan_video
+    from refimpl.multimodal.photos import load_sample_photos, pan_video
     photos = load_sample_photos()[:n]
     vid = pan_video() if video else None
     mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})

@@ -56,9 +56,8 @@ class BaseProcessingInfo:
 
     @property
     def switches(self):
-        """The model config's MultiModalSwitches (vLLM-version mechanics; defaults if absent)."""
-        from refimpl.config import MultiModalSwitches
-        return getattr(self.model_config, "mm_switches", None) or MultiModalSwitches()
+        """The model config's MultiModalSwitches (vLLM-version mechanics)."""
+        return self.model_config.mm_switches
 
     def get_hf_processor(self):
         raise NotImplementedError

@@ -86,7 +86,7 @@ class WhisperRunner:
             sp = nr.sampling_params
             old = self.requests.get(nr.req_id)     # a request resumed after preemption
             gen = old.generator if old is not None else None
-            if gen is None and getattr(sp, "seed", None) is not None:
+            if gen is None and sp.seed is not None:
                 gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
             feats = nr.mm_inputs[0]["input_features"] if nr.mm_inputs else None
             self.requests[nr.req_id] = CachedRequestState(

@@ -1,7 +1,8 @@
 """What the model runner hands back to the scheduler, and what the engine hands to users.
 
-Mirrors ``vllm/v1/outputs.py`` (``ModelRunnerOutput``) and ``vllm/v1/engine/__init__.py``
-(``EngineCoreOutput``) / ``vllm/outputs.py`` (``RequestOutput``), v0.10.2. Left out:
+Mirrors ``vllm/v1/outputs.py`` (``ModelRunnerOutput``) and ``vllm/outputs.py``
+(``RequestOutput``), v0.10.2; vLLM's separate ``EngineCoreOutput`` is the same
+``RequestOutput`` here. Left out:
 logprobs, prompt logprobs, spec-decode drafts, pooling outputs, detokenized text
 (``text`` is filled by the engine when it has a tokenizer), KV-connector fields.
 """
@@ -53,6 +54,3 @@ class RequestOutput:
     def finished(self) -> bool:
         return self.finish_reason is not None
 
-
-# vLLM V1 splits engine-core and user-facing outputs; here they are one type.
-EngineCoreOutput = RequestOutput

@@ -53,4 +53,3 @@ class RequestOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
-

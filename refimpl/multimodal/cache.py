@@ -104,6 +104,18 @@ def item_nbytes(value: Item) -> int:
     return sum(t.nbytes for t in value.values() if isinstance(t, torch.Tensor))
 
 
+def _trackable(t):
+    """``t``, or a normal clone of an inference tensor (those keep no version counter)."""
+    if isinstance(t, torch.Tensor) and t.is_inference():
+        with torch.inference_mode(False):
+            return t.clone()
+    return t
+
+
+def _tensor_versions(value: Item) -> tuple[int, ...]:
+    return tuple(t._version for t in value.values() if isinstance(t, torch.Tensor))
+
+
 class ProcessingCache:
     """LRU of processed items bounded by ``capacity_bytes`` (bytes; 0 stores nothing).
 
@@ -116,8 +128,10 @@ class ProcessingCache:
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = int(capacity_bytes)
         self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
+        self._versions: dict[str, tuple[int, ...]] = {}  # key -> tensors' _version at put
         self._lock = threading.RLock()
         self.hits = self.misses = self.evictions = self.rejected = self.bytes = 0
+        self.invalidated = 0  # entries a caller modified in place, dropped at the next get
 
     def __len__(self) -> int:
         with self._lock:
@@ -128,15 +142,35 @@ class ProcessingCache:
             return key in self._data
 
     def get(self, key: str) -> Optional[Item]:
-        """The cached item for ``key`` or None; counts a hit or a miss."""
+        """A new dict holding the cached item's tensors for ``key``, or None; counts a hit
+        or a miss.
+
+        Hits equal fresh processing whatever callers did to earlier results (issue 8, kind
+        3), without copying tensor data: every get and put hands out its own dict (so
+        popping or replacing keys touches no entry), and an entry whose tensors were
+        modified in place since they were stored (torch bumps a tensor's ``_version`` on
+        every in-place op, through any view or ``detach()``) is dropped and reported as a
+        miss (``invalidated``). Writes that bypass torch's version counter (``.data``,
+        ``.numpy()`` views, raw storage) are not seen; cloning on every hit would cover
+        them at the cost of a full copy per hit (scripts/bench_cache_hit.py measures both).
+        """
         with self._lock:
             entry = self._data.get(key)
+            if entry is not None and _tensor_versions(entry[0]) != self._versions[key]:
+                self._drop(key)
+                self.invalidated += 1
+                entry = None
             if entry is None:
                 self.misses += 1
                 return None
             self._data.move_to_end(key)
             self.hits += 1
-            return entry[0]
+            return dict(entry[0])
+
+    def _drop(self, key: str) -> None:
+        _, sz = self._data.pop(key)
+        del self._versions[key]
+        self.bytes -= sz
 
     def put(self, key: str, value: Item, oversize: str = "skip") -> bool:
         """Store ``value``; True if stored. An item alone larger than the capacity is not
@@ -154,14 +188,14 @@ class ProcessingCache:
                         f"value too large: one processed item of {size} bytes exceeds the "
                         "processing cache (vLLM 0.9.0 behaviour)")
                 return False
-            old = self._data.pop(key, None)
-            if old is not None:
-                self.bytes -= old[1]
+            if key in self._data:
+                self._drop(key)
             while self._data and self.bytes + size > self.capacity_bytes:
-                _, (_, sz) = self._data.popitem(last=False)
-                self.bytes -= sz
+                self._drop(next(iter(self._data)))
                 self.evictions += 1
+            value = {k: _trackable(t) for k, t in value.items()}
             self._data[key] = (value, size)
+            self._versions[key] = _tensor_versions(value)
             self.bytes += size
             return True
 
@@ -170,18 +204,18 @@ class ProcessingCache:
         with self._lock:
             self.capacity_bytes = int(capacity_bytes)
             while self._data and self.bytes > self.capacity_bytes:
-                _, (_, sz) = self._data.popitem(last=False)
-                self.bytes -= sz
+                self._drop(next(iter(self._data)))
                 self.evictions += 1
 
     def reset(self) -> None:
         """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0."""
         with self._lock:
             self._data.clear()
+            self._versions.clear()
             self.bytes = 0
 
     def stats(self) -> dict[str, int]:
         with self._lock:
             return dict(entries=len(self._data), bytes=self.bytes, capacity_bytes=self.capacity_bytes,
                         hits=self.hits, misses=self.misses, evictions=self.evictions,
-                        rejected=self.rejected)
+                        rejected=self.rejected, invalidated=self.invalidated)

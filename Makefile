@@ -1,7 +1,7 @@
 # refimpl: set up, test, measure, report.
 #
 #   make test          set up .venv if needed, then run the test suite (soak tests skipped)
-#   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~2 s warm, ~15 s cold)
+#   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)

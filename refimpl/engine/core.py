@@ -139,6 +139,9 @@ class EngineCore:
         rep.cache_bytes_after_reset = reg.cache_bytes()
         rep.rss_after_reset = rss_bytes()
 
+    def shutdown(self) -> None:
+        """Nothing to end in-process (vLLM ``EngineCore.shutdown`` stops the executor)."""
+
     def reset_mm_cache(self) -> None:
         """Empty every multimodal cache this engine keeps (vLLM ``EngineCore.reset_mm_cache``).
 

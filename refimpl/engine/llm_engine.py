@@ -139,7 +139,7 @@ class LLMEngine:
 
     def shutdown(self) -> None:
         """End the engine-core process ("mp"); a no-op in-process."""
-        getattr(self.engine_core, "shutdown", lambda: None)()
+        self.engine_core.shutdown()
 
     def generate(self, prompts: Sequence[dict], params: SamplingParams | Sequence[SamplingParams] | None = None,
                  *, use_tqdm: bool = False) -> list:

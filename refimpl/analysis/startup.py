@@ -24,7 +24,8 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 @dataclass
 class StartupStudy:
     """Parameters of one study run; ``quick`` shrinks it for the test suite: image only, one
-    repeat, runs in the notebook's process (not fresh-process figures), one flame graph."""
+    repeat, four variants, runs in the notebook's process (not fresh-process figures), one
+    flame graph."""
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
     repeats: int = 3
@@ -32,11 +33,13 @@ class StartupStudy:
     max_model_len: Optional[int] = None
     limits: list[str] = field(default_factory=list)
     out_dir: Path = Path("reports/latest")
+    variants: tuple[str, ...] = tuple(STARTUP_VARIANTS)
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
-        if self.quick:
+        if self.quick:  # image only: the later-fix rows differ from cache-reset only on video
             self.repeats, self.limits = 1, self.limits or ["video=0"]
+            self.variants = ("no-cache", "cache-reset", "formula", "shape-only")
 
     def argv(self) -> list[str]:
         a = ["--model", self.model, "--device", self.device]
@@ -55,15 +58,15 @@ def run_startup(s: StartupStudy) -> dict:
     """All start-up variants side by side; writes ``startup_<model>.json`` in ``out_dir``."""
     from refimpl.bench.startup import main
     out = s.out_dir / f"startup_{s.model}.json"
-    main(s.argv() + s.common() + ["--variant", ",".join(STARTUP_VARIANTS), "--output-json", str(out)])
+    main(s.argv() + s.common() + ["--variant", ",".join(s.variants), "--output-json", str(out)])
     return _load(out)
 
 
-def run_budget(s: StartupStudy, calls: int = 2) -> dict:
+def run_budget(s: StartupStudy, calls: int = 2, variants: tuple[str, ...] = ("no-cache", "cache-reset")) -> dict:
     """The reviewer's call-1 / call-2 experiment; writes ``budget_<model>.json``."""
     from refimpl.bench.budget import main
     out = s.out_dir / f"budget_{s.model}.json"
-    main(s.argv() + s.common() + ["--variant", "no-cache,cache-reset", "--calls", str(calls),
+    main(s.argv() + s.common() + ["--variant", ",".join(variants), "--calls", str(calls),
                                   "--output-json", str(out)])
     return _load(out)
 
@@ -91,6 +94,58 @@ def phases_figure(res: dict, out_dir: Path):
     ax.legend(fontsize=8)
     save(fig, out_dir, "startup_phases")
     return fig
+
+
+def ladder_figure(res: dict, out_dir: Path):
+    """The start-up ladder: per variant in STARTUP_VARIANTS order (0.8.5 -> 0.9.0 -> later
+    fixes -> formula -> shape-only), median start-up seconds with min-max whiskers and HF
+    passes written on each bar (left), median peak RSS GiB with min-max (right). Saved as
+    startup_ladder."""
+    variants = by_variant(res)
+    names = [v for v in STARTUP_VARIANTS if v in variants and variants[v]["runs"]]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    for axis, key, scale, label in ((ax, "total_s", 1, "start-up s"), (ax2, "peak_rss_bytes", 2**30, "peak RSS GiB")):
+        vals = [[run[key] / scale for run in variants[v]["runs"]] for v in names]
+        meds = [median(x) for x in vals]
+        err = [[m - min(x) for m, x in zip(meds, vals)], [max(x) - m for m, x in zip(meds, vals)]]
+        bars = axis.bar(names, meds, yerr=err, capsize=3, color="tab:blue" if scale == 1 else "tab:gray")
+        axis.set_ylabel(f"{label} (median, min-max of {min(len(x) for x in vals)}+ processes)")
+        axis.tick_params(axis="x", rotation=35)
+        if scale == 1:
+            for b, v in zip(bars, names):
+                axis.annotate(f"{variants[v]['runs'][0]['hf_mm_passes']} HF", (b.get_x() + b.get_width() / 2, 0),
+                              xytext=(0, 3), textcoords="offset points", ha="center", color="white", fontsize=8)
+    fig.suptitle(f"{res['model']} start-up per variant on {res['hardware']['name']} ({res['device']})")
+    fig.tight_layout()
+    save(fig, out_dir, "startup_ladder")
+    return fig
+
+
+def parts_table(res: dict) -> str:
+    """Markdown: per variant, median seconds building dummy data, hashing items and inside the
+    HF processor over the whole start-up (or per budget call), and peak RSS GiB."""
+    rows = []
+    for v, r in by_variant(res).items():
+        runs = r["runs"]
+        if not runs:
+            continue
+        per_run = [run["parts_s"] if isinstance(run["parts_s"], list) else [run["parts_s"]] for run in runs]
+        for i in range(len(per_run[0])):
+            rows.append([v if len(per_run[0]) == 1 else f"{v} call {i + 1}",
+                         *[spread([p[i][k] for p in per_run]) for k in ("dummy_s", "hash_s", "hf_processor_s")],
+                         spread([run["peak_rss_bytes"] / 2**30 for run in runs])])
+    return md_table(["variant", "dummy data s", "hashing s", "HF processor s", "peak RSS GiB"], rows)
+
+
+def hashing_share(res: dict, before: str = "no-cache", after: str = "cache-reset") -> dict:
+    """How much of ``after``'s start-up saving over ``before`` its hashing ate (medians, s):
+    ``saved_s`` = total(before) - total(after); ``hash_s`` = hashing seconds in ``after``;
+    ``share`` = hash_s / (saved_s + hash_s), the part of the gross saving spent hashing."""
+    v = by_variant(res)
+    tot = {k: median([run["total_s"] for run in v[k]["runs"]]) for k in (before, after)}
+    h = median([run["parts_s"]["hash_s"] for run in v[after]["runs"]])
+    saved = tot[before] - tot[after]
+    return {"saved_s": saved, "hash_s": h, "share": h / (saved + h) if saved + h > 0 else float("nan")}
 
 
 def medians_table(res: dict) -> str:
@@ -137,6 +192,16 @@ def budget_figure(res: dict, out_dir: Path):
     ax.legend()
     save(fig, out_dir, "budget_calls")
     return fig
+
+
+def call1_ratio(res: dict, num: str = "cache-reset", den: str = "no-cache") -> dict:
+    """Call 1 of ``num`` over call 1 of ``den``: ratio of medians with a 95% bootstrap interval
+    (refimpl.stats.ratio_of_medians) and whether the two min-max ranges overlap."""
+    from refimpl.stats import ratio_of_medians
+    v = by_variant(res)
+    a, b = ([run["calls_s"][0] for run in v[k]["runs"]] for k in (num, den))
+    ci = ratio_of_medians(a, b).as_dict()
+    return {**ci, "ranges_overlap": not (min(a) > max(b) or min(b) > max(a)), "n": (len(a), len(b))}
 
 
 def budget_table(res: dict) -> str:

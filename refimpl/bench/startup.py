@@ -6,7 +6,8 @@
 Each repeat builds a VllmConfig and an EngineCore in a fresh process and records, per run:
 ``total_s``, ``phases`` (name -> s), ``hf_processor_calls``, ``hf_mm_passes``,
 ``passes_by_phase``, ``cache_hits``, ``cache_misses``, ``cache_bytes_before_reset``,
-``cache_bytes_after_reset``, ``rss_before_reset``, ``rss_after_reset``, ``peak_rss_bytes``
+``cache_bytes_after_reset``, ``rss_before_reset``, ``rss_after_reset``, ``peak_rss_bytes``, ``parts_s`` (seconds building
+dummy data, hashing items, in HF-processor calls)
 (bytes), the encoder budget and max tokens per item. Top level: ``model``, ``variant``,
 ``device``, ``versions``, ``hardware``, ``median_total_s``.
 """
@@ -81,6 +82,7 @@ def run_once(args: argparse.Namespace) -> dict:
         "cache_bytes_after_reset": rep.cache_bytes_after_reset,
         "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
         "peak_rss_bytes": rep.peak_rss_bytes,
+        "parts_s": {k: engine.mm_registry.stats.as_dict()[k] for k in ("dummy_s", "hash_s", "hf_processor_s")},
         "encoder_compute_budget": rep.encoder_compute_budget,
         "encoder_cache_size": rep.encoder_cache_size,
         "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks,

@@ -14,7 +14,8 @@ USAGE = """usage: refimpl bench {startup,budget,throughput,wer} [options] --outp
 
   bench startup     engine start-up per phase, variants no-cache | cache-reset | formula
   bench budget      N successive compute_encoder_budget calls in one fresh process
-  bench throughput  Whisper serving, variants registry | runner-config | scheduler-config
+  bench throughput  Whisper serving, variants registry | runner-config | scheduler-config |
+                    encoder-batch (--max-audios-per-step N)
   bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
   report            run every notebook headless and write reports/latest/
 """

@@ -24,8 +24,10 @@ from refimpl.errors import UnknownVariantError
 EncoderLenSite = Literal["metadata", "runner", "scheduler", "kv_cache"]
 ENCODER_LEN_SITES: tuple[EncoderLenSite, ...] = ("metadata", "runner", "scheduler", "kv_cache")
 # "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config), uncached;
-# "config":   scheduler_config.max_num_encoder_input_tokens, computed once in __post_init__.
-EncoderLenSource = Literal["registry", "config"]
+# "config":   scheduler_config.max_num_encoder_input_tokens, computed once in __post_init__;
+# "per-item": scheduler_config.encoder_len_per_item, the per-audio length kept apart from the
+#             batching budget (PR #29421's budget is N audios, no longer one encoder length).
+EncoderLenSource = Literal["registry", "config", "per-item"]
 
 
 @dataclass(frozen=True)
@@ -83,13 +85,19 @@ class StartupVariant:
 
 @dataclass(frozen=True)
 class EncoderLenVariant:
-    """Where each call site reads the Whisper encoder length (one ``EncoderLenSource`` per site)."""
+    """Where each call site reads the Whisper encoder length (one ``EncoderLenSource`` per site).
+
+    ``encoder_batch``: the encoder compute budget is ``scheduler_config.max_audios_per_step``
+    audios of ``encoder_len_per_item`` tokens (PR #29421) instead of one encoder length, so
+    several audios are encoded in one step; the other variants refuse max_audios_per_step > 1.
+    """
     name: str
     reproduces: str
     metadata: EncoderLenSource
     runner: EncoderLenSource
     scheduler: EncoderLenSource
     kv_cache: EncoderLenSource
+    encoder_batch: bool = False
 
     def source(self, site: EncoderLenSite) -> EncoderLenSource:
         """'registry' or 'config' for ``site``. Raises KeyError for an unknown site."""
@@ -133,6 +141,9 @@ ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
                       kv_cache="registry"),
     EncoderLenVariant("scheduler-config", "PR #24989",
                       metadata="config", runner="config", scheduler="config", kv_cache="config"),
+    EncoderLenVariant("encoder-batch", "PR #29421 (issue #24946: several audios encoded per step)",
+                      metadata="per-item", runner="per-item", scheduler="per-item",
+                      kv_cache="per-item", encoder_batch=True),
 )}
 
 

@@ -104,14 +104,24 @@ def test_generate_transcribes_speech_clips(hf_tokens):
 
 
 def test_engine_equals_generate_on_real_weights_stopping_at_eos(model, hf_tokens):
+    """scheduler-config and encoder-batch (2 audios per step) give generate()'s tokens."""
     from refimpl.audio import load_speech_clips
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.sampling_params import SamplingParams
-    clips = load_speech_clips()[:3]
-    engine = LLMEngine.from_args(MODEL, device="cpu", max_num_seqs=3, num_gpu_blocks=400,
-                                 process_mode="inproc")
-    outs = engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for _, a in clips],
-                           SamplingParams(max_tokens=48))
-    for (name, _), o in zip(clips, outs):
-        assert o.output_token_ids == hf_tokens[name]
-        assert o.finish_reason == "stop" and len(o.output_token_ids) < 48
+    clips = load_speech_clips()[:2]
+    for variant, n in (("scheduler-config", 1), ("encoder-batch", 2)):
+        engine = LLMEngine.from_args(MODEL, device="cpu", max_num_seqs=2, num_gpu_blocks=300,
+                                     encoder_len_variant=variant, max_audios_per_step=n,
+                                     process_mode="inproc")
+        for (name, a) in clips:
+            engine.add_request(name, {"multi_modal_data": {"audio": (a, 16000)}}, SamplingParams(max_tokens=48))
+        outs, encoded = {}, []
+        while engine.has_unfinished_requests():
+            so = engine.scheduler.schedule()
+            encoded.append(len(so.scheduled_encoder_inputs))
+            for o in engine.scheduler.update_from_output(so, engine.model_runner.execute_model(so)):
+                outs[o.request_id] = o
+        assert max(encoded) == n, variant
+        for name, _ in clips:
+            assert outs[name].output_token_ids == hf_tokens[name], (variant, name)
+            assert outs[name].finish_reason == "stop" and len(outs[name].output_token_ids) < 48

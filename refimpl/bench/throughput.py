@@ -36,6 +36,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=32, help="output tokens per request")
     p.add_argument("--max-num-seqs", type=int, default=16, help="batch size (hf: static batch)")
     p.add_argument("--num-gpu-blocks", type=int, default=None)
+    p.add_argument("--max-audios-per-step", type=int, default=1,
+                   help="audios encoded per step under the encoder-batch variant (PR #29421); "
+                        "the other variants keep 1")
     p.add_argument("--scale", default="auto", choices=("auto", "full", "small"))
     p.add_argument("--warmup-requests", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
@@ -54,9 +57,12 @@ def run_engine(args: argparse.Namespace) -> dict:
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     from refimpl.sampling_params import SamplingParams
+    from refimpl.variants import get_encoder_len_variant
+    n_audios = args.max_audios_per_step if get_encoder_len_variant(args.variant).encoder_batch else 1
     engine = LLMEngine.from_args(args.model, encoder_len_variant=args.variant, device=args.device,
                                  scale=args.scale, max_num_seqs=args.max_num_seqs,
                                  num_gpu_blocks=args.num_gpu_blocks, seed=args.seed,
+                                 max_audios_per_step=n_audios,
                                  process_mode="inproc")  # reads the runner's and registry's counters
     prompts = _prompts(args)
     params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, ignore_eos=True)
@@ -89,7 +95,8 @@ def run_engine(args: argparse.Namespace) -> dict:
             "registry_calls": reg.stats.encdec_calls, "registry_s_total": reg.stats.encdec_s,
             "steps": len(step_s), "step_time_ms_median": 1e3 * median(step_s),
             "step_split_s": split, "max_tokens": args.max_tokens,
-            "max_num_seqs": args.max_num_seqs, "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
+            "max_num_seqs": args.max_num_seqs, "max_audios_per_step": n_audios,
+            "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
             "num_preemptions": sum(getattr(o, "num_preemptions", 0) for o in outputs)}
 
 
@@ -140,7 +147,8 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
     argv = ["--model", args.model, "--engine", args.engine, "--device", args.device,
             "--num-requests", str(args.num_requests), "--max-tokens", str(args.max_tokens),
             "--max-num-seqs", str(args.max_num_seqs), "--scale", args.scale,
-            "--warmup-requests", str(args.warmup_requests), "--seed", str(args.seed)]
+            "--warmup-requests", str(args.warmup_requests), "--seed", str(args.seed),
+            "--max-audios-per-step", str(args.max_audios_per_step)]
     return argv + (["--num-gpu-blocks", str(args.num_gpu_blocks)] if args.num_gpu_blocks else [])
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal, Optional
 
 from refimpl.config.cache import CacheConfig
 from refimpl.config.scheduler import SchedulerConfig
-from refimpl.errors import ConfigError, UnknownModelError
+from refimpl.errors import ConfigError, EncoderLengthMismatchError, UnknownModelError
 from refimpl.variants import EncoderLenSite, EncoderLenSource, MultiModalSwitches, get_encoder_len_variant
 
 SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-tiny.en", "whisper-large-v3")
@@ -218,7 +218,21 @@ class VllmConfig:
                 raise ConfigError("max_num_batched_tokens", f">= max_model_len={mc.max_model_len}",
                                   f"got {sc.max_num_batched_tokens}")
             from refimpl.multimodal import MULTIMODAL_REGISTRY
-            sc.max_num_encoder_input_tokens = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)
+            per_item = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)  # computed once
+            if sc.encoder_len_per_item is None:
+                sc.encoder_len_per_item = per_item
+            if sc.encoder_len_per_item != mc.max_encoder_len:
+                raise EncoderLengthMismatchError(
+                    "scheduler_config.encoder_len_per_item", mc.max_encoder_len,
+                    f"{sc.encoder_len_per_item} != the encoder's positions (max_source_positions)")
+            if get_encoder_len_variant(self.encoder_len_variant).encoder_batch:
+                sc.max_num_encoder_input_tokens = sc.max_audios_per_step * per_item
+                sc.encoder_cache_size = max(sc.encoder_cache_size or 0, sc.max_num_encoder_input_tokens)
+            elif sc.max_audios_per_step != 1:
+                raise ConfigError("max_audios_per_step", "1 unless encoder_len_variant='encoder-batch'",
+                                  f"got {sc.max_audios_per_step} under {self.encoder_len_variant!r}")
+            else:
+                sc.max_num_encoder_input_tokens = per_item
 
     @property
     def device(self) -> str:
@@ -233,9 +247,14 @@ class VllmConfig:
 
         'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
         processor and runs the feature extractor: vLLM 0.10.2); 'config':
-        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989).
+        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989); 'per-item':
+        ``scheduler_config.encoder_len_per_item`` (PR #29421, where the former is a budget).
         """
-        if self.encoder_len_source(site) == "registry":
+        source = self.encoder_len_source(site)
+        if source == "registry":
             from refimpl.multimodal import MULTIMODAL_REGISTRY
             return MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(self.model_config)
-        return self.scheduler_config.max_num_encoder_input_tokens
+        sc = self.scheduler_config
+        n = sc.encoder_len_per_item if source == "per-item" else sc.max_num_encoder_input_tokens
+        assert n is not None, "set by __post_init__ for encoder-decoder models"
+        return n

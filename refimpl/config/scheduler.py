@@ -16,7 +16,11 @@ class SchedulerConfig:
 
     ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` default to
     ``max_num_batched_tokens`` as in vLLM; for encoder-decoder models VllmConfig overrides
-    the former with the encoder length. Raises ConfigError.
+    the former with the encoder length, or with ``max_audios_per_step`` encoder lengths under
+    the ``encoder-batch`` variant (PR #29421). ``encoder_len_per_item`` (tokens, Whisper 1500):
+    one audio's encoder length, its own field, set once by VllmConfig (or given, then checked
+    against the model's ``max_source_positions``); never an alias of a batching budget.
+    Raises ConfigError.
     """
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
@@ -25,9 +29,11 @@ class SchedulerConfig:
     max_num_encoder_input_tokens: int = None  # type: ignore[assignment]
     encoder_cache_size: int = None  # type: ignore[assignment]
     is_encoder_decoder: bool = False
+    max_audios_per_step: int = 1
+    encoder_len_per_item: Optional[int] = None
 
     def __post_init__(self):
-        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len"):
+        for name in ("max_num_batched_tokens", "max_num_seqs", "max_model_len", "max_audios_per_step"):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, "> 0", f"got {getattr(self, name)}")
         if self.max_num_encoder_input_tokens is None:

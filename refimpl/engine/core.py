@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from refimpl.config import VllmConfig
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.memory import peak_rss_bytes, rss_bytes
-from refimpl.variants import StartupVariant, get_startup_variant
+from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_variant
 
 
 @dataclass
@@ -181,14 +181,25 @@ def check_encoder_len(vllm_config: VllmConfig) -> None:
     The guard for the review of vLLM PR #24989: ``max_num_encoder_input_tokens`` is an alias
     of ``max_num_batched_tokens`` unless the encoder-decoder override ran; 1024 would give 64
     cross-attention blocks instead of 94 (writes past the request's blocks), 8192 would give
-    512 (5x over-reservation). Raises EncoderLengthMismatchError naming both values.
+    512 (5x over-reservation). Every call site that reads a config field (not the registry)
+    under the engine's variant is checked: ``max_num_encoder_input_tokens`` for
+    runner-config / scheduler-config, ``encoder_len_per_item`` for encoder-batch (whose
+    ``max_num_encoder_input_tokens`` is a budget of several audios). Raises
+    EncoderLengthMismatchError naming the field and both values.
     """
-    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+    mc = vllm_config.model_config
     if not mc.is_encoder_decoder:
         return
-    if sc.max_num_encoder_input_tokens != mc.max_encoder_len:
-        raise EncoderLengthMismatchError(
-            "scheduler_config.max_num_encoder_input_tokens", mc.max_encoder_len,
-            f"{sc.max_num_encoder_input_tokens} != the model's encoder length "
-            f"{mc.max_encoder_len} (max_source_positions); cross-attention would allocate "
-            "the wrong number of blocks")
+    for site in ENCODER_LEN_SITES:
+        source = vllm_config.encoder_len_source(site)
+        if source == "registry":
+            continue
+        n = vllm_config.get_encoder_len(site)
+        if n != mc.max_encoder_len:
+            field = ("scheduler_config.encoder_len_per_item" if source == "per-item"
+                     else "scheduler_config.max_num_encoder_input_tokens")
+            raise EncoderLengthMismatchError(
+                field, mc.max_encoder_len,
+                f"{n} != the model's encoder length {mc.max_encoder_len} (max_source_positions), "
+                f"read at the {site!r} call site; cross-attention would allocate the wrong "
+                "number of blocks")

@@ -3,6 +3,7 @@
 One Whisper-tiny engine is shared by the module (a child that imports torch costs seconds);
 the test that kills its child runs last. Mirror capacity: 2.5 items of 960,000 bytes.
 - start-up under reset scope v0.9.0: P0's cache is empty, P1 keeps its profiling entry;
+  under scope "all" the reset empties P1's cache too;
 - a repeated audio crosses as its hash alone; evictions and resets keep the mirrors equal;
 - nothing listens on a network address; a message without the engine's secret is never
   unpickled;
@@ -83,6 +84,14 @@ def test_eviction_and_reset_keep_mirrors_in_step(engine):
     assert engine.engine_core.mirrors_agree()
 
 
+def test_reset_scope_all_also_clears_p1_cache(engine):
+    client = engine.engine_core.client
+    assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] > 0  # v0.9.0 left it
+    client.call_utility("__setattr__", "reset_scope", "all")  # the child's EngineCoreProc
+    engine.reset_mm_cache()
+    assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] == 0
+
+
 def test_nothing_listens_on_a_network_address(engine):
     for pid in (os.getpid(), engine.engine_core.pid):
         for c in psutil.Process(pid).net_connections(kind="inet"):
@@ -151,3 +160,18 @@ def test_front_end_death_leaves_no_orphan(sig, engine, tmp_path):
         child.wait(60)  # raises psutil.TimeoutExpired if the child outlives its front end
     finally:
         p0.kill()
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("scope", ["v0.9.0", "all"])
+def test_startup_bench_record_per_scope(scope):
+    from refimpl.bench.two_process import two_process_record
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_seqs=2),
+                     CacheConfig(num_gpu_blocks=200))
+    _, rec = two_process_record(cfg, "cache-reset", scope)
+    assert rec["p1_cache_bytes_before_reset"] > 0
+    assert rec["p1_cache_bytes_after_reset"] == (rec["p1_cache_bytes_before_reset"] if scope == "v0.9.0" else 0)
+    t = rec["transport"]
+    assert t["bytes_hit"] < 2_000 < 960_000 < t["bytes_miss"]
+    assert not psutil.pid_exists(rec["p1_pid"]) or psutil.Process(rec["p1_pid"]).status() == "zombie"

@@ -10,6 +10,16 @@ Each repeat builds a VllmConfig and an EngineCore in a fresh process and records
 dummy data, hashing items, in HF-processor calls)
 (bytes), the encoder budget and max tokens per item. Top level: ``model``, ``variant``,
 ``device``, ``versions``, ``hardware``, ``median_total_s``.
+
+``--process-mode mp`` starts the engine core in a child process (refimpl/engine/frontend.py)
+and the front end asks for the reset, as vLLM V1's ``LLMEngine``; ``--reset-scope`` picks
+what that reset clears (``v0.9.0``: not the child's processing cache; ``all``). The record
+then adds ``process_mode``, ``reset_scope``, ``p0_cache_bytes_before_reset``,
+``p0_cache_bytes_after_reset``, ``p0_rss_before_reset``, ``p0_rss_after_reset`` and the same
+four ``p1_*`` fields (bytes; the unprefixed cache / RSS fields are P1's, measured before the
+reset), ``startup_wall_s``, ``spawn_overhead_s`` and ``transport`` (see
+``refimpl.bench.two_process``). The default stays ``inproc`` so the figures of notebook 01 and
+README keep their meaning.
 """
 from __future__ import annotations
 
@@ -46,6 +56,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit-mm-per-prompt", action="append", default=[], metavar="MODALITY=N")
     p.add_argument("--scale", default="auto", choices=("auto", "full", "small"))
     p.add_argument("--num-gpu-blocks", type=int, default=None)
+    p.add_argument("--process-mode", default="inproc", choices=("inproc", "mp"),
+                   help="engine core in this process, or in a child process (vLLM V1's mp)")
+    p.add_argument("--reset-scope", default="v0.9.0", choices=("v0.9.0", "all"),
+                   help="mp only: what reset_mm_cache clears in the engine-core process")
     add_common_args(p, tuple(STARTUP_VARIANTS), "cache-reset")
     return p
 
@@ -67,10 +81,14 @@ def run_once(args: argparse.Namespace) -> dict:
     t0 = time.perf_counter()
     cfg = make_vllm_config(args)
     config_s = time.perf_counter() - t0
-    engine = EngineCore(cfg, args.variant)
-    rep = engine.report
+    extra: dict = {}
+    if getattr(args, "process_mode", "inproc") == "mp":
+        from refimpl.bench.two_process import two_process_record
+        rep, extra = two_process_record(cfg, args.variant, args.reset_scope)
+    else:
+        rep = EngineCore(cfg, args.variant).report
     phases = {"config": config_s, **rep.phases}
-    return {
+    return extra | {
         "variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,
         "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
         "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
@@ -99,7 +117,7 @@ def worker_argv(args: argparse.Namespace) -> list[str]:
         argv += ["--num-gpu-blocks", str(args.num_gpu_blocks)]
     for lim in args.limit_mm_per_prompt:
         argv += ["--limit-mm-per-prompt", lim]
-    return argv
+    return argv + ["--process-mode", args.process_mode, "--reset-scope", args.reset_scope]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -85,8 +85,10 @@ def run_once(args: argparse.Namespace) -> dict:
     if getattr(args, "process_mode", "inproc") == "mp":
         from refimpl.bench.two_process import two_process_record
         rep, extra = two_process_record(cfg, args.variant, args.reset_scope)
+        stats = extra.pop("p1_registry_stats")  # the profiling passes ran in the child
     else:
-        rep = EngineCore(cfg, args.variant).report
+        engine = EngineCore(cfg, args.variant)
+        rep, stats = engine.report, engine.mm_registry.stats.as_dict()
     phases = {"config": config_s, **rep.phases}
     return extra | {
         "variant": args.variant, "model": args.model, "device": cfg.device, "torch_num_threads": threads,
@@ -100,7 +102,7 @@ def run_once(args: argparse.Namespace) -> dict:
         "cache_bytes_after_reset": rep.cache_bytes_after_reset,
         "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
         "peak_rss_bytes": rep.peak_rss_bytes,
-        "parts_s": {k: engine.mm_registry.stats.as_dict()[k] for k in ("dummy_s", "hash_s", "hf_processor_s")},
+        "parts_s": {k: stats[k] for k in ("dummy_s", "hash_s", "hf_processor_s")},
         "encoder_compute_budget": rep.encoder_compute_budget,
         "encoder_cache_size": rep.encoder_cache_size,
         "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks,

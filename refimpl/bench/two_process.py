@@ -47,7 +47,7 @@ def two_process_record(vllm_config, variant: str, reset_scope: str):
     Record: ``process_mode`` "mp", ``reset_scope``, ``startup_wall_s`` (s from spawning the
     child to its READY), ``spawn_overhead_s`` (that minus the child's timed phases: process
     start, imports, transport), the ``p0_*`` / ``p1_*`` cache-bytes and RSS fields before / after the reset
-    (bytes), ``p1_pid``, and ``transport``: start-up bytes received, and for Whisper the probe
+    (bytes), ``p1_pid``, ``p1_registry_stats`` (the child's ProcessingStats), and ``transport``: start-up bytes received, and for Whisper the probe
     of ``_transport_probe``. The child is shut down before returning.
     """
     from refimpl.engine.frontend import MPFrontend
@@ -61,7 +61,8 @@ def two_process_record(vllm_config, variant: str, reset_scope: str):
                      "startup_decode_s": frontend.client.stats.decode_s}
         if vllm_config.model_config.is_encoder_decoder:
             transport |= _transport_probe(frontend, vllm_config.model_config)
-        record = {"process_mode": "mp", "reset_scope": reset_scope, "startup_wall_s": wall,
+        record = {"p1_registry_stats": frontend.client.call_utility("registry_stats"),
+                  "process_mode": "mp", "reset_scope": reset_scope, "startup_wall_s": wall,
                   "spawn_overhead_s": wall - p1_s,
                   "p1_pid": frontend.pid, **frontend.startup_memory, "transport": transport}
     finally:

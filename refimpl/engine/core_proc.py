@@ -78,6 +78,10 @@ class EngineCoreProc(EngineCore):
         return dict(pid=os.getpid(), cache_bytes=self.mm_registry.cache_bytes(), rss=rss_bytes(),
                     mirror=self.mm_input_cache_server.stats())
 
+    def registry_stats(self) -> dict:
+        """This process's registry counters (ProcessingStats.as_dict())."""
+        return self.mm_registry.stats.as_dict()
+
     def mirror_keys(self) -> list[str]:
         return self.mm_input_cache_server.keys()
 

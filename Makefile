@@ -1,6 +1,6 @@
 # refimpl: set up, test, measure, report.
 #
-#   make test          set up .venv if needed, then run the test suite (soak tests skipped)
+#   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped)
 #   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
@@ -32,7 +32,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check refimpl tests scripts
 	$(BIN)/mypy
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 soak: $(STAMP)

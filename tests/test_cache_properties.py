@@ -19,7 +19,8 @@ from collections import OrderedDict
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, settings, strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from PIL import Image
 
@@ -211,7 +212,7 @@ def test_threads_under_eviction_keep_bound_and_values(fast_switching):
 
     def fn(t):
         rng = np.random.default_rng(t)
-        for i in range(1500):
+        for _ in range(1500):
             k = int(rng.integers(0, 40))
             op = rng.random()
             if op < 0.5:
@@ -242,7 +243,7 @@ def test_threads_through_the_processor_equal_serial():
                 results[(t, r, j)] = proc.apply("<|image_pad|>", {"image": images[j]})
     assert _hammer(reg.processing_cache, 4, fn) == []
     assert len(results) == 4 * 3 * len(images)
-    for (t, r, j), out in results.items():
+    for (_, _, j), out in results.items():
         _same_output(out, refs[j])
     assert len(reg.processing_cache) == len(images)
     assert reg.processing_cache.bytes == sum(

@@ -7,9 +7,9 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
-from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MULTIMODAL_REGISTRY
+from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
 # The pass table of docs/background.md, image only: passes #1 (runner_init), #2 and #3 (profile_run), #5
 # (scheduler_init). The dummy image does not depend on seq_len, so #3 hits what #1 stored.

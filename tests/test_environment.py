@@ -77,10 +77,13 @@ def test_pins_kept():
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 def test_make_targets_exist():
-    targets = [".venv", "test", "soak", "report", "report-quick", "lab", "clean"]
+    targets = [".venv", "lint", "test", "soak", "report", "report-quick", "lab", "clean"]
     # -n: print, do not run; -W pyproject.toml would force a reinstall, so it is not used.
     for t in targets:
         r = subprocess.run(["make", "-n", "-C", str(ROOT), t], capture_output=True, text=True)
         assert r.returncode == 0, f"make -n {t}: {r.stderr}"
     r = subprocess.run(["make", "-n", "-C", str(ROOT), "test"], capture_output=True, text=True)
     assert "-m pytest" in r.stdout
+    # lint and type check run before the tests (CI runs make test)
+    order = [r.stdout.find(tool) for tool in ("ruff check", "mypy", "-m pytest")]
+    assert -1 not in order and order == sorted(order), r.stdout

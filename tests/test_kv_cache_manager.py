@@ -1,7 +1,8 @@
 """KVCacheManager: cross-attention blocks exact and allocated once, all-or-nothing across
 groups, no leak / double allocation (incl. a hypothesis state machine)."""
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from refimpl.core.kv_cache_manager import KVCacheManager, cdiv
@@ -131,7 +132,7 @@ class KVManagerMachine(RuleBasedStateMachine):
     @rule()
     def drain(self):
         """Finish everything: idle means every usable block is free with ref_cnt 0."""
-        for rid, r in list(self.running.items()):
+        for r in list(self.running.values()):
             self.m.free(r)
         self.running.clear()
         self.tokens.clear()

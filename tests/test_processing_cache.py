@@ -7,7 +7,8 @@ import weakref
 
 import numpy as np
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from refimpl.config import ModelConfig

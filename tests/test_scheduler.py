@@ -5,9 +5,18 @@ import pytest
 from refimpl.errors import EncoderLengthMismatchError, InvalidInputError, SamplingParamsError
 from refimpl.request import Request, RequestStatus
 from refimpl.sampling_params import SamplingParams, check_max_tokens
-
-from utils import (QWEN, WHISPER, WHISPER_PROMPT, FakeModelRunner, FakeRegistry, create_requests,
-                   create_scheduler, fake_token, patch_registry, run_to_completion)
+from utils import (
+    QWEN,
+    WHISPER,
+    WHISPER_PROMPT,
+    FakeModelRunner,
+    FakeRegistry,
+    create_requests,
+    create_scheduler,
+    fake_token,
+    patch_registry,
+    run_to_completion,
+)
 
 CROSS = 94  # cdiv(1500, 16)
 

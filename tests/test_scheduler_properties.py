@@ -19,11 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from refimpl.core.kv_cache_manager import cdiv
 from refimpl.request import RequestStatus
-
 from utils import QWEN, WHISPER, FakeModelRunner, create_requests, create_scheduler
 
 CROSS = cdiv(1500, 16)

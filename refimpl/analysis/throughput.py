@@ -105,7 +105,7 @@ def throughput_figure(res: dict, hf: Optional[dict], out_dir: Path):
     """Bars of req/s (median, min-max whiskers) per variant and for the HF baseline."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
     items = list(by_variant(res).items()) + ([("hf generate()", hf)] if hf else [])
-    for i, (v, r) in enumerate(items):
+    for i, (_, r) in enumerate(items):
         xs = [x["requests_per_s"] for x in r["runs"]]
         m = _med(xs)
         ax.bar(i, m, yerr=[[m - min(xs)], [max(xs) - m]], capsize=4)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHES = ("startup", "budget", "throughput", "wer")
-USAGE = """usage: refimpl bench {startup,budget,throughput,wer} [options] --output-json PATH
+BENCHES = ("startup", "budget", "throughput", "wer", "workload", "paired")
+USAGE = """usage: refimpl bench {startup,budget,throughput,wer,workload,paired} [options] --output-json PATH
        refimpl report [--quick] [--device auto|cpu|cuda]
 
   bench startup     engine start-up per phase, variants no-cache | cache-reset | formula
@@ -17,6 +17,8 @@ USAGE = """usage: refimpl bench {startup,budget,throughput,wer} [options] --outp
   bench throughput  Whisper serving, variants registry | runner-config | scheduler-config |
                     encoder-batch (--max-audios-per-step N)
   bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
+  bench workload    EOS-stopping requests, mixed lengths, all-at-once or Poisson arrivals; TTFT, E2E
+  bench paired      variants in one process on identical blocks, A B B A; gains with 95% CIs
   report            run every notebook headless and write reports/latest/
 """
 

@@ -1,0 +1,154 @@
+"""Paired design: each variant's gain over the previous one, with a bootstrap 95% interval.
+
+    refimpl bench paired --model whisper-tiny.en \
+        --variant registry,runner-config,scheduler-config --rounds 30 \
+        --block-requests 8 --max-tokens 16 --output-json paired.json
+
+On a shared, noisy machine, fresh-process medians scatter more than the ~3% effect of
+PRs #24866 / #24989 (the throughput bench keeps them as the unpaired check). Here the
+variants' engines live in one process with the same weights and serve identical request
+blocks (same audios, same decoder prompt) in alternating order, A B B A ..., so slow phases of
+the machine hit every variant alike. Per block: wall seconds (perf_counter) and CPU seconds of
+this process (process_time; torch on one thread), and the seconds spent inside the registry's
+``get_encdec_max_encoder_len``. Gain of variant k over k-1 in round r: t(k-1) / t(k) - 1;
+its median over rounds with a paired bootstrap interval (``refimpl.stats.paired``).
+
+Cost model: what a fix removes is the registry time, so its predicted gain is
+(registry s per block of k-1 minus that of k) / (block s of k). Requests decode greedily and
+stop at EOS (``--ignore-eos`` makes every request decode ``--max-tokens``); the ProcessingCache
+is off so every block processes its audio afresh, as new requests do.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from refimpl.bench.common import set_single_thread, write_json
+from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
+
+
+def block_order(variants: list[str], rnd: int) -> list[str]:
+    """Round ``rnd``'s order: forward on even rounds, reversed on odd (A B, B A, A B, ...)."""
+    return list(variants) if rnd % 2 == 0 else list(reversed(variants))
+
+
+def build_engines(model: str, variants: list[str], *, max_num_seqs: int, max_audios_per_step: int,
+                  num_gpu_blocks: int, device: str = "cpu") -> dict:
+    """One in-process LLMEngine per variant (same model and weights), ProcessingCache off."""
+    from refimpl.engine.llm_engine import LLMEngine
+    engines = {}
+    for v in variants:
+        n = max_audios_per_step if get_encoder_len_variant(v).encoder_batch else 1
+        engines[v] = LLMEngine.from_args(model, encoder_len_variant=v, device=device,
+                                         max_num_seqs=max_num_seqs, num_gpu_blocks=num_gpu_blocks,
+                                         max_audios_per_step=n, process_mode="inproc",
+                                         disable_mm_preprocessor_cache=True)
+    return engines
+
+
+def serve_block(engine, audios: list, params) -> dict:
+    """Serve one block of requests to completion; wall / CPU / registry seconds, tokens."""
+    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+    reg.reset_stats()
+    w0, c0 = time.perf_counter(), time.process_time()
+    outs = engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios], params)
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return {"wall_s": wall, "cpu_s": cpu, "registry_s": reg.stats.encdec_s,
+            "registry_calls": reg.stats.encdec_calls,
+            "tokens": [list(o.output_token_ids) for o in outs]}
+
+
+def run_paired(engines: dict, audios: list, params, rounds: int, progress=None) -> dict:
+    """``rounds`` rounds of one block per variant in alternating order; per-variant lists.
+
+    Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
+    "registry_calls": [...]}} indexed by round, plus "tokens_identical" (every block of every
+    variant produced the same tokens as the first block).
+    """
+    variants = list(engines)
+    out: dict[str, dict[str, list]] = {v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": []}
+                                       for v in variants}
+    ref, identical = None, True
+    for rnd in range(rounds):
+        for v in block_order(variants, rnd):
+            b = serve_block(engines[v], audios, params)
+            ref = ref or b["tokens"]
+            identical &= b["tokens"] == ref
+            for k in out[v]:
+                out[v][k].append(b[k])
+        if progress:
+            progress(rnd)
+    return {"by_variant": out, "tokens_identical": identical}
+
+
+def gains(by_variant: dict, metric: str = "cpu_s") -> list[dict]:
+    """Each variant's gain over the previous: paired ratio t(prev)/t(this) per round, minus 1,
+    with its bootstrap 95% interval, and the cost model's prediction (see module doc)."""
+    from refimpl.stats import paired
+    variants, rows = list(by_variant), []
+    for prev, cur in zip(variants, variants[1:]):
+        a, b = by_variant[prev], by_variant[cur]
+        iv = paired(a[metric], b[metric], kind="ratio")
+        # registry seconds are wall seconds: the model divides by wall seconds for both metrics
+        model = (np.median(a["registry_s"]) - np.median(b["registry_s"])) / np.median(b["wall_s"])
+        rows.append({"variant": cur, "over": prev, "metric": metric,
+                     "gain": iv.estimate - 1, "low": iv.low - 1, "high": iv.high - 1,
+                     "half_width": (iv.high - iv.low) / 2, "resolved": iv.resolved,
+                     "cost_model_gain": float(model), "rounds": len(a[metric])})
+    return rows
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="refimpl bench paired", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="whisper-tiny.en")
+    p.add_argument("--variant", default="registry,runner-config,scheduler-config",
+                   help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}")
+    p.add_argument("--rounds", type=int, default=30, help="blocks per variant (A B B A ...)")
+    p.add_argument("--block-requests", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=16)
+    p.add_argument("--ignore-eos", action="store_true")
+    p.add_argument("--max-num-seqs", type=int, default=8)
+    p.add_argument("--max-audios-per-step", type=int, default=4, help="for encoder-batch")
+    p.add_argument("--num-gpu-blocks", type=int, default=2000)
+    p.add_argument("--warmup-rounds", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    p.add_argument("--output-json", default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from refimpl.audio import make_request_audios
+    from refimpl.env import collect_env
+    from refimpl.sampling_params import SamplingParams
+    args = build_parser().parse_args(argv)
+    threads = set_single_thread()
+    variants = [v.strip() for v in args.variant.split(",") if v.strip()]
+    for v in variants:
+        get_encoder_len_variant(v)
+    engines = build_engines(args.model, variants, max_num_seqs=args.max_num_seqs,
+                            max_audios_per_step=args.max_audios_per_step,
+                            num_gpu_blocks=args.num_gpu_blocks, device=args.device)
+    audios = make_request_audios(args.block_requests, seed=args.seed)
+    params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
+    run_paired(engines, audios, params, args.warmup_rounds)  # untimed
+    t0 = time.perf_counter()
+    res = run_paired(engines, audios, params, args.rounds,
+                     progress=lambda r: print(f"round {r + 1}/{args.rounds} "
+                                              f"({time.perf_counter() - t0:.0f} s)", flush=True))
+    table = {m: gains(res["by_variant"], m) for m in ("cpu_s", "wall_s")}
+    for m, rows in table.items():
+        for r in rows:
+            print(f"{m}: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
+                  f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {r['rounds']} pairs); "
+                  f"cost model {100 * r['cost_model_gain']:+.2f}%")
+    print("tokens identical across variants and blocks:", res["tokens_identical"])
+    if args.output_json:
+        write_json(args.output_json, {"bench": "paired", "args": vars(args), "variants": variants,
+                                      "torch_num_threads": threads, "gains": table,
+                                      "benchmark_s": time.perf_counter() - t0, **res,
+                                      "env": collect_env()})
+    return 0

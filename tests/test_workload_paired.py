@@ -1,0 +1,46 @@
+"""Workload schedule and paired-design bookkeeping (no model: engines are faked)."""
+import numpy as np
+import pytest
+
+from refimpl.bench.paired import block_order, gains, run_paired
+from refimpl.bench.workload import latency_summary, make_workload
+
+
+def test_workload_is_seeded_mixed_length_and_poisson():
+    a = make_workload(40, seed=3, arrival="poisson", rate=4.0)
+    b = make_workload(40, seed=3, arrival="poisson", rate=4.0)
+    assert [w.arrival_s for w in a] == [w.arrival_s for w in b]
+    assert all(np.array_equal(x.audio, y.audio) for x, y in zip(a, b))
+    t = np.array([w.arrival_s for w in a])
+    assert np.all(np.diff(t) > 0) and 2 < 40 / t[-1] < 8  # mean rate near 4 requests/s
+    assert len({len(w.audio) for w in a}) > 30  # mixed lengths
+    assert all(w.arrival_s == 0 for w in make_workload(5, arrival="all"))
+    with pytest.raises(ValueError):
+        make_workload(3, arrival="poisson", rate=0)
+    s = latency_summary("e2e_s", [1.0, 2.0, 3.0, 4.0])
+    assert s["e2e_s_p50"] == 2.5 and s["e2e_s_mean"] == 2.5
+
+
+def test_alternating_order_and_paired_gains():
+    assert [block_order(["A", "B", "C"], r) for r in range(3)] == [
+        ["A", "B", "C"], ["C", "B", "A"], ["A", "B", "C"]]
+
+    class FakeEngine:  # B does the same work 10% faster; tokens identical
+        def __init__(self, name, log):
+            self.name, self.log = name, log
+
+        def generate(self, prompts, params):
+            self.log.append(self.name)
+            from refimpl.outputs import RequestOutput
+            return [RequestOutput(str(i), [1], [7, 8]) for i in range(len(prompts))]
+
+    log = []
+    res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,
+                     None, rounds=4)
+    assert log == ["A", "B", "B", "A", "A", "B", "B", "A"] and res["tokens_identical"]
+    by = {"A": {"cpu_s": [1.1, 1.2, 1.0, 1.1], "wall_s": [1.1] * 4, "registry_s": [0.1] * 4},
+          "B": {"cpu_s": [1.0, 1.2 / 1.1, 1.0 / 1.1, 1.0], "wall_s": [1.0] * 4, "registry_s": [0.0] * 4}}
+    (row,) = gains(by, "cpu_s")
+    assert row["variant"] == "B" and row["over"] == "A"
+    assert row["gain"] == pytest.approx(0.1) and row["resolved"]
+    assert row["cost_model_gain"] == pytest.approx(0.1)

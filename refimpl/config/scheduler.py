@@ -6,6 +6,7 @@ switches, policy, delay factor, async scheduling, the long-prefill threshold.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from refimpl.errors import ConfigError
 

@@ -8,7 +8,9 @@ from refimpl.config import ModelConfig, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry
 
-SMALL_PIXELS = {"max_pixels": 28 * 28 * 64}  # largest image 224x224 -> 64 tokens: cheap videos
+# Cheap videos. The worst-case image is not the 224x224 square (64 tokens) but a 3200 x 16
+# strip: smart_resize clamps its short side to 28 and keeps 113 cells on the long side.
+SMALL_PIXELS = {"max_pixels": 28 * 28 * 64}
 
 
 def qwen(max_model_len, small=False, **kw):
@@ -87,10 +89,10 @@ def test_qwen_decoder_dummy_data():
     reg = MultiModalRegistry()
     mc = qwen(2048, small=True)
     d = reg.get_decoder_dummy_data(mc, 1000, {"image": 1})
-    assert len(d.prompt_token_ids) == 1000 and d.prompt_token_ids[:64] == [151655] * 64
-    assert set(d.prompt_token_ids[64:]) == {0}
-    assert d.multi_modal_data["image"][0]["pixel_values"].shape == (256, 1176)
-    assert d.multi_modal_placeholders["image"][0].length == 64
+    assert len(d.prompt_token_ids) == 1000 and d.prompt_token_ids[:113] == [151655] * 113
+    assert set(d.prompt_token_ids[113:]) == {0}
+    assert d.multi_modal_data["image"][0]["pixel_values"].shape == (4 * 113, 1176)
+    assert d.multi_modal_placeholders["image"][0].length == 113
     # all modalities disabled -> no encoder budget
     off = qwen(2048, limit_mm_per_prompt={"image": 0, "video": 0})
     assert reg.get_max_tokens_per_item_by_nonzero_modality(off) == {}

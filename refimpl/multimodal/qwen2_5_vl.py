@@ -17,6 +17,7 @@ HF processor does, image/video embeddings as inputs, later vLLM's cap on frames 
 """
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from typing import Any
 
@@ -51,6 +52,49 @@ def build_hf_processor(model: str, overrides: tuple = ()):
         tokenizer=get_tokenizer(model))
 
 
+@lru_cache(maxsize=64)
+def worst_case_image_size(min_pixels: int, max_pixels: int, factor: int = 28,
+                          max_ratio: int = 200) -> tuple[int, int]:
+    """(width, height) in pixels of an input image (or video frame) whose ``smart_resize``
+    (transformers' Qwen2-VL resize: sides rounded to ``factor`` = patch * merge = 28 pixels,
+    area brought into [min_pixels, max_pixels], aspect ratio <= ``max_ratio``) has the most
+    ``factor`` x ``factor`` cells, i.e. the most placeholder tokens per image (per frame pair
+    for video). Issue 8, kind 4: a huge square is not always the worst case.
+
+    Candidates, each evaluated with the real ``smart_resize``:
+      * an image that is not resized: ``factor * a`` x ``factor * b`` for the largest
+        a * b <= max_pixels // factor^2 with a factor pair of ratio <= max_ratio (vLLM's
+        later Qwen2-VL ``get_image_size_with_most_features`` does the same factorisation).
+        768 * 28^2 gives 896 x 672 (768 tokens), not the 756 x 756 square (729 tokens);
+      * the flattest image that is scaled down (ratio ``max_ratio``): when max_pixels //
+        factor^2 is small, ``smart_resize`` clamps the short side to ``factor`` and the long
+        side's floor can give more cells than max_pixels allows;
+      * every image thinner than ``factor / 2`` pixels (up to ratio ``max_ratio``): they are
+        scaled up to min_pixels with both sides rounded up, which can give more cells than
+        max_pixels allows when min_pixels is close to it (e.g. min = max = 256 * 28^2:
+        1 x 200 pixels -> 454 tokens).
+    Cached per argument tuple; ~20,000 ``smart_resize`` calls (tens of ms) the first time.
+    """
+    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+
+    def cells(wh: tuple[int, int]) -> int:
+        h, w = smart_resize(wh[1], wh[0], factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
+        return (h // factor) * (w // factor)
+
+    cands: list[tuple[int, int]] = []
+    for n in range(max_pixels // factor ** 2, 0, -1):
+        a = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
+        if n // a <= max_ratio * a:
+            cands.append((factor * (n // a), factor * a))
+            break
+    s = 1
+    while round(s / factor) * round(max_ratio * s / factor) * factor ** 2 <= max_pixels:
+        s *= 2
+    cands.append((max_ratio * s, s))
+    cands += [(w, h) for h in range(1, factor // 2 + 1) for w in range(h, max_ratio * h + 1)]
+    return max(cands, key=cells)  # the first (not resized) wins ties
+
+
 class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
     modalities = ("image", "video")
 
@@ -76,8 +120,12 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return (w, h), grid_t * (h // patch) * (w // patch) // (merge * merge)
 
     def get_image_size_with_most_features(self) -> tuple[int, int]:
-        """(width, height) of the largest image: 3584 x 3584 under max_pixels 12,845,056."""
-        return self.get_vision_info(9999999, 9999999)[0]
+        """(width, height) in pixels of the image (and video frame) with the most tokens
+        under the processor's min/max pixels (``worst_case_image_size``): 3584 x 3584 under
+        the default max_pixels 12,845,056; 896 x 672 under 768 * 28^2."""
+        patch, merge, _ = self._vision()
+        size = self.get_hf_processor().image_processor.size
+        return worst_case_image_size(size.shortest_edge, size.longest_edge, patch * merge)
 
     def get_max_image_tokens(self) -> int:
         w, h = self.get_image_size_with_most_features()

@@ -17,8 +17,9 @@ Start-up phases (in brackets the multimodal passes of the pass table in docs/bac
 
 Variants: ``refimpl.variants.STARTUP_VARIANTS`` (what each reproduces and its switches).
 
-Left out: the separate front-end process (P0) and its cache mirror, multi-process executors
-and tensor parallelism (each worker would repeat #1-#3), the TPU precompile path.
+The two-process engine (front end P0, this class in a child P1, mirrored input caches) is in
+core_proc.py / core_client.py / frontend.py. Left out: multi-process executors and tensor
+parallelism (each worker would repeat #1-#3), the TPU precompile path.
 """
 from __future__ import annotations
 

@@ -44,3 +44,16 @@ def test_alternating_order_and_paired_gains():
     assert row["variant"] == "B" and row["over"] == "A"
     assert row["gain"] == pytest.approx(0.1) and row["resolved"]
     assert row["cost_model_gain"] == pytest.approx(0.1)
+
+
+def test_variant_labels_and_gains_against_the_first():
+    from refimpl.bench.paired import parse_variant
+    assert parse_variant("encoder-batch@8", 4) == ("encoder-batch", 8)
+    assert parse_variant("encoder-batch", 4) == ("encoder-batch", 4)
+    assert parse_variant("scheduler-config", 4) == ("scheduler-config", 1)
+    with pytest.raises(ValueError):
+        parse_variant("runner-config@2", 1)
+    by = {v: {"cpu_s": [t] * 3, "wall_s": [t] * 3, "registry_s": [0.0] * 3}
+          for v, t in (("A", 2.0), ("B", 1.0), ("C", 0.5))}
+    assert [round(r["gain"], 6) for r in gains(by, "cpu_s", "first")] == [1.0, 3.0]
+    assert [round(r["gain"], 6) for r in gains(by, "cpu_s")] == [1.0, 1.0]

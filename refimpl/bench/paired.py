@@ -34,14 +34,25 @@ def block_order(variants: list[str], rnd: int) -> list[str]:
     return list(variants) if rnd % 2 == 0 else list(reversed(variants))
 
 
+def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
+    """'encoder-batch@4' -> ('encoder-batch', 4); a plain name -> (name, N or 1 for the
+    variants without encoder batching). Raises UnknownVariantError / ValueError."""
+    name, _, n = label.partition("@")
+    batch = get_encoder_len_variant(name).encoder_batch
+    if n and not batch:
+        raise ValueError(f"{label!r}: only encoder-batch takes @N")
+    return name, (int(n) if n else max_audios_per_step) if batch else 1
+
+
 def build_engines(model: str, variants: list[str], *, max_num_seqs: int, max_audios_per_step: int,
                   num_gpu_blocks: int, device: str = "cpu") -> dict:
-    """One in-process LLMEngine per variant (same model and weights), ProcessingCache off."""
+    """One in-process LLMEngine per variant label (same model and weights), ProcessingCache
+    off. A label is a variant name, or ``encoder-batch@N`` for N audios per step."""
     from refimpl.engine.llm_engine import LLMEngine
     engines = {}
-    for v in variants:
-        n = max_audios_per_step if get_encoder_len_variant(v).encoder_batch else 1
-        engines[v] = LLMEngine.from_args(model, encoder_len_variant=v, device=device,
+    for label in variants:
+        v, n = parse_variant(label, max_audios_per_step)
+        engines[label] = LLMEngine.from_args(model, encoder_len_variant=v, device=device,
                                          max_num_seqs=max_num_seqs, num_gpu_blocks=num_gpu_blocks,
                                          max_audios_per_step=n, process_mode="inproc",
                                          disable_mm_preprocessor_cache=True)
@@ -60,8 +71,10 @@ def serve_block(engine, audios: list, params) -> dict:
             "tokens": [list(o.output_token_ids) for o in outs]}
 
 
-def run_paired(engines: dict, audios: list, params, rounds: int, progress=None) -> dict:
+def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
+               max_s: float = float("inf")) -> dict:
     """``rounds`` rounds of one block per variant in alternating order; per-variant lists.
+    Stops after the round during which ``max_s`` wall seconds have passed (a time budget).
 
     Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
     "registry_calls": [...]}} indexed by round, plus "tokens_identical" (every block of every
@@ -70,8 +83,10 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None) 
     variants = list(engines)
     out: dict[str, dict[str, list]] = {v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": []}
                                        for v in variants}
-    ref, identical = None, True
+    ref, identical, t0 = None, True, time.perf_counter()
     for rnd in range(rounds):
+        if time.perf_counter() - t0 > max_s:
+            break
         for v in block_order(variants, rnd):
             b = serve_block(engines[v], audios, params)
             ref = ref or b["tokens"]
@@ -83,12 +98,14 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None) 
     return {"by_variant": out, "tokens_identical": identical}
 
 
-def gains(by_variant: dict, metric: str = "cpu_s") -> list[dict]:
-    """Each variant's gain over the previous: paired ratio t(prev)/t(this) per round, minus 1,
-    with its bootstrap 95% interval, and the cost model's prediction (see module doc)."""
+def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous") -> list[dict]:
+    """Each variant's gain over the previous one (``against="first"``: over the first):
+    paired ratio t(base)/t(this) per round, minus 1, with its bootstrap 95% interval, and the
+    cost model's prediction (see module doc)."""
     from refimpl.stats import paired
     variants, rows = list(by_variant), []
-    for prev, cur in zip(variants, variants[1:]):
+    bases = variants[:-1] if against == "previous" else [variants[0]] * (len(variants) - 1)
+    for prev, cur in zip(bases, variants[1:]):
         a, b = by_variant[prev], by_variant[cur]
         iv = paired(a[metric], b[metric], kind="ratio")
         # registry seconds are wall seconds: the model divides by wall seconds for both metrics
@@ -105,8 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="whisper-tiny.en")
     p.add_argument("--variant", default="registry,runner-config,scheduler-config",
-                   help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}")
+                   help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
+                        "encoder-batch@N for N audios per step")
     p.add_argument("--rounds", type=int, default=30, help="blocks per variant (A B B A ...)")
+    p.add_argument("--against", default="previous", choices=("previous", "first"),
+                   help="gain of each variant over the previous one, or over the first")
     p.add_argument("--block-requests", type=int, default=8)
     p.add_argument("--max-tokens", type=int, default=16)
     p.add_argument("--ignore-eos", action="store_true")
@@ -114,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-audios-per-step", type=int, default=4, help="for encoder-batch")
     p.add_argument("--num-gpu-blocks", type=int, default=2000)
     p.add_argument("--warmup-rounds", type=int, default=1)
+    p.add_argument("--max-benchmark-s", type=float, default=float("inf"),
+                   help="stop starting rounds after this many seconds of timed rounds")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument("--output-json", default=None)
@@ -128,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     threads = set_single_thread()
     variants = [v.strip() for v in args.variant.split(",") if v.strip()]
     for v in variants:
-        get_encoder_len_variant(v)
+        parse_variant(v, args.max_audios_per_step)
     engines = build_engines(args.model, variants, max_num_seqs=args.max_num_seqs,
                             max_audios_per_step=args.max_audios_per_step,
                             num_gpu_blocks=args.num_gpu_blocks, device=args.device)
@@ -138,8 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     res = run_paired(engines, audios, params, args.rounds,
                      progress=lambda r: print(f"round {r + 1}/{args.rounds} "
-                                              f"({time.perf_counter() - t0:.0f} s)", flush=True))
-    table = {m: gains(res["by_variant"], m) for m in ("cpu_s", "wall_s")}
+                                              f"({time.perf_counter() - t0:.0f} s)", flush=True),
+                     max_s=args.max_benchmark_s)
+    table = {m: gains(res["by_variant"], m, args.against) for m in ("cpu_s", "wall_s")}
     for m, rows in table.items():
         for r in rows:
             print(f"{m}: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "

@@ -25,14 +25,24 @@ def test_alternating_order_and_paired_gains():
     assert [block_order(["A", "B", "C"], r) for r in range(3)] == [
         ["A", "B", "C"], ["C", "B", "A"], ["A", "B", "C"]]
 
-    class FakeEngine:  # B does the same work 10% faster; tokens identical
-        def __init__(self, name, log):
-            self.name, self.log = name, log
+    from refimpl.outputs import RequestOutput
 
-        def generate(self, prompts, params):
-            self.log.append(self.name)
-            from refimpl.outputs import RequestOutput
-            return [RequestOutput(str(i), [1], [7, 8]) for i in range(len(prompts))]
+    class FakeEngine:  # finishes every request in its first step, same tokens for all
+        def __init__(self, name, log):
+            self.name, self.log, self.pending = name, log, []
+
+        def add_request(self, rid, prompt, params):
+            if not self.pending:
+                self.log.append(self.name)
+            self.pending.append(str(len(self.pending)))
+            return self.pending[-1]
+
+        def has_unfinished_requests(self):
+            return bool(self.pending)
+
+        def step(self):
+            out, self.pending = [RequestOutput(r, [1], [7, 8]) for r in self.pending], []
+            return out
 
     log = []
     res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,
@@ -57,3 +67,19 @@ def test_variant_labels_and_gains_against_the_first():
           for v, t in (("A", 2.0), ("B", 1.0), ("C", 0.5))}
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s", "first")] == [1.0, 3.0]
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s")] == [1.0, 1.0]
+
+
+def test_model_curve_points_and_figure(tmp_path):
+    import json
+
+    from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
+    by = {"registry": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],
+                       "registry_calls": [20, 20], "steps": [20, 20]},
+          "runner-config": {"wall_s": [2.0, 2.1], "cpu_s": [1.9, 2.0], "registry_s": [0.0, 0.0],
+                            "registry_calls": [0, 0], "steps": [20, 20]}}
+    res = {"by_variant": by, "gains": {"wall_s": gains(by, "wall_s")}, "env": {}}
+    (tmp_path / "p.json").write_text(json.dumps(res))
+    (p,) = points(tmp_path / "p.json")
+    assert p["registry_s_per_call"] == pytest.approx(0.01) and p["step_s"] == pytest.approx(2.05 / 20)
+    plot_gain_vs_step_time([p], out_png=tmp_path / "curve.png")
+    assert (tmp_path / "curve.png").stat().st_size > 1000

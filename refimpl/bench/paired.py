@@ -64,11 +64,16 @@ def serve_block(engine, audios: list, params) -> dict:
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     reg.reset_stats()
     w0, c0 = time.perf_counter(), time.process_time()
-    outs = engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios], params)
+    ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
+    done, steps = {}, 0
+    while engine.has_unfinished_requests():
+        steps += 1
+        for o in engine.step():
+            done[o.request_id] = o
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     return {"wall_s": wall, "cpu_s": cpu, "registry_s": reg.stats.encdec_s,
-            "registry_calls": reg.stats.encdec_calls,
-            "tokens": [list(o.output_token_ids) for o in outs]}
+            "registry_calls": reg.stats.encdec_calls, "steps": steps,
+            "tokens": [list(done[i].output_token_ids) for i in ids]}
 
 
 def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
@@ -77,12 +82,12 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     Stops after the round during which ``max_s`` wall seconds have passed (a time budget).
 
     Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
-    "registry_calls": [...]}} indexed by round, plus "tokens_identical" (every block of every
+    "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
     variant produced the same tokens as the first block).
     """
     variants = list(engines)
-    out: dict[str, dict[str, list]] = {v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": []}
-                                       for v in variants}
+    out: dict[str, dict[str, list]] = {
+        v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []} for v in variants}
     ref, identical, t0 = None, True, time.perf_counter()
     for rnd in range(rounds):
         if time.perf_counter() - t0 > max_s:

@@ -71,7 +71,8 @@ def test_oversize_dummy_item_through_the_processor(oversize):
             proc.apply(inp.prompt, inp.mm_data)
     else:
         out = proc.apply(inp.prompt, inp.mm_data)
-        assert out.mm_kwargs["image"][0]["pixel_values"].shape[0] == 64 and len(reg.processing_cache) == 0
+        rows = 4 * proc.info.get_max_image_tokens()  # 4 patches per token (merge 2 x 2)
+        assert out.mm_kwargs["image"][0]["pixel_values"].shape[0] == rows and len(reg.processing_cache) == 0
 
 
 def test_real_frame_video_through_the_processor():

@@ -58,8 +58,7 @@ class LLMEngine:
         else:
             self.engine_core = EngineCore(vllm_config, startup_variant)
         self.tokenizer = get_tokenizer(mc.model)
-        self.processor = MULTIMODAL_REGISTRY.create_processor(
-            mc, disable_cache=mc.disable_mm_preprocessor_cache)
+        self.processor = MULTIMODAL_REGISTRY.create_processor(mc)  # honours disable_mm_preprocessor_cache
         self._default_prompt_ids = whisper_decoder_prompt(mc.model)
         self._ids = itertools.count()
 

@@ -22,6 +22,8 @@ order). See docs/reliability.md.
 """
 from __future__ import annotations
 
+import logging
+import math
 import threading
 from collections import OrderedDict
 from typing import Any, Iterator, Optional
@@ -31,6 +33,8 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
+logger = logging.getLogger(__name__)
+GiB = 1 << 30
 Item = dict[str, torch.Tensor]  # one item's processed tensors
 
 
@@ -104,6 +108,12 @@ def item_nbytes(value: Item) -> int:
     return sum(t.nbytes for t in value.values() if isinstance(t, torch.Tensor))
 
 
+def _ceil_gib(nbytes: int) -> float:
+    """``nbytes`` in GiB rounded up to 6 significant digits (a setting that holds it)."""
+    digits = 5 - math.floor(math.log10(nbytes / GiB))
+    return math.ceil(nbytes / GiB * 10 ** digits) / 10 ** digits
+
+
 def _trackable(t):
     """``t``, or a normal clone of an inference tensor (those keep no version counter)."""
     if isinstance(t, torch.Tensor) and t.is_inference():
@@ -132,6 +142,7 @@ class ProcessingCache:
         self._lock = threading.RLock()
         self.hits = self.misses = self.evictions = self.rejected = self.bytes = 0
         self.invalidated = 0  # entries a caller modified in place, dropped at the next get
+        self._warned_capacity: Optional[int] = None  # warn once per capacity about oversize items
 
     def __len__(self) -> int:
         with self._lock:
@@ -183,10 +194,20 @@ class ProcessingCache:
                 self.rejected += 1
                 if oversize == "raise":
                     from refimpl.errors import CacheItemTooLargeError
-                    raise CacheItemTooLargeError(
-                        "mm_processor_cache_gb", self.capacity_bytes,
-                        f"value too large: one processed item of {size} bytes exceeds the "
-                        "processing cache (vLLM 0.9.0 behaviour)")
+                    raise CacheItemTooLargeError(  # the limit in the setting's unit, GiB
+                        "mm_processor_cache_gb", self.capacity_bytes / GiB,
+                        f"value too large: one processed item of {size} bytes ({size / GiB:.6g} "
+                        f"GiB) exceeds the processing cache of {self.capacity_bytes} bytes "
+                        "(vLLM 0.9.0 behaviour)")
+                if self._warned_capacity != self.capacity_bytes:
+                    self._warned_capacity = self.capacity_bytes
+                    logger.warning(
+                        "mm_processor_cache_gb=%.6g (%d bytes) is smaller than one processed "
+                        "item (%d bytes, %.6g GiB): the item is not cached, so start-up processes "
+                        "its dummy data on every pass, as without the cache (no PR #17935 "
+                        "saving). Set mm_processor_cache_gb >= %.6g to cache it.",
+                        self.capacity_bytes / GiB, self.capacity_bytes, size, size / GiB,
+                        _ceil_gib(size))
                 return False
             if key in self._data:
                 self._drop(key)

@@ -90,13 +90,18 @@ class MultiModalRegistry:
     def supports_multimodal_inputs(self, model_config) -> bool:
         return _factories(model_config.model) is not None
 
-    def create_processor(self, model_config, *, disable_cache: bool = False):
+    def create_processor(self, model_config, *, disable_cache: Optional[bool] = None):
         """A new (cheap) vLLM-level processor around the cached HF processor of the model.
 
         Uses the process-wide ProcessingCache (capacity set to ``model_config.mm_cache_bytes``)
         unless ``disable_cache`` or ``model_config.mm_processor_cache_gb == 0``.
+        ``disable_cache=None`` (the default) reads ``model_config.disable_mm_preprocessor_cache``,
+        as vLLM 0.9.0's ``create_processor`` does, so every caller honours the user's setting;
+        the profiling paths below pass their own value (vLLM 0.9.0 passes False there).
         Raises ConfigError for a model without multimodal inputs.
         """
+        if disable_cache is None:
+            disable_cache = model_config.disable_mm_preprocessor_cache
         f = _factories(model_config.model)
         if f is None:
             from refimpl.errors import ConfigError

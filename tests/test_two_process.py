@@ -25,7 +25,7 @@ import pytest
 import zmq
 
 from refimpl.engine.llm_engine import LLMEngine
-from refimpl.errors import EngineDeadError
+from refimpl.errors import EngineDeadError, EngineStateError
 from refimpl.sampling_params import SamplingParams
 
 CAPACITY_GB = 2.5 * 960_000 / (1 << 30)
@@ -90,6 +90,11 @@ def test_reset_scope_all_also_clears_p1_cache(engine):
     client.call_utility("__setattr__", "reset_scope", "all")  # the child's EngineCoreProc
     engine.reset_mm_cache()
     assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] == 0
+
+
+def test_scheduler_is_not_reachable_from_the_front_end(engine):
+    with pytest.raises(EngineStateError, match="engine-core process"):
+        engine.scheduler
 
 
 def test_nothing_listens_on_a_network_address(engine):
@@ -175,3 +180,17 @@ def test_startup_bench_record_per_scope(scope):
     t = rec["transport"]
     assert t["bytes_hit"] < 2_000 < 960_000 < t["bytes_miss"]
     assert not psutil.pid_exists(rec["p1_pid"]) or psutil.Process(rec["p1_pid"]).status() == "zombie"
+
+
+@pytest.mark.soak
+def test_desync_through_the_child_is_fatal_and_freed():
+    """Fault reset-p1-only in the real two processes: P1 gets a bare hash it lacks (KeyError,
+    as upstream), dies, and P0 raises EngineDeadError with the KeyError as its cause."""
+    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=2, num_gpu_blocks=200,
+                            process_mode="mp", mirror_fault="reset-p1-only")
+    e.generate([_audio(0)], PARAMS)
+    e.reset_mm_cache()
+    with pytest.raises(EngineDeadError) as info:
+        e.generate([_audio(0)], PARAMS)
+    assert isinstance(info.value.__cause__, KeyError)
+    assert not os.path.exists(e.engine_core.client.resources.tmpdir)

@@ -20,7 +20,7 @@ from tqdm.auto import tqdm
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
-from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
+from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, SamplingParamsError
 from refimpl.sampling_params import SamplingParams
 
 
@@ -81,11 +81,17 @@ class LLMEngine:
 
     @property
     def scheduler(self):
-        return self.engine_core.scheduler
+        return self._in_process("scheduler")
 
     @property
     def model_runner(self):
-        return self.engine_core.model_runner
+        return self._in_process("model_runner")
+
+    def _in_process(self, name: str):
+        if self.process_mode != "inproc":
+            raise EngineStateError(name, 'process_mode="inproc"',
+                                   f"the {name} lives in the engine-core process")
+        return getattr(self.engine_core, name)
 
     def add_request(self, request_id: Optional[str], prompt: dict,
                     params: Optional[SamplingParams] = None,

@@ -94,7 +94,7 @@ def test_reset_scope_all_also_clears_p1_cache(engine):
 
 def test_scheduler_is_not_reachable_from_the_front_end(engine):
     with pytest.raises(EngineStateError, match="engine-core process"):
-        engine.scheduler
+        _ = engine.scheduler
 
 
 def test_nothing_listens_on_a_network_address(engine):

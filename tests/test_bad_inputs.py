@@ -30,6 +30,14 @@ def test_bad_input(kit, case):
         assert kit.qwen.apply("<|image_pad|>", {"image": png_bytes()}).mm_placeholders["image"][0].length == 6
 
 
+def test_refusals_name_a_user_setting_with_a_non_negative_limit(kit):
+    """Issue 8, kind 6: no refusal carries a negative limit (a derived quantity gone wrong)."""
+    for case in CASES:
+        if case.raises is not None and isinstance(case.limit, (int, float)):
+            assert case.limit >= 0, case.id
+    assert run_case(next(c for c in CASES if c.id == "kv-num-gpu-blocks-100"), kit).field == "num_gpu_blocks"
+
+
 def test_doc_table_lists_every_case():
     """docs/reliability.md was regenerated after the last change to the case list."""
     from pathlib import Path

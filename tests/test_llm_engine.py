@@ -116,6 +116,11 @@ def test_bad_input_rejected_engine_keeps_serving(engines):
         e.add_request("bad-sr", {"multi_modal_data": {"audio": (clip, 8000)}}, SamplingParams(max_tokens=2))
     with pytest.raises(RefimplError, match="max_tokens"):
         e.add_request("bad-len", {"multi_modal_data": {"audio": (clip, 16000)}}, SamplingParams(max_tokens=446))
+    # issue 8, kind 6: a too-long decoder prompt names the prompt, never max_tokens with a negative limit
+    with pytest.raises(InvalidInputError) as exc:
+        e.add_request("bad-dec", {"multi_modal_data": {"audio": (clip, 16000)}, "prompt_token_ids": [220] * 500},
+                      SamplingParams(max_tokens=2))
+    assert (exc.value.field, exc.value.limit) == ("prompt.prompt_token_ids", 447)
     assert not e.has_unfinished_requests()
     out = e.generate([{"multi_modal_data": {"audio": (clip, 16000)}}], SamplingParams(max_tokens=3, ignore_eos=True))
     assert len(out[0].output_token_ids) == 3

@@ -114,7 +114,13 @@ class LLMEngine:
         else:
             dec_ids = list(self._default_prompt_ids)
         limit = self.vllm_config.model_config.max_model_len
-        if not dec_ids or len(dec_ids) + params.max_tokens > limit:
+        fld = next((f"prompt.{k}" for k in ("prompt_token_ids", "decoder_prompt") if k in prompt), "prompt")
+        if not dec_ids:
+            raise InvalidInputError(fld, ">= 1 token", "empty decoder prompt")
+        if len(dec_ids) >= limit:  # the prompt is at fault, not max_tokens (no negative limit)
+            raise InvalidInputError(fld, limit - 1, f"decoder prompt of {len(dec_ids)} tokens leaves "
+                                    f"no room under max_target_positions={limit}")
+        if len(dec_ids) + params.max_tokens > limit:
             raise SamplingParamsError(
                 "max_tokens", limit - len(dec_ids),
                 f"decoder prompt ({len(dec_ids)}) + max_tokens ({params.max_tokens}) exceeds "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Optional
 
 import numpy as np
@@ -96,7 +97,18 @@ def parse_image(x: Any) -> Image.Image:
     else:
         raise InvalidInputError("image", "PIL.Image | bytes | uint8 ndarray", f"got {type(x).__name__}")
     _check_hw(x.height, x.width, "image")
+    if not _converts_to_rgb(x.mode):  # the HF processor would fail in PIL's convert("RGB")
+        raise InvalidInputError("image", "a PIL mode convertible to RGB", f"mode {x.mode!r} cannot be converted to RGB")
     return x
+
+
+@lru_cache(maxsize=None)
+def _converts_to_rgb(mode: str) -> bool:
+    try:
+        Image.new(mode, (1, 1)).convert("RGB")
+    except (ValueError, OSError):
+        return False
+    return True
 
 
 def parse_video(x: Any) -> np.ndarray:
@@ -176,6 +188,10 @@ def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> 
             raise InvalidInputError("mm_data", tuple(limits), f"unsupported modality {modality!r}")
         if not isinstance(items, list):
             items = [items]
+        elif modality == "audio" and items and all(isinstance(v, (int, float, np.number)) for v in items):
+            # a list of samples, not a list of audios: name the audio, not the item count
+            raise InvalidInputError("audio", "1-D float32 array",
+                                    f"got a Python list of {len(items)} numbers")
         if len(items) > limits[modality]:
             raise TooManyItemsError(f"mm_data[{modality}]", limits[modality],
                                     f"{len(items)} {modality} items in one prompt")

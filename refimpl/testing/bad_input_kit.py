@@ -105,6 +105,32 @@ def qwen_request(prompt) -> Callable[[Kit], Any]:
     return run
 
 
+def small_kv_request(num_blocks: int, prompt_len: int) -> Callable[[Kit], Any]:
+    """A Qwen request of ``prompt_len`` tokens on a Scheduler of ``num_blocks`` KV blocks."""
+    def run(kit):
+        from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+        from refimpl.core.sched.scheduler import Scheduler
+        from refimpl.request import Request
+        from refimpl.sampling_params import SamplingParams
+        cfg = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=QWEN_MAX_MODEL_LEN),
+                         SchedulerConfig(), CacheConfig(block_size=16))
+        s = Scheduler(cfg, num_blocks, encoder_compute_budget=8192, encoder_cache_size=8192)
+        s.add_request(Request("bad-input", [220] * prompt_len, SamplingParams(max_tokens=1)))
+        return f"queued: {prompt_len} tokens"
+    return run
+
+
+def kv_sizing(**cache_kw) -> Callable[[Kit], Any]:
+    """Start-up KV sizing (``GPUModelRunner.determine_num_blocks``) of whisper-tiny under
+    ``CacheConfig(**cache_kw)``; no model is loaded (the sizes come from the config)."""
+    def run(kit):
+        from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+        from refimpl.worker.gpu_model_runner import GPUModelRunner
+        cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig(**cache_kw))
+        return f"{GPUModelRunner(cfg).determine_num_blocks()} KV blocks"
+    return run
+
+
 def sampling(**kw) -> Callable[[Kit], Any]:
     def run(kit):
         from refimpl.sampling_params import SamplingParams

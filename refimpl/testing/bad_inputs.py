@@ -13,15 +13,17 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from refimpl.errors import InvalidInputError, SamplingParamsError, TooManyItemsError
+from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError, TooManyItemsError
 from refimpl.testing.bad_input_kit import (
     QWEN_MAX_MODEL_LEN,
     SR,
     Case,
+    kv_sizing,
     png_bytes,
     qwen_apply,
     qwen_request,
     sampling,
+    small_kv_request,
     whisper_apply,
     whisper_request,
 )
@@ -29,6 +31,7 @@ from refimpl.testing.bad_input_kit import (
 IMG = "Qwen2.5-VL processor.apply"
 AUD = "Whisper processor.apply"
 P1 = "<|image_pad|>"
+KV = "GPUModelRunner.determine_num_blocks"
 
 CASES: list[Case] = [
     # ---- images
@@ -57,8 +60,8 @@ CASES: list[Case] = [
            check=lambda out: out.mm_placeholders["image"][0].length == 6)
       for mode in ("CMYK", "LA", "P", "I;16")],
     Case("image-mode-La", "image", "PIL image in mode La (premultiplied alpha, 60x40)", IMG,
-         qwen_apply(P1, {"image": Image.new("La", (60, 40))}), InvalidInputError, "mm_data",
-         "input the HF processor accepts"),
+         qwen_apply(P1, {"image": Image.new("La", (60, 40))}), InvalidInputError, "image",
+         "a PIL mode convertible to RGB"),
     # ---- video
     Case("video-wrong-rank", "video", "(H, W, 3) array (a single image) as video", IMG,
          qwen_apply("<|video_pad|>", {"video": np.zeros((56, 56, 3), np.uint8)}),
@@ -102,7 +105,7 @@ CASES: list[Case] = [
          behaviour="accepted: one full window, 3000 mel frames, 1500 encoder tokens",
          check=lambda out: out.mm_placeholders["audio"][0].length == 1500),
     Case("audio-list", "audio", "a Python list of floats", AUD, whisper_apply([0.0] * 1600),
-         TooManyItemsError, "mm_data[audio]", 1),
+         InvalidInputError, "audio", "1-D float32 array"),
     # ---- prompts / mm_data
     Case("prompt-missing-placeholder", "prompt", "one image, no <|image_pad|> in the prompt", IMG,
          qwen_apply("describe this", {"image": png_bytes()}), InvalidInputError, "prompt", "1 image placeholder(s)"),
@@ -123,6 +126,13 @@ CASES: list[Case] = [
     Case("prompt-whisper-decoder-too-long", "prompt", "Whisper decoder prompt of 448 tokens",
          "Scheduler.add_request", whisper_request(decoder_prompt_len=448, max_tokens=1),
          InvalidInputError, "prompt_token_ids", 447),
+    Case("prompt-beyond-kv-cache", "prompt", "200-token prompt, a KV cache of 10 blocks of 16 (9 usable)",
+         "Scheduler.add_request", small_kv_request(10, 200), InvalidInputError, "prompt_token_ids", 143),
+    # ---- KV cache size (start-up)
+    Case("kv-num-gpu-blocks-100", "kv cache", "whisper-tiny with num_gpu_blocks=100 (one request needs 123)",
+         KV, kv_sizing(num_gpu_blocks=100), ConfigError, "num_gpu_blocks", 123),
+    Case("kv-memory-1MiB", "kv cache", "whisper-tiny with kv_cache_memory_bytes=1 MiB on CPU (5 blocks)",
+         KV, kv_sizing(kv_cache_memory_bytes=1 << 20), ConfigError, "kv_cache_memory_bytes", 123 * 196608),
     # ---- sampling
     Case("sampling-negative-max-tokens", "sampling", "max_tokens=-1", "SamplingParams",
          sampling(max_tokens=-1), SamplingParamsError, "max_tokens", ">= 1"),

@@ -196,14 +196,22 @@ class GPUModelRunner:
         """Number of KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when
         one request of ``max_model_len`` (plus Whisper's cross blocks and the null block) won't fit."""
         cc, mc = self.cache_config, self.model_config
-        num = cc.num_gpu_blocks or self.determine_available_memory() // self.bytes_per_block()
+        user_blocks = cc.num_gpu_blocks
+        num = user_blocks or self.determine_available_memory() // self.bytes_per_block()
         need = -(-mc.max_model_len // cc.block_size) + 1
         if mc.is_encoder_decoder:
             # the start-up KV memory check: a registry call in vLLM 0.10.2, config after #24989
             need += -(-self.vllm_config.get_encoder_len("kv_cache") // cc.block_size)
-        if num < need:
-            raise ConfigError("kv_cache_memory_bytes", need * self.bytes_per_block(),
-                              f"{num} KV blocks cannot hold one request ({need} blocks)")
+        if num < need:  # name the setting the user gave, with its limit in its own unit
+            what = f"{num} KV blocks cannot hold one request of max_model_len={mc.max_model_len} ({need} blocks)"
+            if user_blocks:
+                raise ConfigError("num_gpu_blocks", need, what)
+            if self.device.type != "cuda":
+                raise ConfigError("kv_cache_memory_bytes", need * self.bytes_per_block(), what)
+            free, total = torch.cuda.mem_get_info(self.device)
+            short = (need - num) * self.bytes_per_block()
+            raise ConfigError("gpu_memory_utilization",
+                              min(1.0, cc.gpu_memory_utilization + short / total), what)
         cc.num_gpu_blocks = num
         return num
 

@@ -82,6 +82,14 @@ class Scheduler:
         usable = self.kv_cache_manager.block_pool.num_gpu_blocks - 1 - (
             cdiv(self.max_encoder_len, bs) if self.is_encoder_decoder and request.has_encoder_inputs else 0)
         max_len = min(request.num_prompt_tokens + request.max_tokens, self.max_model_len)
+        if usable < 1:
+            raise ConfigError("num_gpu_blocks", self.kv_cache_manager.block_pool.num_gpu_blocks - usable + 1,
+                              f"{self.kv_cache_manager.block_pool.num_gpu_blocks} KV blocks leave none "
+                              f"for a request's own tokens")
+        if cdiv(request.num_prompt_tokens + 1, bs) > usable:  # not even one output token fits
+            raise InvalidInputError("prompt_token_ids", usable * bs - 1,
+                                    f"prompt of {request.num_prompt_tokens} tokens leaves no room in the "
+                                    f"KV cache ({usable} blocks of {bs} after cross-attention)")
         if cdiv(max_len, bs) > usable:
             raise SamplingParamsError("max_tokens", usable * bs - request.num_prompt_tokens,
                                       f"prompt + max_tokens = {max_len} tokens cannot fit the KV "

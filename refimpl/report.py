@@ -15,7 +15,6 @@ long it took.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import time
@@ -75,20 +74,19 @@ def summary(out_dir: Path, device: str, quick: bool) -> str:
         parts += ["QUICK mode is a smoke test: small sizes, one repeat, runs inside the notebook's "
                   "process (not fresh processes; peak RSS is the process's). Use `make report` "
                   "for figures.", ""]
+    from refimpl.bench.schema import Result
     env = None
-    for name, fn in (("startup", S.summary_md),):
-        for p in sorted(out_dir.glob(f"{name}_*.json")):
-            res = json.loads(p.read_text())
-            env = env or res
-            budget_p = out_dir / p.name.replace("startup_", "budget_")
-            budget = json.loads(budget_p.read_text()) if budget_p.exists() else None
-            parts += [fn(res, budget), ""]
+    for p in sorted(out_dir.glob("startup_*.json")):
+        res = Result.load(p)
+        env = env or res.env
+        budget_p = out_dir / p.name.replace("startup_", "budget_")
+        parts += [S.summary_md(res, Result.load(budget_p) if budget_p.exists() else None), ""]
     from refimpl.analysis import throughput as T
     for p in sorted(out_dir.glob("throughput_*.json")):
-        if p.name.startswith("throughput_sweep") or p.name.startswith("throughput_hf"):
+        if p.name.startswith(("throughput_sweep", "throughput_hf")):
             continue
-        res = json.loads(p.read_text())
-        env = env or res
+        res = Result.load(p)
+        env = env or res.env
         parts += [T.summary_md(res, out_dir), ""]
     if env:
         hw, v = env["hardware"], env["versions"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from refimpl.bench.schema import validate
 from refimpl.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,12 +37,14 @@ def test_budget_bench_in_fresh_processes(tmp_path):
                "--calls", "2", "--repeats", "1", "--no-warmup", "--max-model-len", "20000",
                "--limit-mm-per-prompt", "video=0", "--output-json", str(out)])
     assert rc == 0
-    res = json.loads(out.read_text())
-    assert set(res["by_variant"]) == {"no-cache", "cache-reset"}
-    assert res["versions"]["torch"] and res["hardware"]["name"]
-    nc, cr = (res["by_variant"][v]["runs"][0] for v in ("no-cache", "cache-reset"))
+    res = validate(json.loads(out.read_text()))
+    assert res["bench"] == "budget" and set(res["variants"]) == {"no-cache", "cache-reset"}
+    assert res["env"]["versions"]["torch"] and res["env"]["hardware"]["name"]
+    assert res["params"]["calls"] == 2 and res["params"]["limit_mm_per_prompt"] == {"video": 0}
+    nc, cr = (res["variants"][v]["runs"][0] for v in ("no-cache", "cache-reset"))
     assert nc["passes"] == [1, 1] and cr["passes"] == [1, 0]
     assert len(nc["calls_s"]) == 2 and nc["budgets"] == cr["budgets"]
+    assert res["variants"]["no-cache"]["summary"]["call_2_s"]["n"] == 1
 
 
 def test_readme_commands_exist_in_a_clean_clone(tmp_path):

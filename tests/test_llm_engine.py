@@ -157,3 +157,16 @@ def test_reset_mm_cache_refused_with_requests_in_flight(engines, audios):
         e.step()
     e.reset_mm_cache()
     assert REG.cache_bytes() == 0
+
+
+def test_step_records_its_own_timings(engines):
+    from refimpl.tokenizer import whisper_decoder_prompt
+    e = engines["scheduler-config"]
+    e.engine_core.step_timings.clear()
+    clip = load_speech_clips()[0][1]
+    e.generate([{"multi_modal_data": {"audio": (clip, 16000)}}], SamplingParams(max_tokens=3, ignore_eos=True))
+    steps = list(e.engine_core.step_timings)
+    # one prefill of the decoder prompt yields token 1, two decode steps yield tokens 2 and 3
+    assert [t.num_scheduled_tokens for t in steps] == [len(whisper_decoder_prompt("whisper-tiny")), 1, 1]
+    assert all(t.model > 0 and t.prepare > 0 and t.schedule > 0 and t.update > 0 for t in steps)
+    assert all(t.total == pytest.approx(sum(getattr(t, k) for k in t.PARTS)) for t in steps)

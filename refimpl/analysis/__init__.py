@@ -6,14 +6,15 @@ markdown tables, stored GPU results under ``results/``, saving figures.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from refimpl.bench.common import profile_with_pyspy
+from refimpl.bench.orchestrate import BenchSpec, run_fresh, run_in_process
+from refimpl.bench.schema import Result
 from refimpl.env import REPO_ROOT
-from refimpl.stats import summarize
+from refimpl.stats import median, ratio_of_medians, summarize
 
 RESULTS_DIR = REPO_ROOT / "results"
 
@@ -27,11 +28,6 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def by_variant(res: dict) -> dict[str, dict]:
-    """``{variant: result}`` for a single- or multi-variant bench JSON."""
-    return res.get("by_variant") or {res["variant"]: res}
-
-
 def spread(values: Sequence[float]) -> str:
     """'median [min, max]' of ``values``."""
     if not values:
@@ -40,19 +36,37 @@ def spread(values: Sequence[float]) -> str:
     return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
 
 
-def stored_results(bench: str) -> list[dict]:
-    """GPU (or other) results committed under ``results/<hardware>/``, whose ``bench`` field or
-    file name starts with ``bench``; each gets ``_path``. Never measured here, only read."""
+def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "") -> str:
+    """Markdown: for each (variant, base) pair, median(metric of variant) / median(metric of
+    base) with a 95% bootstrap interval (refimpl.stats.ratio_of_medians); "unresolved" when the
+    interval holds 1. Pairs with fewer than two runs a side get no interval."""
+    rows = []
+    for v, base in pairs:
+        a, b = res.values(v, metric), res.values(base, metric)
+        if min(len(a), len(b)) < 2:
+            rows.append([f"{v} / {base}", f"{median(a) / median(b):.3f}", "-", "too few runs"])
+            continue
+        ci = ratio_of_medians(a, b)
+        rows.append([f"{v} / {base}", f"{ci.estimate:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]",
+                     "resolved" if ci.resolved else "unresolved (interval holds 1)"])
+    return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
+
+
+def stored_results(bench: str) -> list[tuple[str, Result]]:
+    """Results committed under ``results/<hardware>/`` whose ``bench`` is ``bench``, as
+    (path relative to the repository, Result). Never measured here, only read; a file that
+    does not validate raises SchemaError (tests/test_results_schema.py keeps them valid)."""
     out = []
     for p in sorted(RESULTS_DIR.glob("*/*.json")):
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        if p.name.startswith(bench) or d.get("bench") == bench:
-            d["_path"] = str(p.relative_to(REPO_ROOT))
-            out.append(d)
+        res = Result.load(p)
+        if res.bench == bench:
+            out.append((str(p.relative_to(REPO_ROOT)), res))
     return out
+
+
+def measure(spec: BenchSpec, quick: bool) -> Result:
+    """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes."""
+    return run_in_process(spec) if quick else run_fresh(spec)
 
 
 def save(fig, out_dir: Path, name: str) -> Path:
@@ -64,15 +78,14 @@ def save(fig, out_dir: Path, name: str) -> Path:
     return out_dir / f"{name}.png"
 
 
-def flamegraph(bench_argv: list[str], out_dir: Path, name: str, *, speedscope: bool = True,
-               rate: int = 50) -> Path | None:
-    """py-spy flame graph (SVG, and speedscope JSON) of one ``--worker`` bench run in a fresh
-    process. ``bench_argv`` is e.g. ``["startup", "--model", ..., "--variant", "no-cache"]``.
-    Returns the SVG path, or None when py-spy could not record (never raises for that)."""
+def flamegraph(spec: BenchSpec, variant: str, out_dir: Path, name: str, *,
+               speedscope: bool = True, rate: int = 50) -> Path | None:
+    """py-spy flame graph (SVG, and speedscope JSON) of one run of ``variant`` of ``spec`` in a
+    fresh worker process (``python -m refimpl.bench.worker``). Returns the SVG path, or None
+    when py-spy could not record (never raises for that)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = out_dir / f"{name}.run.json"
-    cmd = [sys.executable, "-m", f"refimpl.bench.{bench_argv[0]}", *bench_argv[1:], "--worker",
-           "--output-json", str(tmp)]
+    cmd = [sys.executable, "-m", "refimpl.bench.worker", "--spec", spec.to_json(),
+           "--variant", variant, "--output-json", str(out_dir / f"{name}.run.json")]
     ok = profile_with_pyspy(cmd, out_dir / f"{name}.svg",
                             out_dir / f"{name}.speedscope.json" if speedscope else None, rate=rate)
     return out_dir / f"{name}.svg" if ok else None

@@ -7,15 +7,16 @@ the work per request grows, against the model gain = registry cost per request /
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 
-from refimpl.analysis import by_variant, flamegraph, md_table, save, spread
-from refimpl.stats import median
+from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
+from refimpl.bench.schema import Result
+from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
+from refimpl.stats import median, ratio_of_medians
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
@@ -42,39 +43,40 @@ class ThroughputStudy:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
             self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
 
-    def argv(self, **over) -> list[str]:
-        v = {"model": self.model, "device": self.device, "num-requests": self.num_requests,
-             "max-tokens": self.max_tokens, "max-num-seqs": self.max_num_seqs,
-             "repeats": self.repeats, **over}
-        a = [x for k, val in v.items() for x in (f"--{k}", str(val))]
-        return a + (["--no-warmup", "--in-process", "--warmup-requests", "1"] if self.quick else [])
+    def spec(self, variants=tuple(ENCODER_LEN_VARIANTS), **over) -> ThroughputSpec:
+        """The throughput benchmark's spec for this study (``over``: spec fields to change)."""
+        kw = dict(model=self.model, device=self.device, variants=tuple(variants),
+                  repeats=self.repeats, num_requests=self.num_requests,
+                  max_tokens=self.max_tokens, max_num_seqs=self.max_num_seqs,
+                  warmup=not self.quick, **({"warmup_requests": 1} if self.quick else {}))
+        return ThroughputSpec(**{**kw, **over})
 
 
-def _run(argv: list[str], out: Path) -> dict:
-    from refimpl.bench.throughput import main
-    main(argv + ["--output-json", str(out)])
-    return json.loads(out.read_text())
+def _measure(s: ThroughputStudy, spec: ThroughputSpec, name: str) -> Result:
+    res = measure(spec, s.quick)
+    res.write(s.out_dir / name)
+    return res
 
 
-def run_variants(s: ThroughputStudy) -> dict:
+def run_variants(s: ThroughputStudy) -> Result:
     """The three variants interleaved; writes ``throughput_<model>.json``."""
-    return _run(s.argv() + ["--variant", ",".join(ENCODER_LEN_VARIANTS)],
-                s.out_dir / f"throughput_{s.model}.json")
+    return _measure(s, s.spec(), f"throughput_{s.model}.json")
 
 
-def run_hf(s: ThroughputStudy) -> dict:
+def run_hf(s: ThroughputStudy) -> Result:
     """transformers generate() on the same requests in static batches; ``throughput_hf_<model>.json``."""
-    return _run(s.argv() + ["--engine", "hf"], s.out_dir / f"throughput_hf_{s.model}.json")
+    return _measure(s, s.spec(variants=(HF_VARIANT,), engine="hf"), f"throughput_hf_{s.model}.json")
 
 
 def _med(xs):
+    xs = list(xs)
     return median(xs) if xs else float("nan")
 
 
-def table(res: dict, hf: Optional[dict] = None) -> str:
+def table(res: Result, hf: Optional[Result] = None) -> str:
     """Markdown: req/s and tok/s median [min, max], registry calls and share of wall time."""
     rows = []
-    items = list(by_variant(res).items()) + ([("hf generate()", hf)] if hf else [])
+    items = list(res.variants.items()) + (list(hf.variants.items()) if hf else [])
     for v, r in items:
         runs = r["runs"]
         rows.append([v, spread([x["requests_per_s"] for x in runs]),
@@ -87,41 +89,49 @@ def table(res: dict, hf: Optional[dict] = None) -> str:
                      "registry share of wall", "steps (hf: batches)", "ms per step (hf: batch)"], rows)
 
 
-def gains(res: dict, hf: Optional[dict] = None) -> dict[str, float]:
+def gains_table(res: Result) -> str:
+    """Markdown: ratio of median req/s of each variant over the one before it (registry ->
+    runner-config -> scheduler-config) with its 95% bootstrap interval."""
+    order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
+    return ratio_table(res, "requests_per_s", list(zip(order[1:], order)), "req/s")
+
+
+def gains(res: Result, hf: Optional[Result] = None) -> dict[str, float]:
     """Measured ratios of median req/s: runner-config/registry, scheduler-config/runner-config,
     and the engine (scheduler-config) over transformers generate()."""
-    m = {v: _med([x["requests_per_s"] for x in r["runs"]]) for v, r in by_variant(res).items()}
+    m = {v: _med(res.values(v, "requests_per_s")) for v in res.variants}
     out = {}
     if "registry" in m and "runner-config" in m:
         out["runner-config over registry"] = m["runner-config"] / m["registry"] - 1
     if "runner-config" in m and "scheduler-config" in m:
         out["scheduler-config over runner-config"] = m["scheduler-config"] / m["runner-config"] - 1
     if hf and "scheduler-config" in m:
-        out["engine / hf generate() (ratio)"] = m["scheduler-config"] / _med([x["requests_per_s"] for x in hf["runs"]])
+        out["engine / hf generate() (ratio)"] = m["scheduler-config"] / _med(hf.values(HF_VARIANT, "requests_per_s"))
     return out
 
 
-def throughput_figure(res: dict, hf: Optional[dict], out_dir: Path):
+def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
     """Bars of req/s (median, min-max whiskers) per variant and for the HF baseline."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    items = list(by_variant(res).items()) + ([("hf generate()", hf)] if hf else [])
-    for i, (_, r) in enumerate(items):
+    items = list(res.variants.items()) + (list(hf.variants.items()) if hf else [])
+    for i, (_v, r) in enumerate(items):
         xs = [x["requests_per_s"] for x in r["runs"]]
         m = _med(xs)
         ax.bar(i, m, yerr=[[m - min(xs)], [max(xs) - m]], capsize=4)
     ax.set_xticks(range(len(items)), [v for v, _ in items])
     ax.set_ylabel("requests / s")
-    ax.set_title(f"{res['model']}: {res['num_requests']} requests x {res['max_tokens']} tokens, "
-                 f"batch {res['max_num_seqs']}, {res['hardware']['name']}", fontsize=9)
+    p = res.params
+    ax.set_title(f"{p['model']}: {p['num_requests']} requests x {p['max_tokens']} tokens, "
+                 f"batch {p['max_num_seqs']}, {res.hardware_name}", fontsize=9)
     save(fig, out_dir, "throughput_variants")
     return fig
 
 
-def split_figure(res: dict, out_dir: Path):
+def split_figure(res: Result, out_dir: Path):
     """Stacked bars: ms per step spent in schedule / prepare (incl. metadata build) / model /
-    sample / update, per variant (first run of each)."""
+    sample / update, as EngineCore.step() records them, per variant (first run of each)."""
     fig, ax = plt.subplots(figsize=(7, 3.8))
-    variants = by_variant(res)
+    variants = res.variants
     bottom = [0.0] * len(variants)
     for part in SPLIT_ORDER:
         vals = [1e3 * r["runs"][0]["step_split_s"].get(part, 0.0) / max(r["runs"][0]["steps"], 1)
@@ -137,45 +147,71 @@ def split_figure(res: dict, out_dir: Path):
 
 def flame_registry(s: ThroughputStudy) -> Optional[Path]:
     """py-spy flame graph of one ``registry`` run: get_encdec_max_encoder_len in the hot path."""
-    argv = [a for a in s.argv() if a not in ("--no-warmup", "--in-process")]
-    i = argv.index("--repeats")
-    del argv[i:i + 2]
-    return flamegraph(["throughput", *argv, "--variant", "registry"], s.out_dir,
-                      "flame_throughput_registry", speedscope=not s.quick)
+    return flamegraph(s.spec(), "registry", s.out_dir, "flame_throughput_registry",
+                      speedscope=not s.quick)
 
 
-def run_sweep(s: ThroughputStudy) -> dict:
+def run_sweep(s: ThroughputStudy) -> Result:
     """runner-config vs scheduler-config over ``sweep_max_tokens``; ``throughput_sweep_<model>.json``.
 
-    For each output length: measured gain, and the model gain = registry seconds per request
-    (measured in runner-config: the scheduler's per-admission calls) / wall seconds per request
-    (scheduler-config)."""
-    points = []
+    Each point is a throughput Result (``throughput_sweep_<model>_t<N>.json``); the sweep is a
+    Result of bench ``throughput-sweep`` with one variant per point (``max_tokens=N``) whose
+    runs are the point's runs and whose summary holds: measured ``gain`` (ratio of median
+    req/s - 1, with its 95% interval ``gain_low`` / ``gain_high``), and the model gain =
+    registry seconds per request (measured in runner-config: the scheduler's per-admission
+    calls) / wall seconds per request (scheduler-config)."""
+    points, env = {}, {}
     for t in s.sweep_max_tokens:
-        argv = s.argv(**{"max-tokens": t, "num-requests": s.sweep_num_requests})
-        r = _run(argv + ["--variant", "runner-config,scheduler-config"]
-                 + ([] if s.quick else ["--no-warmup"]),  # the main runs warmed the machine
-                 s.out_dir / f"throughput_sweep_{s.model}_t{t}.json")
-        bv = by_variant(r)
-        rc, sc = bv["runner-config"]["runs"], bv["scheduler-config"]["runs"]
-        cost = _med([x["registry_s_total"] / x["num_requests"] for x in rc])
-        work = _med([x["wall_s"] / x["num_requests"] for x in sc])
-        points.append({"max_tokens": t, "gain": _med([x["requests_per_s"] for x in sc])
-                       / _med([x["requests_per_s"] for x in rc]) - 1,
-                       "registry_s_per_request": cost, "work_s_per_request": work,
-                       "model_gain": cost / work, "runs": len(sc)})
-    out = {"model": s.model, "points": points, "max_num_seqs": s.max_num_seqs,
-           "num_requests": s.sweep_num_requests}
-    (s.out_dir / f"throughput_sweep_{s.model}.json").write_text(json.dumps(out, indent=1))
+        spec = s.spec(variants=("runner-config", "scheduler-config"), max_tokens=t,
+                      num_requests=s.sweep_num_requests,
+                      warmup=False)  # the main runs warmed the machine
+        r = _measure(s, spec, f"throughput_sweep_{s.model}_t{t}.json")
+        env = r.env
+        rc, sc = r.runs("runner-config"), r.runs("scheduler-config")
+        cost = _med(x["registry_s_total"] / x["num_requests"] for x in rc)
+        work = _med(x["wall_s"] / x["num_requests"] for x in sc)
+        summary = {"max_tokens": t, "registry_s_per_request": cost, "work_s_per_request": work,
+                   "model_gain": cost / work, "n": len(sc),
+                   "gain": _med(r.values("scheduler-config", "requests_per_s"))
+                   / _med(r.values("runner-config", "requests_per_s")) - 1}
+        if min(len(rc), len(sc)) >= 2:
+            ci = ratio_of_medians(r.values("scheduler-config", "requests_per_s"),
+                                  r.values("runner-config", "requests_per_s"))
+            summary.update(gain_low=ci.low - 1, gain_high=ci.high - 1)
+        points[f"max_tokens={t}"] = {"runs": rc + sc, "summary": summary}
+    out = Result("throughput-sweep", env, {
+        "model": s.model, "variants": ["runner-config", "scheduler-config"],
+        "max_tokens": list(s.sweep_max_tokens), "num_requests": s.sweep_num_requests,
+        "max_num_seqs": s.max_num_seqs, "repeats": s.repeats}, points)
+    out.write(s.out_dir / f"throughput_sweep_{s.model}.json")
     return out
 
 
-def sweep_figure(sweep: dict, out_dir: Path):
+def sweep_points(sweep: Result) -> list[dict]:
+    """The sweep's per-point summaries, in output-length order."""
+    return sorted((v["summary"] for v in sweep.variants.values()), key=lambda p: p["max_tokens"])
+
+
+def sweep_table(sweep: Result) -> str:
+    """Markdown: per output length, work and registry seconds per request, measured and model gain."""
+    def gain(p):
+        ci = f" [{100 * p['gain_low']:+.1f}, {100 * p['gain_high']:+.1f}]" if "gain_low" in p else ""
+        return f"{100 * p['gain']:+.1f}%{ci}"
+    return md_table(["max_tokens", "work s/request", "registry s/request",
+                     "measured gain [95% CI]", "model gain", "runs"],
+                    [[p["max_tokens"], p["work_s_per_request"], p["registry_s_per_request"],
+                      gain(p), f"{100 * p['model_gain']:+.1f}%", p["n"]] for p in sweep_points(sweep)])
+
+
+def sweep_figure(sweep: Result, out_dir: Path):
     """Measured gain of scheduler-config over runner-config vs work per request, with the model."""
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    pts = sweep["points"]
+    pts = sweep_points(sweep)
     w = [p["work_s_per_request"] for p in pts]
-    ax.plot(w, [100 * p["gain"] for p in pts], "o-", label="measured")
+    err = [[100 * (p["gain"] - p.get("gain_low", p["gain"])) for p in pts],
+           [100 * (p.get("gain_high", p["gain"]) - p["gain"]) for p in pts]]
+    ax.errorbar(w, [100 * p["gain"] for p in pts], yerr=err, fmt="o-", capsize=3,
+                label="measured (95% CI)")
     ax.plot(w, [100 * p["model_gain"] for p in pts], "s--", label="model: registry s / work s per request")
     for p in pts:
         ax.annotate(f"{p['max_tokens']} tok", (p["work_s_per_request"], 100 * p["gain"]), fontsize=7)
@@ -188,25 +224,23 @@ def sweep_figure(sweep: dict, out_dir: Path):
     return fig
 
 
-def summary_md(res: dict, out_dir: Path) -> str:
+def summary_md(res: Result, out_dir: Path) -> str:
     """The throughput section of reports/latest/summary.md."""
-    hf_p = out_dir / f"throughput_hf_{res['model']}.json"
-    hf = json.loads(hf_p.read_text()) if hf_p.exists() else None
+    p = res.params
+    hf_p = out_dir / f"throughput_hf_{p['model']}.json"
+    hf = Result.load(hf_p) if hf_p.exists() else None
     g = gains(res, hf)
-    parts = [f"## Throughput (PRs #24866 / #24989): {res['model']} on {res['hardware']['name']} "
-             f"({res['device']}), {res['num_requests']} requests x {res['max_tokens']} tokens, "
-             f"batch {res['max_num_seqs']}", "",
-             f"Command: `refimpl bench throughput --model {res['model']} --variant "
-             f"{','.join(by_variant(res))} --num-requests {res['num_requests']} --max-tokens "
-             f"{res['max_tokens']} --max-num-seqs {res['max_num_seqs']}` (+ `--engine hf`)", "",
-             table(res, hf), "", md_table(["measured", "value"],
-                                          [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
-                                           for k, v in g.items()])]
-    sw = out_dir / f"throughput_sweep_{res['model']}.json"
+    parts = [f"## Throughput (PRs #24866 / #24989): {p['model']} on {res.hardware_name} "
+             f"({res.env['device']}), {p['num_requests']} requests x {p['max_tokens']} tokens, "
+             f"batch {p['max_num_seqs']}", "",
+             f"Command: `refimpl bench throughput --model {p['model']} --variant "
+             f"{','.join(res.variants)} --num-requests {p['num_requests']} --max-tokens "
+             f"{p['max_tokens']} --max-num-seqs {p['max_num_seqs']}` (+ `--engine hf`)", "",
+             table(res, hf), "", gains_table(res), "",
+             md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
+                                              for k, v in g.items()])]
+    sw = out_dir / f"throughput_sweep_{p['model']}.json"
     if sw.exists():
-        pts = json.loads(sw.read_text())["points"]
         parts += ["", "Sweep (gain of scheduler-config over runner-config by output length):", "",
-                  md_table(["max_tokens", "work s/request", "registry s/request", "measured gain", "model gain"],
-                           [[p["max_tokens"], p["work_s_per_request"], p["registry_s_per_request"],
-                             f"{100 * p['gain']:+.1f}%", f"{100 * p['model_gain']:+.1f}%"] for p in pts])]
+                  sweep_table(Result.load(sw))]
     return "\n".join(parts)

@@ -1,46 +1,79 @@
-"""Shared driver of the benchmark modules: variants side by side, each repeat a fresh process.
+"""Typed benchmark specs and the drivers that turn a spec into a Result (refimpl.bench.schema).
 
-Every ``refimpl bench X`` module has a ``--worker`` mode that measures ONE run in the current
-process and writes its JSON; the parent (this driver) runs an untimed warm-up process per
-variant, then the repeats interleaved (A B A B ...) each in a fresh process, and writes one
-result JSON with the hardware and versions. Follows vLLM's ``benchmarks/`` conventions (one
-module per question, ``--output-json``) and gpt-fast's habit of naming the hardware and sizes.
+Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen spec (a
+``BenchSpec`` subclass whose fields are its CLI flags), ``run_once(spec, variant) -> run``
+(one measured run in this process), ``preflight(spec)`` (checks before any run, e.g. memory),
+``summarize_runs(runs)``, ``headline(result, variant)`` and ``run(spec) -> Result``.
+
+* :func:`run_in_process` (what each module's ``run`` calls): an untimed warm-up per variant
+  unless ``spec.warmup`` is False, then ``spec.repeats`` rounds with the variants interleaved
+  (A B A B ...), all in this process - smoke / notebook QUICK figures only.
+* :func:`run_fresh`: the same order, each run a NEW Python process
+  (``python -m refimpl.bench.worker --spec JSON --variant V --output-json PATH``), so import caches, allocator state and the processing cache cannot leak
+  between repeats. The spec travels as JSON, the run comes back as JSON.
+
+Follows vLLM's ``benchmarks/`` conventions (one module per question, ``--output-json``) and
+gpt-fast's typed entry point and naming of hardware and sizes (``env`` of every result).
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib
+import json
 import sys
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Optional
 
 from tqdm import tqdm
 
-from refimpl.bench.common import interleaved, run_in_fresh_process, write_json
+from refimpl.bench.common import interleaved, run_in_fresh_process
+from refimpl.bench.schema import Result
 from refimpl.env import collect_env
-from refimpl.stats import summarize
 
 
-def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
-    """Flags every bench shares: --variant (one or comma list), --repeats, --device, --output-json."""
-    p.add_argument("--variant", default=default,
-                   help=f"one of {', '.join(variants)}, or a comma list measured side by side")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant, each a fresh process")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
-    p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
-    p.add_argument("--output-json", required=True, help="where to write the result JSON")
-    p.add_argument("--in-process", action="store_true",
-                   help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
-    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+@dataclass(frozen=True, kw_only=True)
+class BenchSpec:
+    """Fields every benchmark shares: variants (measured side by side), repeats per variant,
+    device, an untimed warm-up, and the limit per fresh process (seconds)."""
+    bench: ClassVar[str] = ""
+    variant_choices: ClassVar[tuple[str, ...]] = ()
+    variants: tuple[str, ...] = ()
+    repeats: int = 3
+    device: str = "auto"
+    warmup: bool = True
+    timeout_s: float = 1800.0
+
+    def __post_init__(self):
+        from refimpl.errors import ConfigError, UnknownVariantError
+        object.__setattr__(self, "variants", tuple(self.variants))
+        if not self.variants:
+            raise ConfigError("variants", self.variant_choices, "no variant given")
+        for v in self.variants:
+            if v not in self.variant_choices:
+                raise UnknownVariantError("variant", self.variant_choices, f"unknown variant {v!r}")
+        if self.repeats < 0:
+            raise ConfigError("repeats", ">= 0", f"got {self.repeats}")
+
+    def to_json(self) -> str:
+        return json.dumps({"bench": self.bench, "spec": dataclasses.asdict(self)})
+
+    def replace(self, **changes: Any):
+        return dataclasses.replace(self, **changes)
 
 
-def parse_variants(arg: str, choices: tuple[str, ...]) -> list[str]:
-    """Split a comma list; raises UnknownVariantError for a value not in ``choices``."""
-    from refimpl.errors import UnknownVariantError
-    out = [v.strip() for v in arg.split(",") if v.strip()]
-    for v in out:
-        if v not in choices:
-            raise UnknownVariantError("variant", choices, f"unknown variant {v!r}")
-    return out
+def bench_module(bench: str):
+    """The module of benchmark ``bench`` (``refimpl.bench.<bench>``)."""
+    return importlib.import_module(f"refimpl.bench.{bench}")
+
+
+def spec_from_json(text: str) -> BenchSpec:
+    """Inverse of ``BenchSpec.to_json``. Raises KeyError / TypeError for a malformed spec."""
+    d = json.loads(text)
+    mod = bench_module(d["bench"])
+    fields = {f.name: f for f in dataclasses.fields(mod.Spec)}
+    kw = {k: tuple(v) if isinstance(v, list) and k in fields else v for k, v in d["spec"].items()}
+    return mod.Spec(**kw)
 
 
 def _progress(order: list[str], desc: str, label: Callable[[str], str]):
@@ -57,49 +90,85 @@ def _progress(order: list[str], desc: str, label: Callable[[str], str]):
             bar.update(1)
 
 
-def drive(module: str, args: argparse.Namespace, argv: list[str], variants: list[str],
-          headline: Callable[[dict], float], headline_name: str, meta: dict,
-          run_once: Callable[[argparse.Namespace], dict]) -> dict:
-    """Run the warm-up and interleaved repeats of ``module`` for ``variants``; write the JSON.
-
-    ``argv`` are the worker's flags without --variant/--output-json/--worker. ``headline``
-    picks the figure (e.g. total_s) whose median goes to the top level as ``headline_name``.
-    ``run_once(args)`` measures one run in this process (used with ``--in-process``).
-    Returns the result dict (one variant: runs at top level; several: ``by_variant``).
-    """
-    def worker(variant: str) -> dict:
-        if args.in_process:
-            return run_once(argparse.Namespace(**{**vars(args), "variant": variant}))
-        return run_in_fresh_process(module, argv + ["--variant", variant, "--worker"],
-                                    timeout_s=args.timeout_s)
-
-    runs: dict[str, list[dict]] = {v: [] for v in variants}
-    name = module.rsplit(".", 1)[-1]
+def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> Result:
+    bench_module(spec.bench).preflight(spec)  # e.g. refuse now rather than be OOM-killed later
+    runs: dict[str, list[dict]] = {v: [] for v in spec.variants}
+    name = spec.bench
     try:
-        if not args.no_warmup:
-            for v in _progress(variants, f"{name} warm-up", lambda v: f"running {v} (untimed)"):
-                worker(v)
-        for v in _progress(interleaved(variants, args.repeats), name,
-                           lambda v: f"running {v} repeat {len(runs[v]) + 1}/{args.repeats}"):
-            runs[v].append(worker(v))
+        if spec.warmup:
+            for v in _progress(list(spec.variants), f"{name} warm-up",
+                               lambda v: f"running {v} (untimed)"):
+                one(v)
+        for v in _progress(interleaved(spec.variants, spec.repeats), name,
+                           lambda v: f"running {v} repeat {len(runs[v]) + 1}/{spec.repeats}"):
+            runs[v].append(one(v))
     except KeyboardInterrupt:
-        print("interrupted: writing the runs finished so far", file=sys.stderr)
+        print("interrupted: keeping the runs finished so far", file=sys.stderr)
+    return build_result(spec, runs, in_process)
+
+
+def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool) -> Result:
+    """The schema's Result of ``runs`` ({variant: [run, ...]}) measured for ``spec``."""
+    from refimpl.config import resolve_device
+    mod = bench_module(spec.bench)
     env = collect_env()
     threads = [r["torch_num_threads"] for rs in runs.values() for r in rs if "torch_num_threads" in r]
     if threads:  # what the measured processes ran with, not this parent
         env["torch_num_threads"] = threads[0]
-    env["in_process"] = bool(args.in_process)
+    env["device"] = next((r["device"] for rs in runs.values() for r in rs if "device" in r),
+                         resolve_device(spec.device))
+    env["in_process"] = in_process
+    variants = {v: {"runs": rs, "summary": mod.summarize_runs(rs) if rs else {}}
+                for v, rs in runs.items()}
+    missing = ["runs"] if not all(runs.values()) else []
+    return Result(spec.bench, env, {"variants": list(spec.variants), **{
+        k: v for k, v in dataclasses.asdict(spec).items() if k != "variants"}}, variants,
+        missing=missing)
 
-    def one(v: str) -> dict:
-        vals = [headline(r) for r in runs[v]]
-        return {**meta, "variant": v, "runs": runs[v], headline_name: summarize(vals)["median"] if vals else None,
-                "spread": summarize(vals) if vals else None}
 
-    device = next((r.get("device") for rs in runs.values() for r in rs), args.device)
-    if len(variants) == 1:
-        result = {**one(variants[0]), "device": device, **env}
-    else:
-        result = {**meta, "variant": variants, "device": device, "order": "interleaved",
-                  "by_variant": {v: one(v) for v in variants}, **env}
-    write_json(args.output_json, result)
-    return result
+def run_in_process(spec: BenchSpec) -> Result:
+    """Every variant of ``spec`` measured in this process (smoke / QUICK figures)."""
+    mod = bench_module(spec.bench)
+    return _measure(spec, lambda v: mod.run_once(spec, v), in_process=True)
+
+
+def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Result:
+    """Every variant of ``spec`` measured in fresh processes (the figures for tables).
+
+    Raises FreshProcessError / TimeoutError (refimpl.bench.common) when a run fails.
+    """
+    spec_json = spec.to_json()
+    return _measure(spec, lambda v: run_in_fresh_process(
+        "refimpl.bench.worker", ["--spec", spec_json, "--variant", v],
+        timeout_s=spec.timeout_s, env=env), in_process=False)
+
+
+def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
+    """Flags every bench shares: --variant (one or comma list), --repeats, --device, --output-json."""
+    p.add_argument("--variant", default=default,
+                   help=f"one of {', '.join(variants)}, or a comma list measured side by side")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant, each a fresh process")
+    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
+    p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
+    p.add_argument("--output-json", required=True, help="where to write the result JSON")
+    p.add_argument("--in-process", action="store_true",
+                   help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
+
+
+def common_spec_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The BenchSpec fields from the shared flags."""
+    return {"variants": tuple(v.strip() for v in args.variant.split(",") if v.strip()),
+            "repeats": args.repeats, "device": args.device, "warmup": not args.no_warmup,
+            "timeout_s": args.timeout_s}
+
+
+def cli_main(spec: BenchSpec, args: argparse.Namespace) -> Result:
+    """Measure ``spec`` as the flags ask (fresh processes unless --in-process), write the JSON,
+    print one line per variant with the module's ``headline(result, variant)``."""
+    res = run_in_process(spec) if args.in_process else run_fresh(spec)
+    res.write(args.output_json)
+    mod = bench_module(spec.bench)
+    for v in res.variants:
+        print(f"{spec.bench} {v}: {mod.headline(res, v)} on {res.env['device']} ({res.hardware_name})")
+    return res

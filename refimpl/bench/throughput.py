@@ -5,26 +5,63 @@
         --max-num-seqs 16 --repeats 3 --output-json throughput.json
     refimpl bench throughput --model whisper-tiny --engine hf ...   # transformers generate()
 
-Fixed seed, an untimed warm-up batch, each repeat a fresh process. Requests carry real speech
-(refimpl/data/speech, varied lengths up to 30 s) and decode ``--max-tokens`` tokens each
-(``ignore_eos``, so every variant does the same work). Per run: ``requests_per_s``,
+In Python: ``run(ThroughputSpec(...))`` or ``refimpl.bench.orchestrate.run_fresh(spec)``.
+Fixed seed, an untimed warm-up batch. Requests carry real speech (refimpl/data/speech, varied
+lengths up to 30 s) and decode ``max_tokens`` tokens each (``ignore_eos``, so every variant
+does the same work); the engine serves them through ``LLMEngine.step()``, whose
+``EngineCore.step()`` times its own parts (StepTimings). Per run: ``requests_per_s``,
 ``output_tokens_per_s``, ``num_requests``, ``num_output_tokens``, ``registry_calls`` and
 ``registry_s_total`` (get_encdec_max_encoder_len after start-up), ``steps``,
-``step_time_ms_median``, ``step_split_s`` (schedule / prepare / model / sample / update),
-``wall_s``. ``--engine hf`` runs the same requests through transformers' generate() in static
-batches of ``--max-num-seqs``.
+``step_time_ms_median``, ``step_split_s`` (seconds summed over steps: schedule / prepare /
+model / sample / update), ``wall_s``. ``engine="hf"`` runs the same requests through
+transformers' generate() in static batches of ``max_num_seqs`` (variant ``hf-generate``).
+Variants: ``refimpl.variants.ENCODER_LEN_VARIANTS``.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
+from typing import ClassVar, Optional
 
-from refimpl.bench.common import set_single_thread, write_json
-from refimpl.bench.orchestrate import add_common_args, drive, parse_variants
-from refimpl.stats import median
+from refimpl.bench.common import set_single_thread
+from refimpl.bench.orchestrate import BenchSpec, add_common_args, cli_main, common_spec_fields, run_in_process
+from refimpl.bench.schema import Result
+from refimpl.stats import median, summarize
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 MODELS = ("whisper-tiny", "whisper-large-v3")
+HF_VARIANT = "hf-generate"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ThroughputSpec(BenchSpec):
+    """``refimpl bench throughput``: one field per flag (requests, tokens, sequences)."""
+    bench: ClassVar[str] = "throughput"
+    variant_choices: ClassVar[tuple[str, ...]] = (*ENCODER_LEN_VARIANTS, HF_VARIANT)
+    model: str = "whisper-tiny"
+    engine: str = "refimpl"
+    variants: tuple[str, ...] = ("scheduler-config",)
+    num_requests: int = 64
+    max_tokens: int = 32
+    max_num_seqs: int = 16
+    num_gpu_blocks: Optional[int] = None
+    max_audios_per_step: int = 1
+    scale: str = "auto"
+    warmup_requests: int = 4
+    seed: int = 0
+
+    def __post_init__(self):
+        super().__post_init__()
+        from refimpl.errors import ConfigError
+        if self.engine not in ("refimpl", "hf"):
+            raise ConfigError("engine", ("refimpl", "hf"), f"unknown engine {self.engine!r}")
+        if (self.engine == "hf") != (self.variants == (HF_VARIANT,)):
+            raise ConfigError("variants", f"({HF_VARIANT!r},) exactly when engine='hf'",
+                              f"engine {self.engine!r} with variants {self.variants}")
+
+
+Spec = ThroughputSpec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,61 +83,63 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _prompts(args):
+def spec_from_args(args: argparse.Namespace) -> ThroughputSpec:
+    common = common_spec_fields(args)
+    if args.engine == "hf":
+        common["variants"] = (HF_VARIANT,)
+    return ThroughputSpec(model=args.model, engine=args.engine, num_requests=args.num_requests,
+                          max_tokens=args.max_tokens, max_num_seqs=args.max_num_seqs,
+                          num_gpu_blocks=args.num_gpu_blocks, scale=args.scale,
+                          max_audios_per_step=args.max_audios_per_step,
+                          warmup_requests=args.warmup_requests, seed=args.seed, **common)
+
+
+def _prompts(spec: ThroughputSpec) -> list[dict]:
     from refimpl.audio import make_request_audios
     return [{"multi_modal_data": {"audio": (a, 16000)}}
-            for a in make_request_audios(args.num_requests, seed=args.seed)]
+            for a in make_request_audios(spec.num_requests, seed=spec.seed)]
 
 
-def run_engine(args: argparse.Namespace) -> dict:
-    """Serve the requests with refimpl's LLMEngine; one record (see module doc)."""
+def run_engine(spec: ThroughputSpec, variant: str) -> dict:
+    """Serve the requests with refimpl's LLMEngine, step by step; one run record."""
+    from refimpl.engine.core import StepTimings
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     from refimpl.sampling_params import SamplingParams
     from refimpl.variants import get_encoder_len_variant
-    n_audios = args.max_audios_per_step if get_encoder_len_variant(args.variant).encoder_batch else 1
-    engine = LLMEngine.from_args(args.model, encoder_len_variant=args.variant, device=args.device,
-                                 scale=args.scale, max_num_seqs=args.max_num_seqs,
-                                 num_gpu_blocks=args.num_gpu_blocks, seed=args.seed,
+    n_audios = spec.max_audios_per_step if get_encoder_len_variant(variant).encoder_batch else 1
+    engine = LLMEngine.from_args(spec.model, encoder_len_variant=variant, device=spec.device,
+                                 scale=spec.scale, max_num_seqs=spec.max_num_seqs,
+                                 num_gpu_blocks=spec.num_gpu_blocks, seed=spec.seed,
                                  max_audios_per_step=n_audios,
                                  process_mode="inproc")  # reads the runner's and registry's counters
-    prompts = _prompts(args)
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=0.0, ignore_eos=True)
-    engine.generate(prompts[:args.warmup_requests], params)  # untimed warm-up
-    runner, sched = engine.model_runner, engine.scheduler
+    prompts = _prompts(spec)
+    params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
+    engine.generate(prompts[:spec.warmup_requests], params)  # untimed warm-up
+    core = engine.engine_core
     reg.reset_stats()
-    runner.step_timings.clear()
-    split = {"schedule": 0.0, "update": 0.0}
-    step_s, outputs = [], []
+    core.step_timings.clear()
+    outputs = []
     t0 = time.perf_counter()
     for p in prompts:
         engine.add_request(None, p, params)
-    while sched.has_unfinished_requests():
-        ts = time.perf_counter()
-        so = sched.schedule()
-        tm = time.perf_counter()
-        ro = runner.execute_model(so)
-        tu = time.perf_counter()
-        outputs += sched.update_from_output(so, ro)
-        te = time.perf_counter()
-        split["schedule"] += tm - ts
-        split["update"] += te - tu
-        step_s.append(te - ts)
+    while engine.has_unfinished_requests():
+        outputs += engine.step()
     wall = time.perf_counter() - t0
+    steps = list(core.step_timings)
     n_tok = sum(len(o.output_token_ids) for o in outputs)
-    split.update({k: float(v) for k, v in runner.step_timings.items()})
-    return {"engine": "refimpl", "variant": args.variant, "device": engine.vllm_config.device,
+    return {"engine": "refimpl", "variant": variant, "device": engine.vllm_config.device,
             "num_requests": len(outputs), "num_output_tokens": n_tok, "wall_s": wall,
             "requests_per_s": len(outputs) / wall, "output_tokens_per_s": n_tok / wall,
             "registry_calls": reg.stats.encdec_calls, "registry_s_total": reg.stats.encdec_s,
-            "steps": len(step_s), "step_time_ms_median": 1e3 * median(step_s),
-            "step_split_s": split, "max_tokens": args.max_tokens,
-            "max_num_seqs": args.max_num_seqs, "max_audios_per_step": n_audios,
-            "num_gpu_blocks": sched.kv_cache_manager.block_pool.num_gpu_blocks,
-            "num_preemptions": sum(getattr(o, "num_preemptions", 0) for o in outputs)}
+            "steps": len(steps), "step_time_ms_median": 1e3 * median(t.total for t in steps),
+            "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
+            "max_audios_per_step": n_audios,
+            "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
+            "num_preemptions": sum(o.num_preemptions for o in outputs)}
 
 
-def run_hf(args: argparse.Namespace) -> dict:
+def run_hf(spec: ThroughputSpec) -> dict:
     """The same requests through transformers' generate() in static batches of max_num_seqs."""
     import torch
 
@@ -109,64 +148,65 @@ def run_hf(args: argparse.Namespace) -> dict:
     from refimpl.tokenizer import whisper_decoder_prompt
     from refimpl.worker.hf_reference import hf_greedy_generate
     from refimpl.worker.model_loader import get_model
-    mc = ModelConfig(args.model, device=args.device, scale=args.scale, seed=args.seed)
+    mc = ModelConfig(spec.model, device=spec.device, scale=spec.scale, seed=spec.seed)
     model = get_model(mc)
     proc = reg.create_processor(mc, disable_cache=True)
-    prompts, dec = _prompts(args), whisper_decoder_prompt(args.model)
+    prompts, dec = _prompts(spec), whisper_decoder_prompt(spec.model)
 
-    def run(batch):
-        feats = torch.stack([_features(proc, p) for p in batch]).to(model.device, model.dtype)
-        return hf_greedy_generate(model, feats, dec, args.max_tokens)
+    def features(prompt):
+        out = proc.apply("", {"audio": [prompt["multi_modal_data"]["audio"]]})
+        return out.mm_kwargs["audio"][0]["input_features"]
 
-    run(prompts[:args.warmup_requests])
-    t0, n_tok, step_s = time.perf_counter(), 0, []
-    for i in range(0, len(prompts), args.max_num_seqs):
+    def run_batch(batch):
+        feats = torch.stack([features(p) for p in batch]).to(model.device, model.dtype)
+        return hf_greedy_generate(model, feats, dec, spec.max_tokens)
+
+    run_batch(prompts[:spec.warmup_requests])
+    t0, n_tok, batch_s = time.perf_counter(), 0, []
+    for i in range(0, len(prompts), spec.max_num_seqs):
         tb = time.perf_counter()
-        n_tok += sum(len(t) for t in run(prompts[i:i + args.max_num_seqs]))
-        step_s.append(time.perf_counter() - tb)
+        n_tok += sum(len(t) for t in run_batch(prompts[i:i + spec.max_num_seqs]))
+        batch_s.append(time.perf_counter() - tb)
     wall = time.perf_counter() - t0
-    return {"engine": "hf", "variant": "hf-generate", "device": mc.device,
+    return {"engine": "hf", "variant": HF_VARIANT, "device": mc.device,
             "num_requests": len(prompts), "num_output_tokens": n_tok, "wall_s": wall,
             "requests_per_s": len(prompts) / wall, "output_tokens_per_s": n_tok / wall,
-            "registry_calls": 0, "registry_s_total": 0.0, "steps": len(step_s),
-            "batch_time_ms_median": 1e3 * median(step_s),
-            "max_tokens": args.max_tokens, "max_num_seqs": args.max_num_seqs}
+            "registry_calls": 0, "registry_s_total": 0.0, "steps": len(batch_s),
+            "batch_time_ms_median": 1e3 * median(batch_s)}
 
 
-def _features(proc, prompt):
-    return proc.apply("", {"audio": [prompt["multi_modal_data"]["audio"]]}).mm_kwargs["audio"][0]["input_features"]
-
-
-def run_once(args: argparse.Namespace) -> dict:
+def run_once(spec: ThroughputSpec, variant: str) -> dict:
     """One measured run in this process (engine or HF baseline), pinned to one thread on CPU."""
     threads = set_single_thread()
-    return {**(run_hf(args) if args.engine == "hf" else run_engine(args)), "torch_num_threads": threads}
+    rec = run_hf(spec) if spec.engine == "hf" else run_engine(spec, variant)
+    return {**rec, "torch_num_threads": threads}
 
 
-def worker_argv(args: argparse.Namespace) -> list[str]:
-    argv = ["--model", args.model, "--engine", args.engine, "--device", args.device,
-            "--num-requests", str(args.num_requests), "--max-tokens", str(args.max_tokens),
-            "--max-num-seqs", str(args.max_num_seqs), "--scale", args.scale,
-            "--warmup-requests", str(args.warmup_requests), "--seed", str(args.seed),
-            "--max-audios-per-step", str(args.max_audios_per_step)]
-    return argv + (["--num-gpu-blocks", str(args.num_gpu_blocks)] if args.num_gpu_blocks else [])
+def preflight(spec: ThroughputSpec) -> None:
+    """Nothing to check before the runs (Whisper's start-up holds no large dummy data)."""
+
+
+def summarize_runs(runs: list[dict]) -> dict:
+    """requests/s, output tokens/s and the registry's share of wall time, summarized."""
+    return {"requests_per_s": summarize(r["requests_per_s"] for r in runs),
+            "output_tokens_per_s": summarize(r["output_tokens_per_s"] for r in runs),
+            "registry_share": summarize(r["registry_s_total"] / r["wall_s"] for r in runs)}
+
+
+def headline(res: Result, variant: str) -> str:
+    s, p = res.variants[variant]["summary"]["requests_per_s"], res.params
+    return (f"median {s['median']:.2f} req/s [{s['min']:.2f}, {s['max']:.2f}] over {s['n']} runs, "
+            f"{p['num_requests']} requests x {p['max_tokens']} tokens, batch {p['max_num_seqs']}")
+
+
+def run(spec: ThroughputSpec) -> Result:
+    """Every variant of ``spec`` in this process (see refimpl.bench.orchestrate)."""
+    return run_in_process(spec)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    variants = ["hf-generate"] if args.engine == "hf" else parse_variants(
-        args.variant, tuple(ENCODER_LEN_VARIANTS))
-    if args.worker:
-        write_json(args.output_json, run_once(args))
-        return 0
-    meta = {"model": args.model, "engine": args.engine, "num_requests": args.num_requests,
-            "max_tokens": args.max_tokens, "max_num_seqs": args.max_num_seqs}
-    res = drive("refimpl.bench.throughput", args, worker_argv(args), variants,
-                lambda r: r["requests_per_s"], "median_requests_per_s", meta, run_once)
-    for v, r in (res.get("by_variant") or {res["variant"]: res}).items():
-        print(f"throughput {args.model} {v}: median {r['median_requests_per_s']:.2f} req/s, "
-              f"{args.num_requests} requests x {args.max_tokens} tokens, batch {args.max_num_seqs}, "
-              f"on {res['device']} ({res['hardware']['name']})")
+    cli_main(spec_from_args(args), args)
     return 0
 
 

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from refimpl.config import VllmConfig
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
@@ -82,6 +84,8 @@ class EngineCore:
         if reset_at_end is not None:  # the two-process engine's front end asks for the reset
             self.switches = dataclasses.replace(self.switches, reset_at_end=reset_at_end)
         self.report = StartupReport(variant)
+        # per-step seconds of serving, newest last; bounded so a long-running engine stays small
+        self.step_timings: deque[StepTimings] = deque(maxlen=100_000)
         check_encoder_len(vllm_config)
         try:
             self._startup()
@@ -167,13 +171,49 @@ class EngineCore:
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
 
-    def step(self):
-        """One engine step: schedule, run the model, update. Returns finished RequestOutputs."""
+    def step(self) -> list:
+        """One engine step: schedule, run the model, update. Returns finished RequestOutputs.
+
+        Appends the step's StepTimings to ``self.step_timings`` (the runner's prepare /
+        model / sample seconds of this step, the scheduler's around them).
+        """
+        t0 = time.perf_counter()
         scheduler_output = self.scheduler.schedule()
-        if scheduler_output.total_num_scheduled_tokens == 0 and not scheduler_output.finished_req_ids:
+        t1 = time.perf_counter()
+        n = scheduler_output.total_num_scheduled_tokens
+        if n == 0 and not scheduler_output.finished_req_ids:
+            self.step_timings.append(StepTimings(schedule=t1 - t0))
             return []
+        runner_t = self.model_runner.step_timings
+        before = dict(runner_t)
         runner_output = self.model_runner.execute_model(scheduler_output)
-        return self.scheduler.update_from_output(scheduler_output, runner_output)
+        t2 = time.perf_counter()
+        outputs = self.scheduler.update_from_output(scheduler_output, runner_output)
+        t3 = time.perf_counter()
+        self.step_timings.append(StepTimings(
+            schedule=t1 - t0, update=t3 - t2, num_scheduled_tokens=n,
+            **{k: runner_t.get(k, 0.0) - before.get(k, 0.0) for k in ("prepare", "model", "sample")}))
+        return outputs
+
+
+@dataclass
+class StepTimings:
+    """Seconds of one ``EngineCore.step()``: ``schedule`` (Scheduler.schedule), ``prepare``
+    (runner state update, inputs, attention metadata), ``model`` (encoder + decoder forward),
+    ``sample``, ``update`` (Scheduler.update_from_output); ``num_scheduled_tokens`` (tokens).
+    The runner's parts are synchronised on CUDA (``WhisperRunner._sync``)."""
+    schedule: float = 0.0
+    prepare: float = 0.0
+    model: float = 0.0
+    sample: float = 0.0
+    update: float = 0.0
+    num_scheduled_tokens: int = 0
+
+    PARTS: ClassVar[tuple[str, ...]] = ("schedule", "prepare", "model", "sample", "update")
+
+    @property
+    def total(self) -> float:
+        return self.schedule + self.prepare + self.model + self.sample + self.update
 
 
 def check_encoder_len(vllm_config: VllmConfig) -> None:

@@ -1,0 +1,125 @@
+"""The one result schema every benchmark writes and every table, figure and test reads.
+
+    {"bench": str, "schema_version": 1, "env": {...}, "params": {...},
+     "variants": {name: {"runs": [run, ...], "summary": {metric: {...}, ...}}},
+     "missing": [...]}                                       # optional, see below
+
+``env`` is ``refimpl.env.collect_env()`` plus ``device`` (resolved) and ``in_process``
+(True: repeats ran in one process, smoke figures only). ``params`` are the benchmark's spec
+fields (``refimpl.bench.<name>.<Name>Spec``). A run is one measured repeat: a flat record of
+that benchmark (``total_s``, ``requests_per_s``, ...). ``summary`` maps a metric to
+``refimpl.stats.summarize`` of its values over the runs (median, min, max, iqr, n); derived
+results (the throughput sweep) may hold plain numbers there. The shape never depends on how
+many variants ran.
+
+``missing`` lists the parts a result does not have (``"env"``, ``"runs"``, or a field such
+as ``"env.torch_env"``), for results migrated from an older layout: those are left out,
+never invented. ``validate`` accepts an empty ``env`` or empty ``runs`` only when listed.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+BENCHES = ("startup", "budget", "throughput", "throughput-sweep")
+_TOP = ("bench", "schema_version", "env", "params", "variants")
+_OPTIONAL = ("missing",)
+
+
+class SchemaError(ValueError):
+    """A result does not follow the schema; ``key`` is the path of the bad key."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(f"{key}: {message}")
+        self.key = key
+
+
+def validate(obj: Any) -> dict:
+    """Check ``obj`` against the schema; returns it. Raises SchemaError naming the bad key."""
+    if not isinstance(obj, dict):
+        raise SchemaError("<result>", f"expected a JSON object, got {type(obj).__name__}")
+    for k in _TOP:
+        if k not in obj:
+            raise SchemaError(k, "missing")
+    extra = set(obj) - set(_TOP) - set(_OPTIONAL)
+    if extra:
+        raise SchemaError(sorted(extra)[0], f"unknown top-level key (allowed: {_TOP + _OPTIONAL})")
+    if obj["bench"] not in BENCHES:
+        raise SchemaError("bench", f"{obj['bench']!r} is not one of {BENCHES}")
+    if obj["schema_version"] != SCHEMA_VERSION:
+        raise SchemaError("schema_version", f"{obj['schema_version']!r} != {SCHEMA_VERSION}")
+    missing = obj.get("missing", [])
+    if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
+        raise SchemaError("missing", "expected a list of strings")
+    for k in ("env", "params"):
+        if not isinstance(obj[k], dict):
+            raise SchemaError(k, f"expected an object, got {type(obj[k]).__name__}")
+    if "env" not in missing:
+        for k in ("hardware", "versions", "device", "in_process"):
+            if k not in obj["env"] and f"env.{k}" not in missing:
+                raise SchemaError(f"env.{k}", "missing (list it under 'missing' if unknown)")
+    variants = obj["variants"]
+    if not isinstance(variants, dict) or not variants:
+        raise SchemaError("variants", "expected a non-empty object {name: {runs, summary}}")
+    for name, v in variants.items():
+        where = f"variants[{name!r}]"
+        if not isinstance(v, dict) or set(v) != {"runs", "summary"}:
+            raise SchemaError(where, "expected exactly the keys 'runs' and 'summary'")
+        if not isinstance(v["runs"], list) or not all(isinstance(r, dict) for r in v["runs"]):
+            raise SchemaError(f"{where}.runs", "expected a list of objects")
+        if not v["runs"] and "runs" not in missing:
+            raise SchemaError(f"{where}.runs", "empty (list 'runs' under 'missing' if unknown)")
+        if not isinstance(v["summary"], dict):
+            raise SchemaError(f"{where}.summary", "expected an object")
+        for metric, s in v["summary"].items():
+            if isinstance(s, dict) and not {"median", "min", "max", "n"} <= set(s):
+                raise SchemaError(f"{where}.summary[{metric!r}]",
+                                  "a metric summary needs median, min, max and n")
+    return obj
+
+
+@dataclass
+class Result:
+    """One benchmark result in the schema above; ``variants[name]`` is ``{"runs", "summary"}``."""
+    bench: str
+    env: dict[str, Any]
+    params: dict[str, Any]
+    variants: dict[str, dict[str, Any]]
+    schema_version: int = SCHEMA_VERSION
+    missing: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"bench": self.bench, "schema_version": self.schema_version, "env": self.env,
+             "params": self.params, "variants": self.variants}
+        return {**d, "missing": self.missing} if self.missing else d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Result":
+        """Validate ``d`` and wrap it. Raises SchemaError."""
+        validate(d)
+        return cls(d["bench"], d["env"], d["params"], d["variants"], d["schema_version"],
+                   list(d.get("missing", [])))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Result":
+        """Read and validate a result JSON. Raises OSError, json.JSONDecodeError, SchemaError."""
+        return cls.from_dict(json.loads(Path(path).read_text()))
+
+    def write(self, path: str | Path) -> Path:
+        """Validate, then write atomically (``refimpl.bench.common.write_json``)."""
+        from refimpl.bench.common import write_json
+        return write_json(path, validate(self.to_dict()))
+
+    def runs(self, variant: str) -> list[dict[str, Any]]:
+        return self.variants[variant]["runs"]
+
+    def values(self, variant: str, key: str) -> list[float]:
+        """``run[key]`` of every run of ``variant``."""
+        return [r[key] for r in self.runs(variant)]
+
+    @property
+    def hardware_name(self) -> str:
+        return self.env.get("hardware", {}).get("name", "unknown hardware")

@@ -75,12 +75,13 @@ try:
     doc = json.load(open(path))
 except Exception as e:  # noqa: BLE001 - a summary must never stop the script
     print(f"   {path}: unreadable ({e})"); sys.exit(0)
-hw = (doc.get("hardware") or {}).get("name", "?")
+env = doc.get("env") or {}
+hw = (env.get("hardware") or {}).get("name", "?")
 parts = []
-for v, r in (doc.get("by_variant") or {str(doc.get("variant")): doc}).items():
-    heads = [f"{k}={r[k]:.4g}" for k in r if k.startswith("median_") and isinstance(r[k], (int, float))]
+for v, r in (doc.get("variants") or {}).items():  # the schema of refimpl/bench/schema.py
+    heads = [f"{k}={m['median']:.4g}" for k, m in r.get("summary", {}).items() if isinstance(m, dict)]
     parts.append(f"{v}: {' '.join(heads) or 'no result'} (n={len(r.get('runs') or [])})")
-print(f"   {path.rsplit('/', 1)[-1]} [{doc.get('device', '?')}, {hw}] " + " | ".join(parts))
+print(f"   {path.rsplit('/', 1)[-1]} [{env.get('device', '?')}, {hw}] " + " | ".join(parts))
 PY
 }
 

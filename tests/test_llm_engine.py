@@ -170,3 +170,4 @@ def test_step_records_its_own_timings(engines):
     assert [t.num_scheduled_tokens for t in steps] == [len(whisper_decoder_prompt("whisper-tiny")), 1, 1]
     assert all(t.model > 0 and t.prepare > 0 and t.schedule > 0 and t.update > 0 for t in steps)
     assert all(t.total == pytest.approx(sum(getattr(t, k) for k in t.PARTS)) for t in steps)
+    e.reset_mm_cache()  # leave the shared registry's cache empty for later tests

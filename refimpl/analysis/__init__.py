@@ -6,13 +6,13 @@ markdown tables, stored GPU results under ``results/``, saving figures.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from refimpl.bench.common import profile_with_pyspy
 from refimpl.bench.orchestrate import BenchSpec, run_fresh, run_in_process
 from refimpl.bench.schema import Result
+from refimpl.bench.worker import worker_command
 from refimpl.env import REPO_ROOT
 from refimpl.stats import median, ratio_of_medians, summarize
 
@@ -84,8 +84,7 @@ def flamegraph(spec: BenchSpec, variant: str, out_dir: Path, name: str, *,
     fresh worker process (``python -m refimpl.bench.worker``). Returns the SVG path, or None
     when py-spy could not record (never raises for that)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "refimpl.bench.worker", "--spec", spec.to_json(),
-           "--variant", variant, "--output-json", str(out_dir / f"{name}.run.json")]
+    cmd = worker_command(spec, variant, str(out_dir / f"{name}.run.json"))
     ok = profile_with_pyspy(cmd, out_dir / f"{name}.svg",
                             out_dir / f"{name}.speedscope.json" if speedscope else None, rate=rate)
     return out_dir / f"{name}.svg" if ok else None

@@ -9,10 +9,17 @@ Started by ``refimpl.bench.orchestrate.run_fresh`` (and by the py-spy flame grap
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Optional
 
 from refimpl.bench.common import write_json
-from refimpl.bench.orchestrate import bench_module, spec_from_json
+from refimpl.bench.orchestrate import BenchSpec, bench_module, spec_from_json
+
+
+def worker_command(spec: BenchSpec, variant: str, output_json: str) -> list[str]:
+    """The command line of one worker run (for a profiler such as py-spy to wrap)."""
+    return [sys.executable, "-m", "refimpl.bench.worker", "--spec", spec.to_json(),
+            "--variant", variant, "--output-json", output_json]
 
 
 def main(argv: Optional[list[str]] = None) -> int:

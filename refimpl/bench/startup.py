@@ -102,8 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 def make_vllm_config(spec: StartupSpec, **extra):
     """VllmConfig of ``spec`` (shared with the budget benchmark)."""
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    mc = ModelConfig(spec.model, max_model_len=spec.max_model_len, device=spec.device,
-                     scale=spec.scale, limit_mm_per_prompt=dict(spec.limit_mm_per_prompt))
+    mc = ModelConfig(spec.model, max_model_len=spec.max_model_len,  # type: ignore[arg-type]  # None: the model's
+                     device=spec.device, scale=spec.scale,
+                     limit_mm_per_prompt=dict(spec.limit_mm_per_prompt))
     sc = SchedulerConfig(max_num_batched_tokens=spec.max_num_batched_tokens,
                          max_num_seqs=spec.max_num_seqs)
     return VllmConfig(mc, sc, CacheConfig(num_gpu_blocks=spec.num_gpu_blocks), **extra)

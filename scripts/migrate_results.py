@@ -28,7 +28,19 @@ PARAM_KEYS = ("model", "engine", "num_requests", "max_tokens", "max_num_seqs")
 def _bench_of(path: Path) -> str:
     if path.name.startswith("throughput_sweep"):
         return "throughput-sweep"
-    return path.name.split("_", 1)[0]
+    if path.name.startswith("twoproc_spawn_cost"):
+        return "spawn-cost"
+    return path.name.removeprefix("twoproc_").split("_", 1)[0]
+
+
+def migrate_spawn_cost(old: dict) -> dict:
+    """scripts/two_process_spawn_cost.py's old output: seconds per start-up per process mode."""
+    from refimpl.stats import summarize
+    variants = {m: {"runs": [{"startup_s": x} for x in xs],
+                    "summary": {"startup_s": summarize(xs)}} for m, xs in old["runs_s"].items()}
+    return {"bench": "spawn-cost", "schema_version": SCHEMA_VERSION, "env": old["env"],
+            "params": {"model": old["model"], "variants": list(old["runs_s"])},
+            "variants": variants, "missing": ["env.device", "env.in_process", "params.repeats"]}
 
 
 def migrate_sweep(old: dict) -> dict:
@@ -50,12 +62,14 @@ def migrate(old: dict, bench: str) -> dict:
         return old
     if bench == "throughput-sweep":
         return migrate_sweep(old)
+    if bench == "spawn-cost":
+        return migrate_spawn_cost(old)
     per_variant = old.get("by_variant") or {old["variant"]: old}
     mod = bench_module(bench)
     env = {k: old[k] for k in ENV_KEYS if k in old}
     params = {"variants": list(per_variant), **{k: old[k] for k in PARAM_KEYS if k in old}}
     spec_fields = [f.name for f in dataclasses.fields(mod.Spec)]
-    missing = ["env.torch_env"] + [f"params.{f}" for f in spec_fields if f not in params]
+    missing = ([] if "torch_env" in env else ["env.torch_env"]) + [f"params.{f}" for f in spec_fields if f not in params]
     variants = {v: {"runs": r["runs"], "summary": mod.summarize_runs(r["runs"])}
                 for v, r in per_variant.items()}
     return validate({"bench": bench, "schema_version": SCHEMA_VERSION, "env": env,

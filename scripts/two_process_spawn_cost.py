@@ -10,8 +10,6 @@ Modes alternate (A B A B ...) after one untimed warm-up of each; medians with [m
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import subprocess
 import sys
 
@@ -38,18 +36,23 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--output-json", required=True)
     args = p.parse_args()
+    from refimpl.bench.schema import Result
     from refimpl.env import collect_env
+    from refimpl.stats import summarize
     one("inproc"), one("mp")  # warm-up (file cache)
     runs: dict[str, list[float]] = {"inproc": [], "mp": []}
     for _ in range(args.repeats):
         for mode in runs:
             runs[mode].append(one(mode))
-    res = {"model": "whisper-tiny", "runs_s": runs, "env": collect_env(),
-           "median_s": {m: statistics.median(v) for m, v in runs.items()}}
-    with open(args.output_json, "w") as f:
-        json.dump(res, f, indent=1)
+    env = {**collect_env(), "device": "cpu", "in_process": False}  # each start-up a subprocess
+    res = Result("spawn-cost", env, {"model": "whisper-tiny", "variants": list(runs),
+                                     "repeats": args.repeats},
+                 {m: {"runs": [{"startup_s": x} for x in v], "summary": {"startup_s": summarize(v)}}
+                  for m, v in runs.items()})
+    res.write(args.output_json)
     for m, v in runs.items():
-        print(f"{m}: median {statistics.median(v):.2f} s [{min(v):.2f}, {max(v):.2f}] over {len(v)} runs")
+        s = summarize(v)
+        print(f"{m}: median {s['median']:.2f} s [{s['min']:.2f}, {s['max']:.2f}] over {s['n']} runs")
     return 0
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-BENCHES = ("startup", "budget", "throughput", "throughput-sweep")
+BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
 _OPTIONAL = ("missing",)
 

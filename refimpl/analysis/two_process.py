@@ -3,14 +3,13 @@
 ``run_two_process`` runs ``refimpl bench startup --process-mode mp`` once per reset scope
 (``v0.9.0``: the engine core keeps its profiling entries; ``all``), one fresh process each:
 the figures are bytes, not timings. QUICK mode runs nothing and shows the committed runs
-(``results/*/twoproc_startup_*.json``).
+(start-up results under ``results/`` whose runs have ``process_mode`` "mp").
 """
 from __future__ import annotations
 
-import json
-
 from refimpl.analysis import md_table, stored_results
 from refimpl.analysis.startup import StartupStudy
+from refimpl.bench.orchestrate import run_fresh
 
 SCOPES = ("v0.9.0", "all")
 _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
@@ -19,16 +18,19 @@ _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rs
 def run_two_process(s: StartupStudy) -> dict[str, dict]:
     """{reset scope: the run record}; QUICK: the committed records of ``s.model`` instead."""
     if s.quick:
-        found = {r["runs"][0]["reset_scope"]: r["runs"][0] | {"_path": r["_path"]}
-                 for r in stored_results("twoproc_startup") if r.get("model") == s.model}
+        found = {}
+        for path, res in stored_results("startup"):
+            for run in (r for v in res.variants.values() for r in v["runs"]):
+                if res.params["model"] == s.model and run.get("process_mode") == "mp":
+                    found[run["reset_scope"]] = run | {"_path": path}
         return {scope: found[scope] for scope in SCOPES if scope in found}
-    from refimpl.bench.startup import main
     out = {}
     for scope in SCOPES:
-        path = s.out_dir / f"twoproc_startup_{s.model}_{scope}.json"
-        main(s.argv() + ["--repeats", "1", "--no-warmup", "--variant", "cache-reset",
-                         "--process-mode", "mp", "--reset-scope", scope, "--output-json", str(path)])
-        out[scope] = json.loads(path.read_text())["runs"][0]
+        spec = s.spec(("cache-reset",)).replace(repeats=1, warmup=False, process_mode="mp",
+                                                reset_scope=scope)
+        res = run_fresh(spec)
+        res.write(s.out_dir / f"twoproc_startup_{s.model}_{scope}.json")
+        out[scope] = res.runs("cache-reset")[0]
     return out
 
 

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+from refimpl.bench.memory import thp_state
 from refimpl.bench.orchestrate import add_common_args, cli_main, common_spec_fields, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec, add_engine_args, engine_spec_fields, make_vllm_config
@@ -76,7 +77,7 @@ def run_once(spec: BudgetSpec, variant: str) -> dict:
             "max_model_len": cfg.model_config.max_model_len,
             "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
             "calls_s": calls_s, "passes": passes, "budgets": budgets,
-            "page_faults": faults, "parts_s": parts,
+            "page_faults": faults, "parts_s": parts, "thp": thp_state(),
             "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
             "cache_hits": reg.stats.cache_hits, "cache_misses": reg.stats.cache_misses,
             "hf_processor_calls": reg.stats.hf_processor_calls}

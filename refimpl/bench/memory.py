@@ -82,3 +82,22 @@ def check_memory(model_config, variants: list[StartupVariant], max_num_batched_t
         f"variant {worst} at max_model_len {model_config.max_model_len} needs about "
         f"{need / GiB:.1f} GiB of memory (dummy video and its copies), {avail / GiB:.1f} GiB "
         f"available{hint}")
+
+
+def thp_state() -> dict:
+    """Transparent huge pages as this process sees them: the kernel's ``enabled`` / ``defrag``
+    modes (the bracketed word of /sys/kernel/mm/transparent_hugepage/*; None if absent) and
+    whether numpy madvises large arrays to huge pages (env NUMPY_MADVISE_HUGEPAGE=0 turns it
+    off). With ``defrag=madvise`` a madvised array may stall in direct compaction while its
+    pages fault in: one suspect for the bimodal call-1 times of the int64 dummy video."""
+    from pathlib import Path
+
+    import numpy as np
+    out: dict = {}
+    for k in ("enabled", "defrag"):
+        p = Path("/sys/kernel/mm/transparent_hugepage") / k
+        txt = p.read_text() if p.exists() else ""
+        out[k] = txt[txt.find("[") + 1:txt.find("]")] if "[" in txt else None
+    get = getattr(np._core.multiarray, "_get_madvise_hugepage", None)
+    out["numpy_madvise_hugepage"] = bool(get()) if get else None
+    return out

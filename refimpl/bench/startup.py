@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Optional
 
 from refimpl.bench.common import set_single_thread
+from refimpl.bench.memory import thp_state
 from refimpl.bench.orchestrate import BenchSpec, add_common_args, cli_main, common_spec_fields, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.config import SUPPORTED_MODELS
@@ -138,6 +139,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
         "cache_bytes_after_reset": rep.cache_bytes_after_reset,
         "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
         "peak_rss_bytes": rep.peak_rss_bytes,
+        "thp": thp_state(),
         "parts_s": {k: stats[k] for k in ("dummy_s", "hash_s", "hf_processor_s")},
         "encoder_compute_budget": rep.encoder_compute_budget,
         "encoder_cache_size": rep.encoder_cache_size,

@@ -92,6 +92,32 @@ def test_reset_scope_all_also_clears_p1_cache(engine):
     assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] == 0
 
 
+def test_refused_request_raises_and_serving_goes_on(engine):
+    from refimpl.engine.core_proc import EngineCoreRequest
+    from refimpl.errors import InvalidInputError
+    engine.add_request("ok", _audio(1), PARAMS)
+    with pytest.raises(InvalidInputError, match="request_id"):  # P0's check
+        engine.add_request("ok", _audio(1), PARAMS)
+    # a request only the engine core's scheduler refuses (a 448-token prompt), sent straight
+    # to it with audio 1 as a bare hash
+    engine.engine_core.client.add_request(EngineCoreRequest("bad", [50258] * 448, [None],
+                                                            [_hash(engine, 1)], PARAMS, 0.0))
+    engine.engine_core._in_flight.add("bad")  # as MPFrontend.add_request would
+    done = []
+    with pytest.raises(InvalidInputError, match="prompt_token_ids"):
+        while engine.has_unfinished_requests():
+            done += engine.step()
+    while engine.has_unfinished_requests():
+        done += engine.step()
+    assert [o.request_id for o in done] == ["ok"] and done[0].output_token_ids
+    assert engine.engine_core.mirrors_agree()
+
+
+def _hash(engine, seed: int) -> str:
+    proc = engine.processor
+    return proc.apply("", _audio(seed)["multi_modal_data"], return_mm_hashes=True).mm_hashes["audio"][0]
+
+
 def test_scheduler_is_not_reachable_from_the_front_end(engine):
     with pytest.raises(EngineStateError, match="engine-core process"):
         _ = engine.scheduler

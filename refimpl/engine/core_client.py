@@ -193,23 +193,24 @@ class SyncMPClient:
         if request_ids and not self.resources.dead:
             self._send("ABORT", list(request_ids))
 
-    def get_output(self) -> list:
-        """The RequestOutputs of requests that finished in the next engine step."""
+    def get_output(self) -> tuple:
+        """The next of ``("OUTPUT", [RequestOutput finished in one engine step])`` and
+        ``("REJECTED", request_id, RefimplError)`` (the engine core refused a request)."""
         if self._outputs:
             return self._outputs.popleft()
         while True:
-            kind, *rest = self._recv()
-            if kind == "OUTPUT":
-                return rest[0]
+            msg = self._recv()
+            if msg[0] in ("OUTPUT", "REJECTED"):
+                return msg
 
     def call_utility(self, method: str, *args) -> Any:
         """Run ``EngineCoreProc.<method>(*args)`` in the child; re-raises its exception."""
         call_id = next(self._call_ids)
         self._send("UTILITY", call_id, method, args)
         while True:
-            kind, *rest = self._recv()
-            if kind == "OUTPUT":
-                self._outputs.append(rest[0])
+            kind, *rest = msg = self._recv()
+            if kind in ("OUTPUT", "REJECTED"):
+                self._outputs.append(msg)
             elif kind == "UTILITY" and rest[0] == call_id:
                 if rest[2] is not None:
                     raise rest[2]

@@ -15,7 +15,8 @@ hash from ``mm_input_cache_server`` (``MirroredProcessingCache.get_and_update_p1
               reset is meant to reach).
 
 Left out: vLLM's separate IO threads, data parallelism, the batch queue; a fatal error is
-reported as one DEAD message (vLLM: ``ENGINE_CORE_DEAD``) and the process exits.
+reported as one DEAD message (vLLM: ``ENGINE_CORE_DEAD``) and the process exits; a request
+the scheduler refuses (a RefimplError) is answered REJECTED and serving goes on.
 Shutdown: SIGTERM exits; SIGINT (Ctrl-C in the terminal reaches the whole process group) is
 ignored, the front end decides; when the front end dies, the pipe it holds closes and this
 process exits, so it is never orphaned.
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from refimpl.engine.core import EngineCore  # light: torch is imported later
+from refimpl.errors import RefimplError
 from refimpl.memory import rss_bytes
 
 RESET_SCOPES = ("v0.9.0", "all")
@@ -159,6 +161,8 @@ def run_engine_core(vllm_config, variant: str, reset_scope: str, mirror: dict,
                     if kind == "ADD":
                         try:
                             core.add_core_request(args[0])
+                        except RefimplError as e:  # a bad request: refused, serving goes on
+                            send("REJECTED", args[0].request_id, e)
                         except Exception as e:  # vLLM: fatal, the engine core dies
                             send("DEAD", e)
                             return 1

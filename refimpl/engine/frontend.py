@@ -20,7 +20,7 @@ from typing import Optional
 from refimpl.engine.core_client import SyncMPClient
 from refimpl.engine.core_proc import RESET_SCOPES, EngineCoreRequest
 from refimpl.engine.mm_input_cache import MIRROR_FAULTS, MirroredProcessingCache
-from refimpl.errors import ConfigError, EngineStateError
+from refimpl.errors import ConfigError, EngineStateError, InvalidInputError
 from refimpl.memory import rss_bytes
 from refimpl.variants import get_startup_variant
 
@@ -56,7 +56,12 @@ class MPFrontend:
 
     # -- LLMEngine's interface -------------------------------------------------------------
     def add_request(self, req) -> None:
-        """Send a processed refimpl.request.Request; items P1 holds go as their hash alone."""
+        """Send a processed refimpl.request.Request; items P1 holds go as their hash alone.
+
+        Raises InvalidInputError for an id already in flight; the engine core's own checks
+        (Scheduler.add_request) come back from ``step``."""
+        if req.request_id in self._in_flight:
+            raise InvalidInputError("request_id", "unique", f"{req.request_id!r} is in flight")
         mm_inputs = self.mm_input_cache_client.get_and_update_p0(req.mm_inputs, req.mm_hashes)
         self.client.add_request(EngineCoreRequest(
             req.request_id, list(req.prompt_token_ids), mm_inputs, list(req.mm_hashes),
@@ -72,10 +77,17 @@ class MPFrontend:
         return bool(self._in_flight)
 
     def step(self) -> list:
-        """Outputs of the requests that finished in the engine core's next step."""
+        """Outputs of the requests that finished in the engine core's next step.
+
+        Raises the RefimplError of a request the engine core refused (it is no longer in
+        flight; the others are not affected)."""
         if not self._in_flight:
             return []
-        outs = [o for o in self.client.get_output() if o.request_id in self._in_flight]
+        kind, *rest = self.client.get_output()
+        if kind == "REJECTED":
+            self._in_flight.discard(rest[0])
+            raise rest[1]
+        outs = [o for o in rest[0] if o.request_id in self._in_flight]
         self._in_flight.difference_update(o.request_id for o in outs)
         return outs
 

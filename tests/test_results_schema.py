@@ -36,6 +36,8 @@ def _good():
     (lambda d: d["variants"]["no-cache"].update(runs=[]), "variants['no-cache'].runs"),
     (lambda d: d["variants"]["no-cache"]["summary"]["call_1_s"].pop("median"),
      "variants['no-cache'].summary['call_1_s']"),
+    (lambda d: d.update(comparisons=[{"variant": "turbo", "over": "no-cache", "metric": "s"}]),
+     "comparisons[0].variant"),
 ])
 def test_validate_names_the_bad_key(breaks, key):
     d = copy.deepcopy(_good())

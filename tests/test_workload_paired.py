@@ -70,15 +70,16 @@ def test_variant_labels_and_gains_against_the_first():
 
 
 def test_model_curve_points_and_figure(tmp_path):
-    import json
-
     from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
+    from refimpl.bench.schema import Result
     by = {"registry": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],
                        "registry_calls": [20, 20], "steps": [20, 20]},
           "runner-config": {"wall_s": [2.0, 2.1], "cpu_s": [1.9, 2.0], "registry_s": [0.0, 0.0],
                             "registry_calls": [0, 0], "steps": [20, 20]}}
-    res = {"by_variant": by, "gains": {"wall_s": gains(by, "wall_s")}, "env": {}}
-    (tmp_path / "p.json").write_text(json.dumps(res))
+    runs = {v: {"runs": [{k: x[k][i] for k in x} for i in range(2)], "summary": {}} for v, x in by.items()}
+    res = Result("paired", {}, {"variants": list(by)}, runs, missing=["env"],
+                 comparisons=gains(by, "wall_s"))
+    res.write(tmp_path / "p.json")
     (p,) = points(tmp_path / "p.json")
     assert p["registry_s_per_call"] == pytest.approx(0.01) and p["step_s"] == pytest.approx(2.05 / 20)
     plot_gain_vs_step_time([p], out_png=tmp_path / "curve.png")

@@ -9,7 +9,6 @@ run's JSON is given (GPU figures are never estimated).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -19,13 +18,13 @@ def points(paired_json: str | Path, metric: str = "wall_s") -> list[dict]:
     """Measured points of one paired result: per variant pair, the median step seconds of
     the later variant, the measured gain with its 95% interval, and the registry seconds per
     call of the earlier variant (the curve's ``c``). Needs per-block ``steps`` (paired.py)."""
-    res = json.loads(Path(paired_json).read_text())
-    by, out = res["by_variant"], []
-    for row in res["gains"][metric]:
-        a, b = by[row["over"]], by[row["variant"]]
-        calls = np.asarray(a["registry_calls"], dtype=float)
-        per_call = float(np.sum(a["registry_s"]) / calls.sum()) if calls.sum() else 0.0
-        step_s = float(np.median(np.asarray(b[metric]) / np.asarray(b["steps"])))
+    from refimpl.bench.schema import Result
+    res, out = Result.load(paired_json), []
+    for row in (c for c in res.comparisons if c["metric"] == metric):
+        a, b = res.runs(row["over"]), res.runs(row["variant"])
+        calls = sum(r["registry_calls"] for r in a)
+        per_call = sum(r["registry_s"] for r in a) / calls if calls else 0.0
+        step_s = float(np.median([r[metric] / r["steps"] for r in b]))
         out.append({**row, "step_s": step_s, "registry_s_per_call": per_call})
     return out
 

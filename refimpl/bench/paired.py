@@ -25,7 +25,7 @@ import time
 
 import numpy as np
 
-from refimpl.bench.common import set_single_thread, write_json
+from refimpl.bench.common import set_single_thread
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 
@@ -149,7 +149,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     from refimpl.audio import make_request_audios
-    from refimpl.env import collect_env
     from refimpl.sampling_params import SamplingParams
     args = build_parser().parse_args(argv)
     threads = set_single_thread()
@@ -175,8 +174,24 @@ def main(argv: list[str] | None = None) -> int:
                   f"cost model {100 * r['cost_model_gain']:+.2f}%")
     print("tokens identical across variants and blocks:", res["tokens_identical"])
     if args.output_json:
-        write_json(args.output_json, {"bench": "paired", "args": vars(args), "variants": variants,
-                                      "torch_num_threads": threads, "gains": table,
-                                      "benchmark_s": time.perf_counter() - t0, **res,
-                                      "env": collect_env()})
+        result_of(args, variants, res, table, threads).write(args.output_json)
     return 0
+
+
+def result_of(args: argparse.Namespace, variants: list[str], res: dict, table: dict,
+              threads: int):
+    """The schema's Result (refimpl.bench.schema): per variant one run per round (its block's
+    seconds, registry seconds and calls, steps), wall / CPU seconds summarized, and the gains
+    with their intervals as ``comparisons``."""
+    from refimpl.bench.schema import Result
+    from refimpl.env import collect_env
+    from refimpl.stats import summarize
+    by = res["by_variant"]
+    env = {**collect_env(), "device": args.device, "in_process": True, "torch_num_threads": threads}
+    params = {**{k: v for k, v in vars(args).items() if k not in ("output_json", "variant")},
+              "variants": variants}
+    out = {v: {"runs": [{"round": i, **{k: by[v][k][i] for k in by[v]}} for i in range(len(by[v]["wall_s"]))],
+               "summary": {"wall_s": summarize(by[v]["wall_s"]), "cpu_s": summarize(by[v]["cpu_s"]),
+                           "tokens_identical": res["tokens_identical"]}}
+           for v in variants}
+    return Result("paired", env, params, out, comparisons=[r for rows in table.values() for r in rows])

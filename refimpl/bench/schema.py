@@ -2,7 +2,8 @@
 
     {"bench": str, "schema_version": 1, "env": {...}, "params": {...},
      "variants": {name: {"runs": [run, ...], "summary": {metric: {...}, ...}}},
-     "missing": [...]}                                       # optional, see below
+     "missing": [...],                                       # optional, see below
+     "comparisons": [{"variant", "over", "metric", ...}]}    # optional: paired gains
 
 ``env`` is ``refimpl.env.collect_env()`` plus ``device`` (resolved) and ``in_process``
 (True: repeats ran in one process, smoke figures only). ``params`` are the benchmark's spec
@@ -12,7 +13,9 @@ that benchmark (``total_s``, ``requests_per_s``, ...). ``summary`` maps a metric
 results (the throughput sweep) may hold plain numbers there. The shape never depends on how
 many variants ran.
 
-``missing`` lists the parts a result does not have (``"env"``, ``"runs"``, or a field such
+``comparisons`` (optional) holds measured comparisons between variants that are not a
+per-variant figure: one object per (``variant``, ``over``, ``metric``), e.g. the paired
+bench's gain with its bootstrap interval. ``missing`` lists the parts a result does not have (``"env"``, ``"runs"``, or a field such
 as ``"env.torch_env"``), for results migrated from an older layout: those are left out,
 never invented. ``validate`` accepts an empty ``env`` or empty ``runs`` only when listed.
 """
@@ -24,9 +27,10 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
-BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost")
+BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
+           "workload")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
-_OPTIONAL = ("missing",)
+_OPTIONAL = ("missing", "comparisons")
 
 
 class SchemaError(ValueError):
@@ -78,6 +82,12 @@ def validate(obj: Any) -> dict:
             if isinstance(s, dict) and not {"median", "min", "max", "n"} <= set(s):
                 raise SchemaError(f"{where}.summary[{metric!r}]",
                                   "a metric summary needs median, min, max and n")
+    for i, c in enumerate(obj.get("comparisons", [])):
+        if not isinstance(c, dict) or not {"variant", "over", "metric"} <= set(c):
+            raise SchemaError(f"comparisons[{i}]", "needs the keys variant, over and metric")
+        for k in ("variant", "over"):
+            if c[k] not in variants:
+                raise SchemaError(f"comparisons[{i}].{k}", f"{c[k]!r} is not a variant of this result")
     return obj
 
 
@@ -90,18 +100,23 @@ class Result:
     variants: dict[str, dict[str, Any]]
     schema_version: int = SCHEMA_VERSION
     missing: list[str] = field(default_factory=list)
+    comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"bench": self.bench, "schema_version": self.schema_version, "env": self.env,
-             "params": self.params, "variants": self.variants}
-        return {**d, "missing": self.missing} if self.missing else d
+        d: dict[str, Any] = {"bench": self.bench, "schema_version": self.schema_version,
+                             "env": self.env, "params": self.params, "variants": self.variants}
+        if self.missing:
+            d["missing"] = self.missing
+        if self.comparisons:
+            d["comparisons"] = self.comparisons
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
         """Validate ``d`` and wrap it. Raises SchemaError."""
         validate(d)
         return cls(d["bench"], d["env"], d["params"], d["variants"], d["schema_version"],
-                   list(d.get("missing", [])))
+                   list(d.get("missing", [])), list(d.get("comparisons", [])))
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.bench.common import set_single_thread, write_json
+from refimpl.bench.common import set_single_thread
+from refimpl.bench.schema import Result
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 MODELS = ("whisper-tiny.en", "whisper-tiny", "whisper-large-v3")
@@ -149,9 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def run(args: argparse.Namespace) -> dict:
-    """One measured run in this process (see module doc); a result dict."""
+def run(args: argparse.Namespace) -> Result:
+    """One measured run in this process (see module doc); a Result (refimpl.bench.schema)."""
     from refimpl.env import collect_env
+    from refimpl.stats import summarize
     threads = set_single_thread()
     work = make_workload(args.num_requests, args.seed, args.arrival, args.rate)
     warm = make_workload(args.warmup_requests, args.seed + 1000)
@@ -177,20 +179,23 @@ def run(args: argparse.Namespace) -> dict:
         res = serve_engine(engine, work, args.max_tokens)
         variant = args.variant
     keys = ("model", "engine", "num_requests", "arrival", "rate", "max_tokens", "max_num_seqs",
-            "max_audios_per_step", "seed")
-    return {"bench": "workload", "variant": variant, **{k: getattr(args, k) for k in keys},
-            "torch_num_threads": threads, "result": res, "env": collect_env()}
+            "max_audios_per_step", "seed", "warmup_requests")
+    env = {**collect_env(), "device": args.device, "in_process": True, "torch_num_threads": threads}
+    summary = {k: summarize([res[k]]) for k in ("requests_per_s", "output_tokens_per_s")}
+    return Result("workload", env, {"variants": [variant], **{k: getattr(args, k) for k in keys}},
+                  {variant: {"runs": [res], "summary": summary}})
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     out = run(args)
-    r = out["result"]
-    print(f"workload {args.model} {out['variant']}: {r['requests_per_s']:.3f} req/s, "
+    variant = next(iter(out.variants))
+    r = out.runs(variant)[0]
+    print(f"workload {args.model} {variant}: {r['requests_per_s']:.3f} req/s, "
           f"{r['output_tokens_per_s']:.1f} tok/s, TTFT p50/p90/p99 {r['ttft_s_p50']:.2f}/"
           f"{r['ttft_s_p90']:.2f}/{r['ttft_s_p99']:.2f} s, E2E p50/p90/p99 {r['e2e_s_p50']:.2f}/"
           f"{r['e2e_s_p90']:.2f}/{r['e2e_s_p99']:.2f} s ({r['num_requests']} requests, "
           f"{r['num_output_tokens']} tokens, {args.arrival})")
     if args.output_json:
-        write_json(args.output_json, out)
+        out.write(args.output_json)
     return 0

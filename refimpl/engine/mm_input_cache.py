@@ -16,11 +16,12 @@ Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended be
   ``capacity-mismatch``  P1's mirror is built with half the capacity, so P1 evicts items
                          P0 still believes sent -> ``KeyError`` in P1 (the drift vLLM
                          #46747 reports as ``assert mm_item is not None``).
-  ``evict-loop``         ``put`` evicts until the new item fits without checking that
-                         anything is left to evict; an item larger than the capacity makes
-                         the loop spin (the loop ``multimodal/cache.py`` notes vLLM had
-                         before PR #43941). Here it is bounded by ``EVICT_LOOP_BOUND``
-                         iterations and raises ``EvictionLoopError`` instead of hanging.
+  ``evict-loop``         a lookup of a hash P1 lacks leaves a "ghost" key in the LRU order
+                         with no data (vLLM's ``LRUCache.touch`` before PR #43595, issue
+                         #43941, where the request failed and serving went on). Once the
+                         ghost is the oldest key, every eviction picks it, frees nothing and
+                         picks it again: the eviction loop never ends. Here it is bounded by
+                         ``EVICT_LOOP_BOUND`` iterations and raises ``EvictionLoopError``.
 
 Left out: vLLM 0.9.0 also stored the full item on the P0 side; we do too (the tensors are the
 same objects the processing cache holds, so no extra bytes). Later vLLM (PR #23018) keeps
@@ -55,7 +56,9 @@ class MirroredProcessingCache:
         if fault not in MIRROR_FAULTS:
             raise RefimplError("mirror_fault", MIRROR_FAULTS, f"unknown fault {fault!r}")
         self.capacity_bytes, self.use_cache, self.fault = int(capacity_bytes), use_cache, fault
-        self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
+        # LRU order and data apart, as cachetools' LRUCache: only a fault lets them differ
+        self._order: OrderedDict[str, None] = OrderedDict()
+        self._data: dict[str, tuple[Item, int]] = {}
         self.bytes = self.evictions = self.hits = 0
 
     @classmethod
@@ -73,41 +76,43 @@ class MirroredProcessingCache:
         return cls(capacity_bytes, use_cache=use_cache, fault=fault if fault == "evict-loop" else None)
 
     def keys(self) -> list[str]:
-        """Hashes held, least recently used first (the order eviction follows)."""
-        return list(self._data)
+        """Hashes in LRU order, least recently used first (the order eviction follows)."""
+        return list(self._order)
 
-    def __contains__(self, mm_hash: str) -> bool:
+    def __contains__(self, mm_hash: str) -> bool:  # holds data for it
         return mm_hash in self._data
 
     def _touch(self, mm_hash: str) -> Optional[Item]:
+        if mm_hash in self._data or self.fault == "evict-loop":  # the fault: a ghost key
+            self._order[mm_hash] = None
+            self._order.move_to_end(mm_hash)
         entry = self._data.get(mm_hash)
-        if entry is None:
-            return None
-        self._data.move_to_end(mm_hash)
-        return entry[0]
+        return None if entry is None else entry[0]
 
     def _put(self, mm_hash: str, item: Item) -> None:
         size = item_nbytes(item)
         old = self._data.pop(mm_hash, None)
+        self._order.pop(mm_hash, None)
         if old is not None:
             self.bytes -= old[1]
-        if self.fault == "evict-loop":
-            for _ in range(EVICT_LOOP_BOUND):
-                if self.bytes + size <= self.capacity_bytes:
-                    break
-                if self._data:  # the buggy loop keeps going once nothing is left
-                    self.bytes -= self._data.popitem(last=False)[1][1]
-                    self.evictions += 1
-            else:
-                raise EvictionLoopError(
-                    "mm_input_cache", self.capacity_bytes,
-                    f"eviction did not terminate after {EVICT_LOOP_BOUND} iterations "
-                    f"(item of {size} bytes)")
-        elif size > self.capacity_bytes:
+        if size > self.capacity_bytes:
             return  # larger than the whole cache: not stored, on both sides alike
+        spins = 0
         while self.bytes + size > self.capacity_bytes:
-            self.bytes -= self._data.popitem(last=False)[1][1]
+            oldest = next(iter(self._order))
+            entry = self._data.pop(oldest, None)
+            if entry is None:  # a ghost: nothing freed, and it stays the oldest key
+                spins += 1
+                if spins >= EVICT_LOOP_BOUND:
+                    raise EvictionLoopError(
+                        "mm_input_cache", self.capacity_bytes,
+                        f"eviction did not terminate after {spins} iterations "
+                        f"(ghost key {oldest!r} holds no data)")
+                continue
+            del self._order[oldest]
+            self.bytes -= entry[1]
             self.evictions += 1
+        self._order[mm_hash] = None
         self._data[mm_hash] = (item, size)
         self.bytes += size
 
@@ -149,6 +154,7 @@ class MirroredProcessingCache:
 
     def reset(self) -> bool:
         """Drop every entry (bytes -> 0)."""
+        self._order.clear()
         self._data.clear()
         self.bytes = 0
         return True

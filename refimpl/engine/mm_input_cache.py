@@ -10,12 +10,14 @@ stores every item that came with data. Both sides see the same put / touch seque
 they agree as long as they have the same capacity and are reset together.
 
 Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended behaviour):
-  ``reset-p1-only``      a reset reaches P1's mirror but not P0's (reset during flight,
-                         vLLM #16875 / #17284; vllm-omni #6972): P0 later sends a hash
-                         alone for an item P1 no longer has -> ``KeyError`` in P1.
+  ``reset-p1-only``      a reset reaches P1's mirror but not P0's (vllm-omni #6972: the
+                         engine side cleared, the front end's record kept): P0 later sends a
+                         hash alone for an item P1 no longer has -> ``KeyError`` in P1, the
+                         error of vLLM #17227 and of the review of PR #16273.
   ``capacity-mismatch``  P1's mirror is built with half the capacity, so P1 evicts items
-                         P0 still believes sent -> ``KeyError`` in P1 (the drift vLLM
-                         #46747 reports as ``assert mm_item is not None``).
+                         P0 still believes sent -> ``KeyError`` in P1 (the same drift that
+                         vLLM #46747 saw from a different put order, there as
+                         ``assert mm_item is not None``).
   ``evict-loop``         a lookup of a hash P1 lacks leaves a "ghost" key in the LRU order
                          with no data (vLLM's ``LRUCache.touch`` before PR #43595, issue
                          #43941, where the request failed and serving went on). Once the

@@ -11,7 +11,7 @@ from refimpl.audio import load_speech_clips, make_request_audios
 from refimpl.config import ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
 from refimpl.engine.llm_engine import LLMEngine
-from refimpl.errors import EncoderLengthMismatchError, InvalidInputError, RefimplError
+from refimpl.errors import ConfigError, EncoderLengthMismatchError, InvalidInputError, RefimplError
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.sampling_params import SamplingParams
 
@@ -124,6 +124,16 @@ def test_bad_input_rejected_engine_keeps_serving(engines):
     assert not e.has_unfinished_requests()
     out = e.generate([{"multi_modal_data": {"audio": (clip, 16000)}}], SamplingParams(max_tokens=3, ignore_eos=True))
     assert len(out[0].output_token_ids) == 3
+
+
+@pytest.mark.soak  # a full start-up each (13-30 s here); the fast suite covers the KV sizing
+@pytest.mark.parametrize("process_mode", ["inproc", "mp"])  # in the bad-input table
+def test_too_few_kv_blocks_refused_by_the_setting(process_mode):
+    """Issue 8, kind 6: the issue's input names num_gpu_blocks and its limit in blocks, not a
+    derived kv_cache_memory_bytes (nor, with the engine core in a child, EngineDeadError)."""
+    with pytest.raises(ConfigError) as exc:
+        LLMEngine.from_args("whisper-tiny", num_gpu_blocks=100, process_mode=process_mode)
+    assert (exc.value.field, exc.value.limit) == ("num_gpu_blocks", 123)  # 28 + 1 + 94 blocks
 
 
 def test_more_requests_than_kv_blocks_none_lost(audios):

@@ -34,7 +34,7 @@ from typing import Any, Optional
 
 import zmq
 
-from refimpl.errors import EngineDeadError
+from refimpl.errors import ConfigError, EngineDeadError
 
 STARTUP_TIMEOUT_S = 1800.0
 POLL_MS = 200  # how often a waiting front end checks that the child still runs
@@ -95,8 +95,9 @@ class _Resources:
 class SyncMPClient:
     """Start the engine core in a child process; ``mirror`` as EngineCoreProc's.
 
-    Raises EngineDeadError if the child fails to start (with its exception as the cause)
-    or exits. ``startup_report`` is the child's StartupReport, ``startup_memory`` its
+    Raises the child's ConfigError when start-up refuses a setting (e.g. ``num_gpu_blocks``
+    too small), EngineDeadError if the child fails to start otherwise (with its exception
+    as the cause) or exits. ``startup_report`` is the child's StartupReport, ``startup_memory`` its
     memory_stats at READY.
     """
 
@@ -126,6 +127,8 @@ class SyncMPClient:
             r.proc.stdin.flush()  # stdin stays open: the child exits when it closes
             kind, *rest = self._recv(startup_timeout_s)
             if kind == "FAILED":
+                if isinstance(rest[0], ConfigError):  # a setting the user gave (issue 8, kind 6):
+                    raise rest[0]                    # refused by name, as an in-process start-up
                 raise EngineDeadError("engine_core", "a successful start-up",
                                       f"start-up failed: {rest[0]!r}") from rest[0]
             self.startup_report, self.startup_memory = rest

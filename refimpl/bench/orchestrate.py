@@ -81,13 +81,18 @@ def _progress(order: list[str], desc: str, label: Callable[[str], str]):
     elapsed<left, and ``label(v)`` of the run now in progress (no throttling: runs take
     seconds). ``refimpl report`` forwards a notebook kernel's stderr to the terminal, so
     these lines show there too."""
-    with tqdm(total=len(order), desc=desc, file=sys.stderr, mininterval=0, miniters=1) as bar:
+    if not order:
+        return
+    with tqdm(total=len(order), desc=desc, file=sys.stderr, mininterval=0, miniters=1,
+              postfix=label(order[0])) as bar:
         for i, v in enumerate(order):
-            bar.set_postfix_str(label(v), refresh=i == 0)
             yield v
-            nxt = order[i + 1] if i + 1 < len(order) else None
-            bar.set_postfix_str(label(nxt) if nxt is not None else "done", refresh=False)
-            bar.update(1)
+            if i + 1 < len(order):
+                bar.set_postfix_str(label(order[i + 1]), refresh=False)
+                bar.update(1)
+            else:  # no refresh: closing the bar prints the last line once, with the overall rate
+                bar.set_postfix_str("done", refresh=False)
+                bar.n += 1
 
 
 def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> Result:

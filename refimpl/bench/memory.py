@@ -98,6 +98,6 @@ def thp_state() -> dict:
         p = Path("/sys/kernel/mm/transparent_hugepage") / k
         txt = p.read_text() if p.exists() else ""
         out[k] = txt[txt.find("[") + 1:txt.find("]")] if "[" in txt else None
-    get = getattr(np._core.multiarray, "_get_madvise_hugepage", None)
+    get = getattr(np._core.multiarray, "_get_madvise_hugepage", None)  # type: ignore[attr-defined]  # private, not in the stubs
     out["numpy_madvise_hugepage"] = bool(get()) if get else None
     return out

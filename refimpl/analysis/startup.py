@@ -1,13 +1,12 @@
 """The start-up study (vLLM PR #17935) behind notebooks/01_startup_dummy_data_cache.ipynb.
 
 Runs ``refimpl bench startup`` and ``refimpl bench budget`` (fresh process per repeat,
-variants interleaved), py-spy flame graphs of one start-up per variant, and a real-photo
-pass through the processor; returns JSON-able dicts and matplotlib figures.
+variants interleaved) and py-spy flame graphs of one start-up per variant; returns Results,
+markdown tables and matplotlib figures. The real-photo pass is refimpl/analysis/photos.py.
 """
 from __future__ import annotations
 
 import dataclasses
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -215,44 +214,6 @@ def flamegraphs(s: StartupStudy, variants=("no-cache", "cache-reset")) -> dict[s
     variants = variants[:1] if s.quick else variants
     return {v: flamegraph(s.spec(), v, s.out_dir, f"flame_startup_{v}", speedscope=not s.quick)
             for v in variants}
-
-
-def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
-    """Real photos (and, with ``video``, one video made of real frames: a camera pan over a
-    photo, photos.pan_video) through the processor twice (cache on): misses, then hits,
-    identical outputs.
-
-    Returns ``{"photos": [...], "video": shape or None, "pass1": {...}, "pass2": {...},
-    "identical": bool}`` with seconds, hits/misses and HF multimodal passes of each pass.
-    """
-    import torch
-
-    from refimpl.config import ModelConfig
-    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    from refimpl.multimodal.photos import load_sample_photos, pan_video
-    photos = load_sample_photos()[:n]
-    vid = pan_video() if video else None
-    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
-    proc = reg.create_processor(mc)
-    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos)
-    prompt += "<|vision_start|><|video_pad|><|vision_end|>" * int(video) + "Describe."
-    mm_data = {"image": [im for _, im in photos], **({"video": [vid]} if video else {})}
-    reg.reset_processor_cache()
-    outs, passes = [], {}
-    for name in ("pass1", "pass2"):
-        reg.reset_stats()
-        t0 = time.perf_counter()
-        outs.append(proc.apply(prompt, mm_data))
-        st = reg.stats
-        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
-                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
-    a, b = outs
-    same = a.prompt_token_ids == b.prompt_token_ids and all(
-        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]) for k in x)
-    reg.reset_processor_cache()
-    return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
-            **passes, "identical": same,
-            "tokens": len(a.prompt_token_ids)}
 
 
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:

@@ -108,6 +108,7 @@ def kind5():
     handler = logging.Handler()
     handler.emit = records.append
     logging.getLogger("refimpl").addHandler(handler)
+    logging.getLogger("refimpl").setLevel(logging.WARNING)
     reg = MultiModalRegistry()
     small = _qwen(max_model_len=4096, mm_processor_cache_gb=1e-6, mm_processor_kwargs={"max_pixels": 28 * 28 * 16})
     for _ in range(2):

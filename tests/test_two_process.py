@@ -43,6 +43,8 @@ def engine():
                             process_mode="mp", mm_processor_cache_gb=CAPACITY_GB)
     yield e
     e.shutdown()
+    from refimpl.multimodal import MULTIMODAL_REGISTRY
+    MULTIMODAL_REGISTRY.reset_processor_cache()  # P0 is this process: leave its cache empty
 
 
 def _sent(engine, rid: str) -> tuple[int, int, int]:

@@ -28,7 +28,7 @@ from typing import Any
 
 SCHEMA_VERSION = 1
 BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
-           "workload")
+           "workload", "wer")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
 _OPTIONAL = ("missing", "comparisons")
 

@@ -88,7 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['clip']:16s} WER {r['wer']:.3f}  ref: {r['reference']}\n{'':26s}hyp: {r['hypothesis']}")
     print(f"corpus WER {res['corpus_wer']:.3f}")
     if args.output_json:
-        from refimpl.bench.common import write_json
+        from refimpl.bench.schema import Result
         from refimpl.env import collect_env
-        write_json(args.output_json, {"bench": "wer", "model": MODEL, "env": collect_env(), **res})
+        env = {**collect_env(), "device": "cpu", "in_process": True}
+        Result("wer", env, {"model": MODEL, "variants": [MODEL], "max_new_tokens": args.max_new_tokens},
+               {MODEL: {"runs": res["clips"], "summary": {"corpus_wer": res["corpus_wer"]}}}
+               ).write(args.output_json)
     return 0

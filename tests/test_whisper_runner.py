@@ -105,6 +105,32 @@ def test_seeded_sampling_survives_preemption_and_batch_composition(setup):
         assert pressed[rid].output_token_ids == out.output_token_ids, rid
 
 
+def test_partial_prefill_draws_nothing_from_the_generator(setup):
+    """A prompt computed in two chunks samples the same token as one whole step: the
+    chunk that ends inside the prompt gets no token and leaves the generator untouched
+    (vLLM rewinds the generator's offset there)."""
+    from refimpl.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+    cfg, runner, feats, _ = setup
+    sp = SamplingParams(max_tokens=4, temperature=1.0, seed=7)
+    blocks = (list(range(1, 3)), list(range(3, 3 + 188)))
+
+    def step(new, cached, n):
+        return runner.execute_model(SchedulerOutput(new, cached or CachedRequestData.make_empty(),
+                                                    {"r": n}, n, {"r": [0]} if new else {}, set()))
+    tokens = []
+    for chunks in ([4], [2, 2]):
+        runner.initialize_kv_cache(200)
+        new = [NewRequestData("r", list(WHISPER_PROMPT), [{"input_features": feats[0]}], sp, blocks, 0)]
+        out = step(new, None, chunks[0])
+        if len(chunks) == 2:
+            assert out.sampled_token_ids == [[]]
+            gen = runner.whisper_runner.requests["r"].generator
+            assert torch.equal(gen.get_state(), torch.Generator().manual_seed(7).get_state())
+            out = step([], CachedRequestData(["r"], [None], [2]), 2)
+        tokens.append(out.sampled_token_ids)
+    assert tokens[0] == tokens[1] and len(tokens[0][0]) == 1
+
+
 def _paged_setup(lens, block_size, h=3, d=8, seed=0):
     g = torch.Generator().manual_seed(seed)
     nb = [-(-n // block_size) for n in lens]

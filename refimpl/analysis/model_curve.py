@@ -54,6 +54,7 @@ def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1)
     ax.axhline(0, color="grey", lw=0.5)
+    ax.set_ylim(bottom=-1)
     ax.set_xlabel("model step time (s)")
     ax.set_ylabel("throughput gain (%)")
     ax.legend(fontsize=7)

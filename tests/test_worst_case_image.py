@@ -15,14 +15,16 @@ import pytest
 from PIL import Image
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-from refimpl.config import ModelConfig
+from refimpl.config import ModelConfig, SchedulerConfig
+from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalRegistry
 
 F = 28
 # (min_pixels, max_pixels): default, the issue's, vLLM's usual 1280 cells, a prime cell count,
 # fixed size (min == max), tiny maxima where smart_resize's clamp and ceil overshoot.
 SETTINGS = [(3136, 12845056), (3136, 768 * F * F), (3136, 1280 * F * F), (3136, 997 * F * F),
-            (256 * F * F, 256 * F * F), (3136, 8 * F * F), (100 * F * F, 120 * F * F), (3136, 50 * F * F)]
+            (256 * F * F, 256 * F * F), (3136, 8 * F * F), (100 * F * F, 120 * F * F), (3136, 50 * F * F),
+            (3136, 211 * F * F)]  # 211: prime, yet 1 x 211 cells are reachable (41 x 5895 pixels)
 
 
 def _info(min_pixels, max_pixels, **kw):
@@ -64,6 +66,17 @@ def test_formula_is_the_max_over_image_sizes(mn, mx):
         assert formula == worst
 
 
+@pytest.mark.soak
+@pytest.mark.parametrize("mn, mx", SETTINGS + [(3136, c * F * F) for c in (2, 101, 199, 4099)])
+def test_formula_is_the_max_over_all_small_inputs_soak(mn, mx):
+    """Every input up to 400 x 80,000 pixels (ratio <= 200) with the real smart_resize."""
+    _, _, info = _info(mn, mx)
+    formula = info.get_max_image_tokens()
+    worst = max(_tokens(h, w, mn, mx) for h in range(1, 401) for w in range(h, 200 * h + 1, max(1, h // 8)))
+    print(f"min {mn} max {mx}: formula {formula}, swept max {worst}")
+    assert formula >= worst
+
+
 def test_issue_example_768_cells():
     """max_pixels = 768 * 28^2: the square dummy gave 729; a 2000 x 1500 image gives 768."""
     mc, reg, info = _info(3136, 768 * F * F, limit_mm_per_prompt={"image": 12, "video": 0})
@@ -74,6 +87,9 @@ def test_issue_example_768_cells():
     real = proc.apply("<|vision_start|><|image_pad|><|vision_end|>",
                       {"image": Image.new("RGB", (2000, 1500))})
     assert real.mm_placeholders["image"][0].length == 768
+    # and the engine's encoder budget admits it at max_num_batched_tokens=512 (was 729: refused)
+    assert compute_encoder_budget(mc, SchedulerConfig(max_num_batched_tokens=512), reg,
+                                  use_formula=True) == (768, 768)
 
 
 @pytest.mark.parametrize("mn, mx", [(3136, 768 * F * F), (256 * F * F, 256 * F * F)])

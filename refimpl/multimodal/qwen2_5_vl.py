@@ -63,8 +63,9 @@ def worst_case_image_size(min_pixels: int, max_pixels: int, factor: int = 28,
 
     Candidates, each evaluated with the real ``smart_resize``:
       * an image that is not resized: ``factor * a`` x ``factor * b`` for the largest
-        a * b <= max_pixels // factor^2 with a factor pair of ratio <= max_ratio (vLLM's
-        later Qwen2-VL ``get_image_size_with_most_features`` does the same factorisation).
+        a * b <= max_pixels // factor^2 whose closest factor pair an input of ratio <=
+        max_ratio can reach (vLLM's later Qwen2-VL ``get_image_size_with_most_features``
+        factorises the same way, checking the ratio on the grid instead);
         768 * 28^2 gives 896 x 672 (768 tokens), not the 756 x 756 square (729 tokens);
       * the flattest image that is scaled down (ratio ``max_ratio``): when max_pixels //
         factor^2 is small, ``smart_resize`` clamps the short side to ``factor`` and the long
@@ -84,8 +85,12 @@ def worst_case_image_size(min_pixels: int, max_pixels: int, factor: int = 28,
     cands: list[tuple[int, int]] = []
     for n in range(max_pixels // factor ** 2, 0, -1):
         a = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
-        if n // a <= max_ratio * a:
-            cands.append((factor * (n // a), factor * a))
+        b, near = n // a, factor // 2 - 1  # sides that still round to b and a cells
+        # the ratio limit applies to the input, not the grid: a short side of 28a + 13 and
+        # a long side of 28b - 13 pixels round to the same grid (1 x 211 cells from 41 x 5895)
+        wh = (factor * b, factor * a) if b <= max_ratio * a else (factor * b - near, factor * a + near)
+        if max(wh) <= max_ratio * min(wh) and cells(wh) == n:
+            cands.append(wh)
             break
     s = 1
     while round(s / factor) * round(max_ratio * s / factor) * factor ** 2 <= max_pixels:

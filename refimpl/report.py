@@ -9,6 +9,11 @@ stderr, where the benchmark driver's tqdm bar names the benchmark, variant, repe
 elapsed and an estimate of what is left. The last line says where the report is and how
 long it took.
 
+A notebook that raises does not stop the report: the next notebooks still run, the
+partial notebook is kept (``<out-dir>/<name>.ipynb``, executed as far as it got), summary.md
+lists which notebooks finished and which failed (with the error and that path), and the
+command exits 1.
+
 ``--out-dir`` is emptied before a run only when it lies under the repository's
 ``reports/``; any other existing folder must be empty, else the report refuses to start.
 """
@@ -65,11 +70,24 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
     return out
 
 
-def summary(out_dir: Path, device: str, quick: bool) -> str:
-    """summary.md text from the JSONs the notebooks wrote into ``out_dir``."""
+def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None = None,
+            failed: dict[str, str] | None = None) -> str:
+    """summary.md text from the JSONs the notebooks wrote into ``out_dir``.
+
+    ``finished``: notebook file names that ran to the end; ``failed``: notebook file name ->
+    one-line error. When given, a ``## Notebooks`` section lists both, each failed one with
+    the path of its partial notebook in ``out_dir``.
+    """
     from refimpl.analysis import md_table
     from refimpl.analysis import startup as S
     parts = [f"# refimpl report ({'QUICK' if quick else 'full'} mode, device {device})", ""]
+    if finished is not None or failed:
+        rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
+        rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
+        parts += ["## Notebooks", "", md_table(["notebook", "status", "executed notebook"], rows), ""]
+        if failed:
+            parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from "
+                      "the benchmarks that finished.", ""]
     if quick:
         parts += ["QUICK mode is a smoke test: small sizes, one repeat, runs inside the notebook's "
                   "process (not fresh processes; peak RSS is the process's). Use `make report` "
@@ -117,23 +135,35 @@ def main(argv: list[str] | None = None) -> int:
         nbs = [n for n in nbs if n.name in args.notebooks]
     t0 = time.perf_counter()
     status = "wrote"
+    finished: list[str] = []
+    failed: dict[str, str] = {}
     for i, nb in enumerate(nbs, 1):
         log(f"notebook {i}/{len(nbs)} {nb.name} (QUICK={args.quick}, device={device})", t0)
         try:
             with terminal_progress(nb, t0):
                 execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out)},
                         progress=True)
+            finished.append(nb.name)
         except KeyboardInterrupt:
             status = "interrupted; wrote what finished to"
             break
-        except Exception:
-            log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}; the notebook as "
-                f"far as it ran: {out / nb.name}", t0)
-            raise
-    (out / "summary.md").write_text(summary(out, device, args.quick))
+        except Exception as e:  # one failing notebook must not cost the others
+            failed[nb.name] = _one_line(e)
+            log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}: {failed[nb.name]}; "
+                f"the notebook as far as it ran: {out / nb.name}; going on", t0)
+    (out / "summary.md").write_text(summary(out, device, args.quick, finished, failed))
+    if failed and status == "wrote":
+        status = f"{len(failed)} of {len(nbs)} notebook(s) FAILED ({', '.join(failed)}); wrote"
     print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); "
           f"summary: {out / 'summary.md'}", flush=True)
-    return 0 if status == "wrote" else 130
+    return 130 if status.startswith("interrupted") else 1 if failed else 0
+
+
+def _one_line(e: BaseException) -> str:
+    """``Type: first line of the message`` (papermill's error repeats the cell's traceback)."""
+    name = getattr(e, "ename", None) or type(e).__name__
+    msg = str(getattr(e, "evalue", None) or e).strip().splitlines()
+    return f"{name}: {msg[0][:200] if msg else ''}".replace("|", "/")
 
 
 def log(msg: str, t0: float) -> None:

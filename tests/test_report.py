@@ -92,3 +92,36 @@ def test_bench_progress_names_the_run_in_progress(capsys):
 
 def test_clock():
     assert clock(0) == "0:00:00" and clock(3725.4) == "1:02:05"
+
+
+def test_one_failing_notebook_does_not_stop_the_others(tmp_path, monkeypatch, capsys):
+    nbs = tmp_path / "notebooks"
+    nbs.mkdir()
+    for name in ("01_fails.ipynb", "02_runs.ipynb"):
+        nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
+                       nbs / name)
+    ran = []
+
+    def fake_execute(nb, out_dir, params, timeout_s=None, progress=False):
+        ran.append(nb.name)
+        (out_dir / nb.name).write_text("partial")   # papermill keeps the partial notebook
+        if nb.name.startswith("01"):
+            raise RuntimeError("cell 3 exploded\nTraceback ...")
+        return out_dir / nb.name
+
+    monkeypatch.setattr(report, "NOTEBOOKS_DIR", nbs)
+    monkeypatch.setattr(report, "execute", fake_execute)
+    out = tmp_path / "out"
+    assert report.main(["--out-dir", str(out), "--device", "cpu"]) == 1
+    assert ran == ["01_fails.ipynb", "02_runs.ipynb"]
+    text = (out / "summary.md").read_text()
+    row_01 = next(ln for ln in text.splitlines() if ln.startswith("| 01_fails"))
+    row_02 = next(ln for ln in text.splitlines() if ln.startswith("| 02_runs"))
+    assert "FAILED: RuntimeError: cell 3 exploded" in row_01 and str(out / "01_fails.ipynb") in row_01
+    assert "finished" in row_02 and "FAILED" not in row_02
+    io_ = capsys.readouterr()
+    assert "FAILED in 01_fails.ipynb" in io_.err and "1 of 2 notebook(s) FAILED" in io_.out
+    ran.clear()
+    monkeypatch.setattr(report, "NOTEBOOKS_DIR", nbs)
+    assert report.main(["--out-dir", str(tmp_path / "out2"), "--device", "cpu",
+                        "--notebooks", "02_runs.ipynb"]) == 0 and ran == ["02_runs.ipynb"]

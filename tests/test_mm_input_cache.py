@@ -3,7 +3,8 @@
 Each "send" goes the way a request goes between the processes: P0's mirror, the wire
 encoding (serial_utils), P1's mirror. The real two-process engine is tested in
 tests/test_two_process.py.
-- each fault of MIRROR_FAULTS reproduces its failure (KeyError in P1, the eviction loop);
+- each fault of MIRROR_FAULTS reproduces its failure (KeyError in P1, the eviction loop;
+  ``reorder``: a concurrent front end's put order, vLLM #31404 / PR #46747);
   the same request streams never fail without the fault;
 - a hypothesis state machine drives random streams (new items, repeats, evictions, resets,
   aborts) through the real Whisper processor and both mirrors, checking after every step
@@ -61,6 +62,10 @@ def _stream(pair: Pair, kind: str) -> None:
         pair.send([item(0)], ["h0"])
         pair.send([item(1)], ["h1"])
         pair.send([item(0)], ["h0"])
+    elif kind == "reorder":  # capacity 3 items: P0 stores h2, h1, h0 and P1 h0, h1, h2, so
+        pair.send([item(0), item(1), item(2)], ["h0", "h1", "h2"])
+        pair.send([item(3)], ["h3"])  # P0 evicts h2, P1 evicts h0,
+        pair.send([item(0)], ["h0"])  # which P0 then sends as its hash alone
 
 
 def _ghost_stream(pair: Pair) -> None:
@@ -74,7 +79,7 @@ def _ghost_stream(pair: Pair) -> None:
         pair.send([item(i)], [f"h{i}"])
 
 
-@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch"])
+@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch", "reorder"])
 def test_fault_p1_receives_no_data_for_an_item_it_lacks(kind):
     pair = Pair(3 * ITEM, fault=kind)
     with pytest.raises(KeyError, match="h0"):
@@ -88,7 +93,7 @@ def test_fault_eviction_loop_is_bounded_and_detected():
         _ghost_stream(pair)
 
 
-@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch"])
+@pytest.mark.parametrize("kind", ["reset-p1-only", "capacity-mismatch", "reorder"])
 def test_default_never_fails_on_the_same_streams(kind):
     pair = Pair(3 * ITEM)
     _stream(pair, kind)

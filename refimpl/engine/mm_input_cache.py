@@ -24,6 +24,13 @@ Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended be
                          ghost is the oldest key, every eviction picks it, frees nothing and
                          picks it again: the eviction loop never ends. Here it is bounded by
                          ``EVICT_LOOP_BOUND`` iterations and raises ``EvictionLoopError``.
+  ``reorder``            P0 updates its mirror with a request's items in another order than
+                         P1 (P0 processes items concurrently, P1 ingests them serially: PR
+                         #46747's analysis of vLLM #31404, the concurrency crash, and the
+                         drift of PR #34749): here P0 takes a request's items last to first.
+                         The two LRU orders differ, the next eviction removes different
+                         items on each side, and a later hit sends a hash P1 has evicted ->
+                         ``KeyError`` in P1 (upstream ``assert mm_item is not None``).
 
 Left out: vLLM 0.9.0 also stored the full item on the P0 side; we do too (the tensors are the
 same objects the processing cache holds, so no extra bytes). Later vLLM (PR #23018) keeps
@@ -37,7 +44,7 @@ from typing import Optional, Sequence
 from refimpl.errors import RefimplError
 from refimpl.multimodal.cache import Item, item_nbytes
 
-MIRROR_FAULTS = (None, "reset-p1-only", "capacity-mismatch", "evict-loop")
+MIRROR_FAULTS = (None, "reset-p1-only", "capacity-mismatch", "evict-loop", "reorder")
 EVICT_LOOP_BOUND = 10_000
 
 
@@ -67,7 +74,8 @@ class MirroredProcessingCache:
     def for_p0(cls, capacity_bytes: int, use_cache: bool = True,
                fault: Optional[str] = None) -> "MirroredProcessingCache":
         """The front end's mirror (``Processor.mm_input_cache_client``) under ``fault``."""
-        return cls(capacity_bytes, use_cache=use_cache, fault=fault if fault == "evict-loop" else None)
+        return cls(capacity_bytes, use_cache=use_cache,
+                   fault=fault if fault in ("evict-loop", "reorder") else None)
 
     @classmethod
     def for_p1(cls, capacity_bytes: int, use_cache: bool = True,
@@ -123,14 +131,18 @@ class MirroredProcessingCache:
         """Front end: each item P1 already holds becomes None; the others are recorded as sent."""
         if not self.use_cache:
             return list(mm_inputs)
-        out: list[Optional[Item]] = []
-        for item, h in zip(mm_inputs, mm_hashes, strict=True):
+        pairs = list(zip(mm_inputs, mm_hashes, strict=True))
+        out: list[Optional[Item]] = [None] * len(pairs)
+        order = range(len(pairs))
+        if self.fault == "reorder":  # the items finished in another order than P1 takes them
+            order = order[::-1]
+        for i in order:
+            item, h = pairs[i]
             if self._touch(h) is not None:
                 self.hits += 1
-                out.append(None)
             else:
                 self._put(h, item)
-                out.append(item)
+                out[i] = item
         return out
 
     def get_and_update_p1(self, mm_inputs: Sequence[Optional[Item]],

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from refimpl.bench.paired import block_order, gains, run_paired
+from refimpl.bench.paired import abba_sums, block_order, gains, run_paired
 from refimpl.bench.workload import latency_summary, make_workload
 
 
@@ -48,12 +48,25 @@ def test_alternating_order_and_paired_gains():
     res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,
                      None, rounds=4)
     assert log == ["A", "B", "B", "A", "A", "B", "B", "A"] and res["tokens_identical"]
+    # fixed-time design: a zero budget still runs one round, then stops; gc is back on after
+    import gc
+    log.clear()
+    res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,
+                     None, rounds=1000, budget_s=0.0)
+    assert log == ["A", "B"] and len(res["by_variant"]["A"]["cpu_s"]) == 1 and gc.isenabled()
     by = {"A": {"cpu_s": [1.1, 1.2, 1.0, 1.1], "wall_s": [1.1] * 4, "registry_s": [0.1] * 4},
           "B": {"cpu_s": [1.0, 1.2 / 1.1, 1.0 / 1.1, 1.0], "wall_s": [1.0] * 4, "registry_s": [0.0] * 4}}
     (row,) = gains(by, "cpu_s")
     assert row["variant"] == "B" and row["over"] == "A"
     assert row["gain"] == pytest.approx(0.1) and row["resolved"]
     assert row["cost_model_gain"] == pytest.approx(0.1)
+    # A B B A pairing: one pair per two rounds, each side summed (a drift within them cancels)
+    (quad,) = gains(by, "cpu_s", pairing="abba")
+    assert quad["pairs"] == 2 and quad["rounds"] == 4 and quad["pairing"] == "abba"
+    assert quad["gain"] == pytest.approx(0.1)  # 2.3 / (1 + 1.2/1.1) = 2.1 / (1/1.1 + 1) = 1.1
+    assert abba_sums([1, 2, 3, 4, 5]) == [3, 7]
+    with pytest.raises(ValueError):
+        gains(by, "cpu_s", pairing="quad")
 
 
 def test_variant_labels_and_gains_against_the_first():
@@ -67,6 +80,22 @@ def test_variant_labels_and_gains_against_the_first():
           for v, t in (("A", 2.0), ("B", 1.0), ("C", 0.5))}
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s", "first")] == [1.0, 3.0]
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s")] == [1.0, 1.0]
+
+
+def test_cli_defaults_and_command_repeat_a_run():
+    from refimpl.bench import paired, workload
+    args = paired.defaults(variant="runner-config,scheduler-config", budget_s=450)
+    assert args.budget_s == 450 and args.block_requests == 8
+    params = {**vars(args), "variants": ["runner-config", "scheduler-config"], "design": "fixed-time"}
+    cmd = paired.command(params)
+    assert cmd == "refimpl bench paired --variant runner-config,scheduler-config --budget-s 450"
+    again = paired.build_parser().parse_args(cmd.split()[3:])
+    assert vars(again) == {**vars(args), "variant": "runner-config,scheduler-config"}
+    with pytest.raises(ValueError, match="budget"):
+        paired.defaults(budget=3)
+    w = workload.defaults(engine="hf", num_requests=300)
+    assert workload.command({**vars(w), "variants": ["hf-generate"]}) == \
+        "refimpl bench workload --engine hf --num-requests 300"
 
 
 def test_model_curve_points_and_figure(tmp_path):

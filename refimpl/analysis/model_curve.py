@@ -14,13 +14,17 @@ from pathlib import Path
 import numpy as np
 
 
-def points(paired_json: str | Path, metric: str = "wall_s") -> list[dict]:
-    """Measured points of one paired result: per variant pair, the median step seconds of
-    the later variant, the measured gain with its 95% interval, and the registry seconds per
-    call of the earlier variant (the curve's ``c``). Needs per-block ``steps`` (paired.py)."""
+def points(paired, metric: str = "wall_s", pairing: str = "round") -> list[dict]:
+    """Measured points of one paired result (a Result or its JSON path): per variant pair,
+    the median step seconds of the later variant, the measured gain with its 95% interval
+    (``pairing`` "round" or "abba", see bench/paired.py; older results hold "round" only), and
+    the registry seconds per call of the earlier variant (the curve's ``c``). Needs per-block
+    ``steps`` (paired.py)."""
     from refimpl.bench.schema import Result
-    res, out = Result.load(paired_json), []
-    for row in (c for c in res.comparisons if c["metric"] == metric):
+    res = paired if isinstance(paired, Result) else Result.load(paired)
+    out = []
+    for row in (c for c in res.comparisons
+                if c["metric"] == metric and c.get("pairing", "round") == pairing):
         a, b = res.runs(row["over"]), res.runs(row["variant"])
         calls = sum(r["registry_calls"] for r in a)
         per_call = sum(r["registry_s"] for r in a) / calls if calls else 0.0
@@ -30,10 +34,11 @@ def points(paired_json: str | Path, metric: str = "wall_s") -> list[dict]:
 
 
 def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None = None,
-                           out_png: str | Path | None = None):
+                           out_png: str | Path | None = None, stored_points: list[dict] | None = None):
     """The cost-model curve c / s over step seconds s (log axes), the measured CPU points with
-    their 95% intervals, and GPU points if given (else a note that none is measured yet).
-    Returns the matplotlib Figure; saved to ``out_png`` when given."""
+    their 95% intervals, ``stored_points`` (CPU runs of other machines, hollow) and GPU points
+    if given (else a note that none is measured yet). Returns the matplotlib Figure; saved to
+    ``out_png`` when given."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -45,6 +50,10 @@ def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None
     for p in cpu_points:
         ax.errorbar(p["step_s"], 100 * p["gain"], yerr=[[100 * (p["gain"] - p["low"])], [100 * (p["high"] - p["gain"])]],
                     fmt="o", capsize=3, label=f"CPU: {p['variant']} over {p['over']}")
+    for p in stored_points or []:
+        ax.errorbar(p["step_s"], 100 * p["gain"], yerr=[[100 * (p["gain"] - p["low"])], [100 * (p["high"] - p["gain"])]],
+                    fmt="o", mfc="white", capsize=3, color="grey",
+                    label=f"stored CPU: {p['variant']} over {p['over']} ({p.get('hardware', '')})")
     for p in gpu_points or []:
         ax.errorbar(p["step_s"], 100 * p["gain"], yerr=[[100 * (p["gain"] - p["low"])], [100 * (p["high"] - p["gain"])]],
                     fmt="s", capsize=3, label=f"GPU: {p['variant']} over {p['over']}")

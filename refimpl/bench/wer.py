@@ -76,22 +76,28 @@ def word_error_rates(tokens: dict[str, list[int]]) -> dict:
     return {"clips": rows, "corpus_wer": corpus}
 
 
+def run(max_new_tokens: int = 64):
+    """Transcribe the clips and score them; the schema's Result (variant = the model, runs =
+    per-clip WER, summary = corpus WER)."""
+    from refimpl.bench.schema import Result
+    from refimpl.env import collect_env
+    threads = set_single_thread()
+    res = word_error_rates(transcribe_clips(max_new_tokens=max_new_tokens))
+    env = {**collect_env(), "device": "cpu", "in_process": True, "torch_num_threads": threads}
+    return Result("wer", env, {"model": MODEL, "variants": [MODEL], "max_new_tokens": max_new_tokens},
+                  {MODEL: {"runs": res["clips"], "summary": {"corpus_wer": res["corpus_wer"]}}})
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="refimpl bench wer", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--output-json", default=None)
     args = p.parse_args(argv)
-    set_single_thread()
-    res = word_error_rates(transcribe_clips(max_new_tokens=args.max_new_tokens))
-    for r in res["clips"]:
+    out = run(args.max_new_tokens)
+    for r in out.runs(MODEL):
         print(f"{r['clip']:16s} WER {r['wer']:.3f}  ref: {r['reference']}\n{'':26s}hyp: {r['hypothesis']}")
-    print(f"corpus WER {res['corpus_wer']:.3f}")
+    print(f"corpus WER {out.variants[MODEL]['summary']['corpus_wer']:.3f}")
     if args.output_json:
-        from refimpl.bench.schema import Result
-        from refimpl.env import collect_env
-        env = {**collect_env(), "device": "cpu", "in_process": True}
-        Result("wer", env, {"model": MODEL, "variants": [MODEL], "max_new_tokens": args.max_new_tokens},
-               {MODEL: {"runs": res["clips"], "summary": {"corpus_wer": res["corpus_wer"]}}}
-               ).write(args.output_json)
+        out.write(args.output_json)
     return 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from refimpl.bench.common import set_single_thread
+from refimpl.bench.common import cli_command, cli_defaults, set_single_thread
 from refimpl.bench.schema import Result
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
@@ -184,6 +184,18 @@ def run(args: argparse.Namespace) -> Result:
     summary = {k: summarize([res[k]]) for k in ("requests_per_s", "output_tokens_per_s")}
     return Result("workload", env, {"variants": [variant], **{k: getattr(args, k) for k in keys}},
                   {variant: {"runs": [res], "summary": summary}})
+
+
+def defaults(**over) -> argparse.Namespace:
+    """The CLI's defaults with ``over`` replacing fields (``engine="hf"``, ``num_requests=200``).
+    Raises ValueError for a field the CLI does not have."""
+    return cli_defaults(build_parser(), over)
+
+
+def command(params: dict) -> str:
+    """The CLI command that repeats a run with these ``params`` (a Result's params)."""
+    variant = params["variants"][0]
+    return cli_command(build_parser(), {**params, **({} if params["engine"] == "hf" else {"variant": variant})})
 
 
 def main(argv: list[str] | None = None) -> int:

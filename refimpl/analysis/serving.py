@@ -1,0 +1,257 @@
+"""The throughput study's second stage (notebooks/02, issue 7): real whisper-tiny.en weights.
+
+Each ``run_*`` function measures live, in this process, through the bench's own ``run(args)``
+(``refimpl bench paired | workload | wer``), writes the result JSON under ``out_dir`` with the
+name it has under ``results/<hardware>/``, and returns the Result; ``command(result)`` is the
+CLI line that repeats it. Tables and figures take live Results and, beside them, the stored
+ones (``refimpl.analysis.stored_results``) as a comparison, never as this machine's figure.
+
+Budgets: every live part is sized by a parameter (seconds of timed rounds for the paired runs,
+requests for the workload) and ``Stage.timings`` records the wall seconds each part took.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+
+from refimpl.analysis import md_table, save
+from refimpl.bench.schema import Result
+
+MODEL = "whisper-tiny.en"
+
+
+@dataclass
+class Stage:
+    """Parameters of the second stage. ``paired_budget_s``: {variant ladder: seconds of timed
+    rounds}; ``sweep_n``: audios per step of the encoder-batch sweep; ``quick`` (the tests):
+    one paired run of the three variants, 2 rounds of 2 requests x 4 tokens, 4 workload
+    requests, 8 WER tokens. ``timings``: wall seconds per part, filled as parts run."""
+    out_dir: Path = Path("reports/latest")
+    quick: bool = False
+    paired_budget_s: dict[str, float] = field(default_factory=lambda: {
+        "registry,runner-config": 150.0, "runner-config,scheduler-config": 450.0})
+    block_requests: int = 8
+    block_max_tokens: int = 16
+    sweep_n: Sequence[int] = (2, 4, 8)
+    sweep_budget_s: float = 240.0
+    workload_requests: int = 64
+    workload_max_tokens: int = 96
+    max_num_seqs: int = 16
+    wer_max_new_tokens: int = 64
+    timings: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.out_dir = Path(self.out_dir)
+        if self.quick:
+            self.paired_budget_s = {"registry,runner-config,scheduler-config": 0.0}
+            self.block_requests, self.block_max_tokens, self.sweep_n = 2, 4, (2,)
+            self.workload_requests, self.workload_max_tokens, self.wer_max_new_tokens = 4, 8, 8
+
+    def timed(self, part: str, fn, *a, **kw):
+        t0 = time.perf_counter()
+        try:
+            return fn(*a, **kw)
+        finally:
+            self.timings[part] = time.perf_counter() - t0
+
+    def _paired(self, variant: str, budget_s: float, **over) -> Result:
+        from refimpl.bench import paired
+        kw = dict(model=MODEL, variant=variant, block_requests=self.block_requests,
+                  max_tokens=self.block_max_tokens, max_num_seqs=max(8, self.block_requests))
+        kw |= dict(rounds=2, warmup_rounds=0) if self.quick else dict(rounds=10_000, budget_s=budget_s)
+        return paired.run(paired.defaults(**kw, **over))
+
+
+def run_paired(s: Stage) -> list[Result]:
+    """The seed's fix, paired: one ``refimpl bench paired`` run per ladder of
+    ``s.paired_budget_s`` (fixed-time design); ``paired_<model>_<first>_<last>.json``."""
+    out = []
+    for variant, budget in s.paired_budget_s.items():
+        vs = variant.split(",")
+        res = s.timed(f"paired {variant}", s._paired, variant, budget)
+        res.write(s.out_dir / f"paired_{MODEL}_{vs[0]}_{vs[-1]}.json")
+        out.append(res)
+    return out
+
+
+def run_encoder_batch(s: Stage) -> Result:
+    """The next bottleneck: ``encoder-batch@N`` for N in ``s.sweep_n``, each against
+    scheduler-config, paired; ``paired_<model>_encoder-batch_sweep.json``."""
+    variant = ",".join(["scheduler-config"] + [f"encoder-batch@{n}" for n in s.sweep_n])
+    res = s.timed("encoder-batch sweep", s._paired, variant, s.sweep_budget_s, against="first")
+    res.write(s.out_dir / f"paired_{MODEL}_encoder-batch_sweep.json")
+    return res
+
+
+def run_workload(s: Stage) -> list[Result]:
+    """The engine (scheduler-config) and transformers' generate() in static batches on the
+    same EOS-stopping workload (all arrivals at 0 s); ``workload_<model>_{sc,hf}_all.json``."""
+    from refimpl.bench import workload
+    out = []
+    for engine, tag in (("refimpl", "sc"), ("hf", "hf")):
+        args = workload.defaults(model=MODEL, engine=engine, num_requests=s.workload_requests,
+                                 max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs,
+                                 **({"warmup_requests": 1} if s.quick else {}))
+        res = s.timed(f"workload {engine}", workload.run, args)
+        res.write(s.out_dir / f"workload_{MODEL}_{tag}_all.json")
+        out.append(res)
+    return out
+
+
+def run_wer(s: Stage) -> Result:
+    """WER per clip of generate() with the real weights; ``wer_<model>.json``."""
+    from refimpl.bench import wer
+    res = s.timed("wer", wer.run, s.wer_max_new_tokens)
+    res.write(s.out_dir / f"wer_{MODEL}.json")
+    return res
+
+
+def command(res: Result) -> str:
+    """The CLI line that repeats ``res`` (paired, workload or wer)."""
+    from refimpl.bench import paired, workload
+    if res.bench == "paired":
+        return paired.command(res.params)
+    if res.bench == "workload":
+        return workload.command(res.params)
+    return f"refimpl bench wer --max-new-tokens {res.params['max_new_tokens']}"
+
+
+def timings_table(s: Stage) -> str:
+    """Markdown: wall seconds each live part took here."""
+    return md_table(["part", "wall s"], [[k, f"{v:.0f}"] for k, v in s.timings.items()]
+                    + [["total", f"{sum(s.timings.values()):.0f}"]])
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.2f}%"
+
+
+def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = (),
+                 metric: str = "cpu_s", pairing: str = "round") -> str:
+    """Markdown: each comparison's gain with its 95% CI, half-width, pairs, the cost model,
+    the design (rounds, seconds) and where it was measured ("here" or a stored file)."""
+    rows = []
+    for where, r in [("here", r) for r in results] + list(stored):
+        for c in r.comparisons:
+            if c["metric"] != metric or c.get("pairing", "round") != pairing:
+                continue
+            rows.append([c["variant"], c["over"], _pct(c["gain"]), f"[{_pct(c['low'])}, {_pct(c['high'])}]",
+                         f"{100 * c['half_width']:.2f} pp", "yes" if c["resolved"] else "no (holds 0)",
+                         c.get("pairs", c["rounds"]), _pct(c["cost_model_gain"]),
+                         f"{r.params.get('benchmark_s', float('nan')):.0f}", where, r.hardware_name])
+    return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved",
+                     "pairs", "cost model", "timed s", "measured", "hardware"], rows)
+
+
+def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
+                  name: str, metric: str = "cpu_s"):
+    """Gains with 95% CIs (filled: measured here; hollow: stored runs) and the cost model (x)."""
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    labels: list[str] = []
+    for group, hollow in [([(None, r) for r in results], False), (stored, True)]:
+        for _path, r in group:
+            for c in (c for c in r.comparisons if c["metric"] == metric and c.get("pairing", "round") == "round"):
+                lab = f"{c['variant']} / {c['over']}"
+                if lab not in labels:
+                    labels.append(lab)
+                x = labels.index(lab) + (0.15 if hollow else -0.15)
+                ax.errorbar(x, 100 * c["gain"], yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]],
+                            fmt="o", mfc="white" if hollow else None, capsize=3, color="C1" if hollow else "C0")
+                if c.get("cost_model_gain"):
+                    ax.plot(x, 100 * c["cost_model_gain"], "kx")
+    ax.plot([], [], "o", color="C0", label="measured here (95% CI)")
+    ax.plot([], [], "o", color="C1", mfc="white", label="stored runs, results/ (95% CI)")
+    ax.plot([], [], "kx", label="cost model")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+    ax.set_ylabel(f"paired gain, {metric.replace('_s', ' seconds')} (%)")
+    ax.legend(fontsize=7)
+    return save(fig, out_dir, name)
+
+
+def workload_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = ()) -> str:
+    """Markdown: requests/s, output tokens/s, TTFT and E2E p50 / p90 / p99 (s) per engine."""
+    rows = []
+    for where, r in [("here", r) for r in results] + list(stored):
+        for v in r.variants:
+            x = r.runs(v)[0]
+            rows.append([v, x["num_requests"], f"{x['requests_per_s']:.3f}", f"{x['output_tokens_per_s']:.1f}",
+                         *(f"{x[f'ttft_s_p{p}']:.2f}" for p in (50, 90, 99)),
+                         *(f"{x[f'e2e_s_p{p}']:.2f}" for p in (50, 90, 99)), where])
+    return md_table(["engine", "requests", "req/s", "out tok/s", "TTFT p50", "p90", "p99",
+                     "E2E p50", "p90", "p99", "measured"], rows)
+
+
+def engine_over_hf(results: Sequence[Result]) -> float:
+    """requests/s of the engine over generate()'s, from ``run_workload``'s two Results."""
+    rps = {r.params["engine"]: r.runs(next(iter(r.variants)))[0]["requests_per_s"] for r in results}
+    return rps["refimpl"] / rps["hf"]
+
+
+def workload_figure(results: Sequence[Result], out_dir: Path):
+    """Left: requests/s per engine; right: TTFT and E2E percentiles (s) per engine."""
+    fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
+    names = [next(iter(r.variants)) for r in results]
+    runs = [r.runs(n)[0] for r, n in zip(results, names)]
+    a.bar(names, [x["requests_per_s"] for x in runs], color=["C0", "C2"][:len(runs)])
+    a.set_ylabel("requests / s")
+    for i, (n, x) in enumerate(zip(names, runs)):
+        b.plot([50, 90, 99], [x[f"e2e_s_p{p}"] for p in (50, 90, 99)], "o-", color=f"C{2 * i}", label=f"{n} E2E")
+        b.plot([50, 90, 99], [x[f"ttft_s_p{p}"] for p in (50, 90, 99)], "s--", color=f"C{2 * i}", label=f"{n} TTFT")
+    b.set_xlabel("percentile")
+    b.set_ylabel("seconds from arrival")
+    b.legend(fontsize=7)
+    p = results[0].params
+    fig.suptitle(f"{p['model']}: {p['num_requests']} requests (EOS stops, <= {p['max_tokens']} tokens), "
+                 f"batch {p['max_num_seqs']}, {results[0].hardware_name}", fontsize=8)
+    return save(fig, out_dir, "workload_engine_vs_hf")
+
+
+def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s"):
+    """Gain of encoder-batch@N over scheduler-config against N, 95% CIs, and steps per block."""
+    rows = [c for c in res.comparisons if c["metric"] == metric and c.get("pairing", "round") == "round"]
+    ns = [int(c["variant"].split("@")[1]) for c in rows]
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    ax.errorbar(ns, [100 * c["gain"] for c in rows], fmt="o-", capsize=3,
+                yerr=[[100 * (c["gain"] - c["low"]) for c in rows], [100 * (c["high"] - c["gain"]) for c in rows]])
+    for n, c in zip(ns, rows):
+        steps = sorted(x["steps"] for x in res.runs(c["variant"]))[len(res.runs(c["variant"])) // 2]
+        ax.annotate(f"{steps} steps", (n, 100 * c["gain"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
+    ax.axhline(0, color="grey", lw=0.6)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xlabel("N = max audios encoded per step")
+    ax.set_ylabel(f"gain over scheduler-config, {metric} (%)")
+    return save(fig, out_dir, "encoder_batch_sweep")
+
+
+def wer_table(res: Result) -> str:
+    """Markdown: WER per clip with reference and hypothesis, and the pooled WER."""
+    rows = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]] for v in res.variants for x in res.runs(v)]
+    rows.append(["corpus (pooled words)", f"{next(iter(res.variants.values()))['summary']['corpus_wer']:.3f}", "", ""])
+    return md_table(["clip", "WER", "reference", "hypothesis"], rows)
+
+
+def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
+                       metric: str = "cpu_s"):
+    """Gain against model step time (refimpl.analysis.model_curve): the cost-model curve with
+    ``c`` measured here, the paired points measured here, the stored CPU runs (hollow), and GPU
+    points only from stored GPU results (none is estimated)."""
+    from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
+
+    def pts(r: Result) -> list[dict]:
+        if any("steps" not in x for v in r.variants for x in r.runs(v)):
+            return []  # an older result without steps per block
+        return [{**p, "hardware": r.hardware_name} for p in points(r, metric)
+                if p["over"] in ("registry", "runner-config")]
+    here = [p for r in results for p in pts(r)]
+    other = [(r.env.get("device"), p) for _, r in stored for p in pts(r)]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig = plot_gain_vs_step_time(here, [p for d, p in other if d == "cuda"], out_dir / "gain_vs_step_time.png",
+                                 stored_points=[p for d, p in other if d != "cuda"])
+    fig.savefig(out_dir / "gain_vs_step_time.svg")
+    return fig

@@ -27,3 +27,35 @@ def test_refused_with_need_available_and_a_max_model_len_that_fits():
     fits = int(str(e.value).split("--max-model-len ")[1].split()[0])
     assert check_memory(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=fits),
                         [V["cache-reset"]], available=8 * GiB) <= 8 * GiB
+
+
+def test_memory_checked_before_each_run_and_refusal_names_need_and_free(monkeypatch):
+    from refimpl.bench import orchestrate, startup
+    from refimpl.bench.startup import StartupSpec
+    checked, ran = [], []
+    monkeypatch.setattr(startup, "preflight", lambda spec: checked.append(spec.variants))
+    monkeypatch.setattr(startup, "run_once", lambda spec, v: ran.append(v) or {"total_s": 1.0, "peak_rss_bytes": 1})
+    spec = StartupSpec(variants=("formula", "shape-only"), repeats=2, warmup=True)
+    orchestrate.run_in_process(spec)
+    assert checked == [("formula", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
+    monkeypatch.undo()
+    monkeypatch.setattr("refimpl.bench.memory.psutil.virtual_memory",
+                        lambda: type("VM", (), {"available": 2 * GiB})())
+    with pytest.raises(InsufficientMemoryError, match=r"no-cache.*needs about .* GiB.*2\.0 GiB available"):
+        startup.preflight(StartupSpec(variants=("no-cache",)))
+
+
+def test_numpy_hugepage_off_by_default_in_workers():
+    from refimpl.bench.budget import BudgetSpec
+    from refimpl.bench.memory import set_numpy_hugepage, thp_state
+    from refimpl.bench.startup import StartupSpec
+    from refimpl.errors import ConfigError
+    assert StartupSpec().worker_env() == {"NUMPY_MADVISE_HUGEPAGE": "0"}
+    assert BudgetSpec(numpy_hugepage="on").worker_env() == {"NUMPY_MADVISE_HUGEPAGE": "1"}
+    with pytest.raises(ConfigError, match="numpy_hugepage"):
+        StartupSpec(numpy_hugepage="maybe")
+    before = set_numpy_hugepage(False)
+    try:
+        assert thp_state()["numpy_madvise_hugepage"] is False
+    finally:
+        set_numpy_hugepage(before)

@@ -10,7 +10,9 @@ call building dummy data, hashing items and in HF-processor calls; ``peak_rss_by
 Every variant of refimpl.variants.STARTUP_VARIANTS runs with its version's mechanics. With
 ``cache-reset`` call 1 pays hashing, per-item splitting and the extra text-only HF call and
 is slower than call 1 of ``no-cache``; call 2 is a cache hit. In Python:
-``run(BudgetSpec(...))`` or ``refimpl.bench.orchestrate.run_fresh(spec)``.
+``run(BudgetSpec(...))`` or ``refimpl.bench.orchestrate.run_fresh(spec)``. As the start-up
+bench, each run has numpy's huge-page madvise off unless ``--numpy-hugepage on`` (the seed's
+bimodal call 1 came from it; see refimpl/bench/startup.py) and is preceded by a memory check.
 """
 from __future__ import annotations
 
@@ -20,10 +22,10 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from refimpl.bench.memory import thp_state
+from refimpl.bench.memory import set_numpy_hugepage, thp_state
 from refimpl.bench.orchestrate import add_common_args, cli_main, common_spec_fields, run_in_process
 from refimpl.bench.schema import Result
-from refimpl.bench.startup import StartupSpec, add_engine_args, engine_spec_fields, make_vllm_config
+from refimpl.bench.startup import PARTS, StartupSpec, add_engine_args, engine_spec_fields, make_vllm_config
 from refimpl.stats import summarize
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
@@ -55,6 +57,7 @@ def run_once(spec: BudgetSpec, variant: str) -> dict:
     """``spec.calls`` compute_encoder_budget calls in this process; seconds and passes per call."""
     from refimpl.bench.common import set_single_thread
     threads = set_single_thread()
+    set_numpy_hugepage(spec.numpy_hugepage == "on")
     from refimpl.core.encoder_cache_manager import compute_encoder_budget
     from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
     cfg = make_vllm_config(spec)
@@ -72,7 +75,7 @@ def run_once(spec: BudgetSpec, variant: str) -> dict:
         passes.append(reg.stats.hf_mm_passes - p0)
         ru, st = resource.getrusage(resource.RUSAGE_SELF), reg.stats.as_dict()
         faults.append({"minflt": ru.ru_minflt - ru0.ru_minflt, "majflt": ru.ru_majflt - ru0.ru_majflt})
-        parts.append({k: st[k] - st0[k] for k in ("dummy_s", "hash_s", "hf_processor_s")})
+        parts.append({k: st[k] - st0[k] for k in PARTS})
     return {"variant": variant, "device": cfg.device, "torch_num_threads": threads,
             "max_model_len": cfg.model_config.max_model_len,
             "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,

@@ -21,6 +21,7 @@ from refimpl.variants import StartupVariant
 GiB = 1 << 30
 BASE_BYTES = 3 * GiB // 2  # interpreter, torch, transformers, the dummy image and its copies
 HASH_COPIES = {"v0.9.0": 3, "v0.9.2": 2, "stream": 0}
+NUMPY_HUGEPAGE = ("off", "on")
 
 
 def dummy_video_elements(model_config, seq_len: int) -> int:
@@ -101,3 +102,14 @@ def thp_state() -> dict:
     get = getattr(np._core.multiarray, "_get_madvise_hugepage", None)  # type: ignore[attr-defined]  # private, not in the stubs
     out["numpy_madvise_hugepage"] = bool(get()) if get else None
     return out
+
+
+def set_numpy_hugepage(enabled: bool) -> bool:
+    """Turn numpy's huge-page madvise of large arrays (>= 4 MiB) on or off in this process, as
+    the env NUMPY_MADVISE_HUGEPAGE does at import; returns the previous setting (False when
+    this numpy has no such switch). Arrays allocated from now on follow it."""
+    import numpy as np
+    mod = np._core.multiarray  # type: ignore[attr-defined]  # private, not in the stubs
+    if not hasattr(mod, "_set_madvise_hugepage"):
+        return False
+    return bool(mod._set_madvise_hugepage(enabled))

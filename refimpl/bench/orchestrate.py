@@ -7,7 +7,8 @@ Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen
 
 * :func:`run_in_process` (what each module's ``run`` calls): an untimed warm-up per variant
   unless ``spec.warmup`` is False, then ``spec.repeats`` rounds with the variants interleaved
-  (A B A B ...), all in this process - smoke / notebook QUICK figures only.
+  (A B A B ...), all in this process - smoke / notebook QUICK figures only. ``preflight``
+  runs once for the whole spec and again before every run (memory others hold changes).
 * :func:`run_fresh`: the same order, each run a NEW Python process
   (``python -m refimpl.bench.worker --spec JSON --variant V --output-json PATH``), so import caches, allocator state and the processing cache cannot leak
   between repeats. The spec travels as JSON, the run comes back as JSON.
@@ -61,6 +62,11 @@ class BenchSpec:
     def replace(self, **changes: Any):
         return dataclasses.replace(self, **changes)
 
+    def worker_env(self) -> dict[str, str]:
+        """Environment variables set in every fresh worker process of this spec (none here;
+        the start-up spec turns numpy's huge-page madvise off)."""
+        return {}
+
 
 def bench_module(bench: str):
     """The module of benchmark ``bench`` (``refimpl.bench.<bench>``)."""
@@ -96,17 +102,23 @@ def _progress(order: list[str], desc: str, label: Callable[[str], str]):
 
 
 def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> Result:
-    bench_module(spec.bench).preflight(spec)  # e.g. refuse now rather than be OOM-killed later
+    mod = bench_module(spec.bench)
+    mod.preflight(spec)  # e.g. refuse now rather than be OOM-killed hours later
+
+    def checked(v: str) -> dict:  # memory is checked again before each run: others may hold it now
+        mod.preflight(spec.replace(variants=(v,)))
+        return one(v)
+
     runs: dict[str, list[dict]] = {v: [] for v in spec.variants}
     name = spec.bench
     try:
         if spec.warmup:
             for v in _progress(list(spec.variants), f"{name} warm-up",
                                lambda v: f"running {v} (untimed)"):
-                one(v)
+                checked(v)
         for v in _progress(interleaved(spec.variants, spec.repeats), name,
                            lambda v: f"running {v} repeat {len(runs[v]) + 1}/{spec.repeats}"):
-            runs[v].append(one(v))
+            runs[v].append(checked(v))
     except KeyboardInterrupt:
         print("interrupted: keeping the runs finished so far", file=sys.stderr)
     return build_result(spec, runs, in_process)
@@ -123,6 +135,9 @@ def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool)
     env["device"] = next((r["device"] for rs in runs.values() for r in rs if "device" in r),
                          resolve_device(spec.device))
     env["in_process"] = in_process
+    thp = next((r["thp"] for rs in runs.values() for r in rs if "thp" in r), None)
+    if thp is not None:  # huge pages as the measured processes saw them
+        env["thp"] = thp
     variants = {v: {"runs": rs, "summary": mod.summarize_runs(rs) if rs else {}}
                 for v, rs in runs.items()}
     missing = ["runs"] if not all(runs.values()) else []
@@ -138,14 +153,16 @@ def run_in_process(spec: BenchSpec) -> Result:
 
 
 def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Result:
-    """Every variant of ``spec`` measured in fresh processes (the figures for tables).
+    """Every variant of ``spec`` measured in fresh processes (the figures for tables); each
+    worker's environment is this one updated with ``spec.worker_env()``, then ``env``.
 
     Raises FreshProcessError / TimeoutError (refimpl.bench.common) when a run fails.
     """
     spec_json = spec.to_json()
+    child_env = {**spec.worker_env(), **(env or {})}
     return _measure(spec, lambda v: run_in_fresh_process(
         "refimpl.bench.worker", ["--spec", spec_json, "--variant", v],
-        timeout_s=spec.timeout_s, env=env), in_process=False)
+        timeout_s=spec.timeout_s, env=child_env), in_process=False)
 
 
 def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:

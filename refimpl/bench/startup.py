@@ -9,7 +9,8 @@ VllmConfig and an EngineCore and records ``total_s``, ``phases`` (name -> s),
 ``hf_processor_calls``, ``hf_mm_passes``, ``passes_by_phase``, ``cache_hits``,
 ``cache_misses``, ``cache_bytes_before_reset``, ``cache_bytes_after_reset``,
 ``rss_before_reset``, ``rss_after_reset``, ``peak_rss_bytes`` (bytes), ``parts_s`` (seconds
-building dummy data, hashing items, in HF-processor calls), the encoder budget and max tokens
+building dummy data, hashing items, in HF-processor calls, in text-only HF calls, splitting
+outputs per item: ``PARTS``), the encoder budget and max tokens
 per item. ``process_mode="mp"`` (``--process-mode mp``) starts the engine core in a child
 process (refimpl/engine/frontend.py) and the front end asks for the reset, as vLLM V1's
 ``LLMEngine``; ``reset_scope`` picks what that reset clears (``v0.9.0``: not the child's
@@ -18,7 +19,17 @@ processing cache; ``all``). The record then adds ``process_mode``, ``reset_scope
 ``p0_rss_after_reset`` and the same four ``p1_*`` fields (bytes; the unprefixed cache / RSS
 fields are P1's, measured before the reset), ``startup_wall_s``, ``spawn_overhead_s`` and
 ``transport`` (see ``refimpl.bench.two_process``). Before any run, ``preflight`` refuses a spec whose estimated peak memory exceeds
-what is available (refimpl.bench.memory). Variants: ``refimpl.variants.STARTUP_VARIANTS``.
+what is available (refimpl.bench.memory), and again before each run. Variants:
+``refimpl.variants.STARTUP_VARIANTS``.
+
+``numpy_hugepage`` (``--numpy-hugepage``, default ``off``): numpy asks the kernel for
+transparent huge pages (madvise) on every array of 4 MiB or more. With the kernel's THP
+``defrag`` in ``madvise`` mode, faulting in the multi-GiB int64 dummy video then sometimes
+stalls in direct compaction: that was the source of the seed's bimodal call-1 times (about
+22 s or about 35 s at 128k; ``NUMPY_MADVISE_HUGEPAGE=0`` removed the slow mode,
+results/cpu-amd-epyc-2c-shared/budget_qwen2.5-vl-3b_nohugepage.json). So each measured
+process runs with it off (the worker's environment and numpy's flag at the start of the run);
+``on`` measures numpy's default. ``params.numpy_hugepage`` and ``env.thp`` record it.
 """
 from __future__ import annotations
 
@@ -28,12 +39,16 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Optional
 
 from refimpl.bench.common import set_single_thread
-from refimpl.bench.memory import thp_state
+from refimpl.bench.memory import NUMPY_HUGEPAGE, set_numpy_hugepage, thp_state
 from refimpl.bench.orchestrate import BenchSpec, add_common_args, cli_main, common_spec_fields, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.config import SUPPORTED_MODELS
 from refimpl.stats import summarize
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
+
+# Seconds per part of the multimodal work (refimpl.multimodal.registry.ProcessingStats):
+# building dummy data, hashing, all HF calls, the text-only ones among them, per-item split.
+PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,6 +66,18 @@ class StartupSpec(BenchSpec):
     num_gpu_blocks: Optional[int] = None
     process_mode: str = "inproc"
     reset_scope: str = "v0.9.0"
+    numpy_hugepage: str = "off"
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.numpy_hugepage not in NUMPY_HUGEPAGE:
+            from refimpl.errors import ConfigError
+            raise ConfigError("numpy_hugepage", NUMPY_HUGEPAGE, f"got {self.numpy_hugepage!r}")
+
+    def worker_env(self) -> dict[str, str]:
+        """``NUMPY_MADVISE_HUGEPAGE`` for each fresh worker (numpy reads it at import): "0"
+        unless ``numpy_hugepage == "on"``. See refimpl.bench.memory.set_numpy_hugepage."""
+        return {"NUMPY_MADVISE_HUGEPAGE": "1" if self.numpy_hugepage == "on" else "0"}
 
 
 Spec = StartupSpec
@@ -78,6 +105,9 @@ def add_engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit-mm-per-prompt", action="append", default=[], metavar="MODALITY=N")
     p.add_argument("--scale", default="auto", choices=("auto", "full", "small"))
     p.add_argument("--num-gpu-blocks", type=int, default=None)
+    p.add_argument("--numpy-hugepage", default="off", choices=NUMPY_HUGEPAGE,
+                   help="numpy's transparent-huge-page madvise of large arrays in the measured "
+                        "processes (off: the call-1 variance source; see refimpl/bench/memory.py)")
 
 
 def engine_spec_fields(args: argparse.Namespace) -> dict:
@@ -85,7 +115,7 @@ def engine_spec_fields(args: argparse.Namespace) -> dict:
             "max_num_batched_tokens": args.max_num_batched_tokens,
             "max_num_seqs": args.max_num_seqs, "scale": args.scale,
             "limit_mm_per_prompt": parse_limits(args.limit_mm_per_prompt),
-            "num_gpu_blocks": args.num_gpu_blocks}
+            "num_gpu_blocks": args.num_gpu_blocks, "numpy_hugepage": args.numpy_hugepage}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -114,6 +144,7 @@ def make_vllm_config(spec: StartupSpec, **extra):
 def run_once(spec: StartupSpec, variant: str) -> dict:
     """One start-up of ``variant`` in this process; the run record of the module doc."""
     threads = set_single_thread()
+    set_numpy_hugepage(spec.numpy_hugepage == "on")
     from refimpl.engine.core import EngineCore
     t0 = time.perf_counter()
     cfg = make_vllm_config(spec)
@@ -140,7 +171,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
         "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
         "peak_rss_bytes": rep.peak_rss_bytes,
         "thp": thp_state(),
-        "parts_s": {k: stats[k] for k in ("dummy_s", "hash_s", "hf_processor_s")},
+        "parts_s": {k: stats[k] for k in PARTS},
         "encoder_compute_budget": rep.encoder_compute_budget,
         "encoder_cache_size": rep.encoder_cache_size,
         "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks,

@@ -129,10 +129,20 @@ class BaseMultiModalProcessor:
                                         f"({type(e).__name__}: {e})") from None
             return self._postprocess_hf_outputs(out)
         finally:
-            self.stats.hf_processor_s += time.perf_counter() - t0
+            dt = time.perf_counter() - t0
+            self.stats.hf_processor_s += dt
+            if not items:
+                self.stats.hf_text_only_s += dt
 
     def _split(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
         """Cut the HF processor's batched output into one dict of tensors per item."""
+        t0 = time.perf_counter()
+        try:
+            return self._split_items(out, counts)
+        finally:
+            self.stats.split_s += time.perf_counter() - t0
+
+    def _split_items(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
         res: KwItems = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
         for key, (modality, sizes_key) in self._get_mm_fields_config().items():
             if modality not in res or key not in out:

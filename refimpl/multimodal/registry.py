@@ -28,7 +28,9 @@ class ProcessingStats:
     """Counters the benchmarks read (``MULTIMODAL_REGISTRY.stats``).
 
     hf_processor_calls: every call into an HF processor (text-only ones included);
-    hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in them;
+    hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in all HF calls,
+    hf_text_only_s: the part of it in text-only calls (the cached path tokenizes the prompt
+    alone); split_s: seconds cutting HF outputs into per-item tensors and copying them;
     dummy_s: seconds building dummy data (profiler); hash_s: seconds hashing items;
     cache_hits / cache_misses: per-item lookups; cache_bytes: bytes the ProcessingCache holds
     now; encdec_calls / encdec_s: calls to and seconds in ``get_encdec_max_encoder_len``.
@@ -36,6 +38,8 @@ class ProcessingStats:
     hf_processor_calls: int = 0
     hf_mm_passes: int = 0
     hf_processor_s: float = 0.0
+    hf_text_only_s: float = 0.0
+    split_s: float = 0.0
     dummy_s: float = 0.0
     hash_s: float = 0.0
     cache_hits: int = 0

@@ -16,7 +16,7 @@ import torch
 from transformers import GenerationConfig, GenerationMixin, WhisperFeatureExtractor
 
 from refimpl.attention.cross_attention import CrossAttentionBuilder
-from refimpl.attention.paged_attention import paged_attention, write_kv
+from refimpl.attention.paged_attention import cross_attention, key_segments, paged_attention, write_kv
 from refimpl.audio import make_request_audios
 from refimpl.config import get_preprocessor_dict
 from refimpl.core.sched.scheduler import Scheduler
@@ -157,11 +157,29 @@ def test_paged_cross_attention_equals_unpaged_at_block_boundaries(block_size):
     q = torch.randn(sum(q_lens), 3, 8, generator=g)
     qsl = torch.tensor([0] + np.cumsum(q_lens).tolist())
     out = paged_attention(q, kv, qsl, torch.tensor(lens), table, causal=False, scale=0.3)
+    segs = [key_segments([b for b in row if b], n, block_size) for row, n in zip(table.tolist(), lens)]
+    fast = cross_attention(q, kv, qsl.tolist(), segs, scale=0.3)      # views of runs, no gather
     for i in range(len(lens)):
         qi = q[qsl[i]:qsl[i + 1]].transpose(0, 1)
         ref = torch.nn.functional.scaled_dot_product_attention(
             qi, keys[i].transpose(0, 1), vals[i].transpose(0, 1), scale=0.3).transpose(0, 1)
         torch.testing.assert_close(out[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(fast[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+
+
+def test_key_segments_cover_exactly_the_valid_slots():
+    bs = 16
+    rev = list(range(194, 100, -1))                 # 94 blocks handed out tail first (a freed request)
+    segs = key_segments(rev, 1500, bs)     # full blocks 102..194 are one run; tail block 101: 12 slots
+    assert segs == [(102 * bs, 93 * bs), (101 * bs, 12)]
+    assert sum(n for _, n in segs) == 1500
+    slots = sorted(s + j for s, n in segs for j in range(n))
+    want = sorted(b * bs + j for k, b in enumerate(rev) for j in range(bs) if k * bs + j < 1500)
+    assert slots == want
+    assert key_segments(list(range(5, 99)), 1500, bs) == [(5 * bs, 1500)]     # one view
+    assert key_segments([7, 3, 4], 40, bs) == [(3 * bs, 24), (7 * bs, 16)]    # tail 4 follows 3
+    with pytest.raises(ValueError):
+        key_segments([1, 2], 40, bs)
 
 
 def test_paged_causal_attention_equals_unpaged():

@@ -4,7 +4,8 @@ Mirrors ``CrossAttentionBuilder`` and ``_get_cross_slot_mapping`` of
 ``vllm/attention/layers/cross_attention.py`` (vLLM 0.10.2). ``build`` reads the encoder
 length through ``vllm_config.get_encoder_len("metadata")`` on every step: under the
 ``registry`` encoder-length variant that is the uncached registry lookup of vLLM 0.10.2's hot
-path (see refimpl/variants.py). Tensors are int64 on the runner's device.
+path (see refimpl/variants.py). Tensors are int64 on the runner's device; ``segments`` and
+``query_start_loc_cpu`` are host-side, as vLLM's metadata keeps ``*_cpu`` copies for the host.
 
 Left out: the attention-backend wrapper (``create_cross_attention_backend``): the builder
 returns refimpl's own metadata for ``paged_attention``.
@@ -17,7 +18,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from refimpl.attention.paged_attention import compute_slot_mapping, pad_block_table
+from refimpl.attention.paged_attention import compute_slot_mapping, key_segments, pad_block_table
 from refimpl.errors import EncoderLengthMismatchError
 
 
@@ -27,13 +28,17 @@ class CrossAttentionMetadata:
 
     ``seq_lens`` (B,) encoder length per request; ``block_table`` (B, max_cross_blocks);
     ``slot_mapping`` (sum of encoder_seq_lens,) slots for the cross K/V written this step
-    (requests on their first decoder step, in batch order).
+    (requests on their first decoder step, in batch order); ``segments`` per request, the
+    ``key_segments`` runs ``(first_slot, num_slots)`` its cross K/V are read from;
+    ``query_start_loc_cpu`` the (B + 1,) query offsets as host ints.
     """
     query_start_loc: torch.Tensor
     seq_lens: torch.Tensor
     max_seq_len: int
     block_table: torch.Tensor
     slot_mapping: torch.Tensor
+    segments: list[list[tuple[int, int]]]
+    query_start_loc_cpu: list[int]
 
 
 class CrossAttentionBuilder:
@@ -70,4 +75,6 @@ class CrossAttentionBuilder:
             return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
         return CrossAttentionMetadata(
             query_start_loc=to(query_start_loc), seq_lens=to(np.full(len(cross_block_ids), enc_len)),
-            max_seq_len=enc_len, block_table=to(table), slot_mapping=to(slots))
+            max_seq_len=enc_len, block_table=to(table), slot_mapping=to(slots),
+            segments=[key_segments(b, enc_len, self.block_size) for b in cross_block_ids],
+            query_start_loc_cpu=[int(x) for x in query_start_loc])

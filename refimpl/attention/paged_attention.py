@@ -1,4 +1,4 @@
-"""Paged attention on a block-table KV cache, in plain torch (gather + masked SDPA).
+"""Paged attention on a block-table KV cache, in plain torch.
 
 Plays the role of vLLM's attention backends (``vllm/v1/attention/backends/flash_attn.py``:
 ``reshape_and_cache_flash`` writes K/V by slot mapping, the kernel reads K/V through block
@@ -8,15 +8,40 @@ blocks come from one BlockPool, so their block ids are disjoint)::
     kv_cache: (2, num_blocks, block_size, num_heads, head_dim)   [0] = K, [1] = V
     slot = block_id * block_size + offset_in_block
 
-The read gathers each request's blocks into a padded batch ``(B, max_blocks * block_size)``
-and runs ``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask (key
-``j`` visible iff ``j < seq_len`` and, when causal, ``j <= position of the query``). It is
-vectorised over the batch (no per-request Python loop) and exact up to float rounding; it is
-not fast: no split-KV, no fused kernel, padded work is wasted.
+Two read paths, both exact up to float rounding (tokens identical to transformers'
+``generate()``, checked by tests/test_whisper_runner.py and tests/test_real_weights.py):
+
+* ``paged_attention`` (decoder self-attention, and the general reference): gathers each
+  request's blocks into a padded batch ``(B, max_blocks * block_size)`` and runs
+  ``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask (key ``j``
+  visible iff ``j < seq_len`` and, when causal, ``j <= position of the query``). The mask
+  depends only on the step's metadata, so ``build_attention_mask`` makes it once per step and
+  every layer reuses it. Self-attention holds few blocks (the decoded tokens), so the copy
+  is small.
+* ``cross_attention`` (encoder-decoder cross-attention, non-causal): no gather. Each
+  request's cross blocks (94 for Whisper's 1500 positions at block size 16) are read as
+  zero-copy views of the cache: ``key_segments`` turns the block table into runs of
+  consecutive slots, and one SDPA per request runs on those views with no mask (every key of
+  a run is valid: the tail block's unused slots are cut off). When the runs are not one
+  block of memory they are concatenated (a copy of that request's valid slots only).
+  Because non-causal attention does not depend on the order of its keys (Whisper's cross K/V
+  carry their positions from the encoder; there is no rotary embedding here), full blocks
+  are taken in ascending block-id order so that a request whose blocks came back from the
+  FIFO free queue in reverse (a freed request's tail first, see core/block_pool.py) is still
+  one run. Only float summation order differs from the block-table order.
+
+What vLLM's kernels do instead: FlashAttention / FlashInfer read K/V through the block table
+inside the kernel, block by block, with an online softmax (split-KV for long contexts), so
+they never materialise a gathered copy nor a mask, whatever the fragmentation. The padded
+gather of the first path (B x max_blocks x block_size x H x D per layer per step, by far the
+largest cost of a Whisper decode step on CPU when it read the cross K/V) is what
+cross-attention no longer pays.
 
 Left out: FlashAttention / FlashInfer kernels, cascade attention, sliding windows, fp8 KV.
 """
 from __future__ import annotations
+
+from typing import Optional, Sequence
 
 import numpy as np
 import torch
@@ -60,10 +85,14 @@ def write_kv(kv_cache: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
 def pad_queries(query: torch.Tensor, query_start_loc: torch.Tensor):
     """Flattened queries (T, H, D) -> padded (B, max_q, H, D), plus (req_idx, local_idx) (T,).
 
-    ``query_start_loc`` (B + 1,) int64 holds cumulative query lengths starting at 0.
+    ``query_start_loc`` (B + 1,) int64 holds cumulative query lengths starting at 0. When
+    every request has one query (a pure decode step) the padded batch is a view of ``query``.
     """
+    num_reqs, num_tokens = query_start_loc.shape[0] - 1, query.shape[0]
+    if num_tokens == num_reqs:
+        idx = torch.arange(num_tokens, device=query.device)
+        return query.unsqueeze(1), idx, torch.zeros_like(idx)
     q_lens = query_start_loc[1:] - query_start_loc[:-1]
-    num_reqs, num_tokens = q_lens.shape[0], query.shape[0]
     req_idx = torch.repeat_interleave(torch.arange(num_reqs, device=query.device), q_lens)
     local_idx = torch.arange(num_tokens, device=query.device) - query_start_loc[req_idx]
     max_q = int(q_lens.max()) if num_reqs else 0
@@ -83,34 +112,105 @@ def gather_kv(kv_cache: torch.Tensor, block_table: torch.Tensor):
     return kv[0], kv[1]
 
 
+def build_attention_mask(query_start_loc: torch.Tensor, seq_lens: torch.Tensor, max_k: int,
+                         *, causal: bool) -> torch.Tensor:
+    """Boolean mask (B, 1, max_q, max_k) for ``paged_attention``, built once per step.
+
+    Key ``j`` is visible to query ``i`` of request ``b`` iff ``j < seq_lens[b]`` and, with
+    ``causal``, ``j <= seq_lens[b] - q_len[b] + i``. Padded query rows see key 0 (their
+    output is dropped; an all-False row would give NaN). ``max_k``: gathered keys per request
+    (``block_table.shape[1] * block_size``).
+    """
+    q_lens = query_start_loc[1:] - query_start_loc[:-1]
+    max_q = int(q_lens.max()) if q_lens.numel() else 0
+    key_pos = torch.arange(max_k, device=seq_lens.device)
+    mask = key_pos[None, None, :] < seq_lens[:, None, None]            # (B, 1, K)
+    if causal and max_q > 1:
+        q_pos = (seq_lens - q_lens)[:, None] + torch.arange(max_q, device=seq_lens.device)[None]
+        mask = mask & (key_pos[None, None, :] <= q_pos[:, :, None])    # (B, Q, K)
+    else:       # one query per request: its causal limit is seq_len - 1, the length limit
+        mask = mask.expand(-1, max_q, -1)
+    mask = mask.clone()
+    mask[..., 0] = True
+    return mask[:, None]
+
+
 def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc: torch.Tensor,
                     seq_lens: torch.Tensor, block_table: torch.Tensor, *, causal: bool,
-                    scale: float = 1.0) -> torch.Tensor:
+                    scale: float = 1.0, mask: Optional[torch.Tensor] = None) -> torch.Tensor:
     """Attention of flattened ``query`` (T, H, D) against the paged KV of each request.
 
     Request ``b`` owns queries ``query_start_loc[b]:query_start_loc[b+1]`` and attends to
     its first ``seq_lens[b]`` cached keys. With ``causal`` the queries are the last
     ``q_len`` positions of the sequence (query ``i`` sees keys ``<= seq_len - q_len + i``);
     without it (cross-attention) every query sees all ``seq_lens[b]`` keys. ``scale`` is the
-    softmax scale (1.0 when the queries are pre-scaled, as Whisper's are).
-    Returns (T, H, D) in the query dtype.
+    softmax scale (1.0 when the queries are pre-scaled, as Whisper's are). ``mask``: the
+    step's ``build_attention_mask`` (built here when None). Returns (T, H, D) in the query dtype.
     """
     if query.shape[0] == 0:
         return query
     q_pad, req_idx, local_idx = pad_queries(query, query_start_loc)
     k, v = gather_kv(kv_cache, block_table)
-    max_q, max_k = q_pad.shape[1], k.shape[2]
-    key_pos = torch.arange(max_k, device=query.device)
-    mask = key_pos[None, None, :] < seq_lens[:, None, None]            # (B, 1, K)
-    if causal:
-        q_lens = query_start_loc[1:] - query_start_loc[:-1]
-        q_pos = (seq_lens - q_lens)[:, None] + torch.arange(max_q, device=query.device)[None]
-        mask = mask & (key_pos[None, None, :] <= q_pos[:, :, None])    # (B, Q, K)
-    else:
-        mask = mask.expand(-1, max_q, -1)
-    # Padded query rows must see at least one key, or softmax gives NaN (rows are dropped).
-    mask = mask.clone()
-    mask[..., 0] = True
-    out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), k.to(query.dtype),
-                                         v.to(query.dtype), attn_mask=mask[:, None], scale=scale)
+    if mask is None:
+        mask = build_attention_mask(query_start_loc, seq_lens, k.shape[2], causal=causal)
+    if k.dtype != query.dtype:
+        k, v = k.to(query.dtype), v.to(query.dtype)
+    out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), k, v, attn_mask=mask, scale=scale)
     return out.transpose(1, 2)[req_idx, local_idx]
+
+
+def key_segments(block_ids: Sequence[int], seq_len: int, block_size: int) -> list[tuple[int, int]]:
+    """Runs ``(first_slot, num_slots)`` covering exactly the first ``seq_len`` slots of a
+    request, for order-free (non-causal) attention.
+
+    The full blocks (``seq_len // block_size`` of them) are sorted by id and merged where
+    consecutive; the partly used last block contributes its first ``seq_len % block_size``
+    slots (merged into the run it follows, if any). Raises ValueError when ``block_ids``
+    holds fewer than ``ceil(seq_len / block_size)`` blocks.
+    """
+    n_full, rem = divmod(seq_len, block_size)
+    if len(block_ids) < n_full + (rem > 0):
+        raise ValueError(f"{len(block_ids)} blocks cannot hold {seq_len} keys of block size {block_size}")
+    ids = np.sort(np.asarray(block_ids[:n_full], dtype=np.int64))
+    segs: list[tuple[int, int]] = []
+    if n_full:
+        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+        segs = [(int(r[0]) * block_size, len(r) * block_size) for r in np.split(ids, breaks)]
+    if rem:
+        tail = int(block_ids[n_full]) * block_size
+        ends = [s + n for s, n in segs]
+        if tail in ends:
+            i = ends.index(tail)
+            segs[i] = (segs[i][0], segs[i][1] + rem)
+        else:
+            segs.append((tail, rem))
+    return segs
+
+
+def cross_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc: Sequence[int],
+                    segments: Sequence[Sequence[tuple[int, int]]], *, scale: float = 1.0) -> torch.Tensor:
+    """Non-causal attention of flattened ``query`` (T, H, D) on each request's ``segments``.
+
+    ``query_start_loc`` (B + 1,) host ints; ``segments[b]`` the ``key_segments`` of request
+    ``b``. Keys are read as views of ``kv_cache`` (copied only when a request has several
+    runs); one SDPA per request, no mask. Returns (T, H, D) in the query dtype.
+    """
+    if query.shape[0] == 0:
+        return query
+    h, d = kv_cache.shape[-2], kv_cache.shape[-1]
+    flat = kv_cache.view(2, -1, h, d)
+    outs = []
+    for b, segs in enumerate(segments):
+        if len(segs) == 1:
+            s, n = segs[0]
+            k, v = flat[0, s:s + n], flat[1, s:s + n]                    # views (n, H, D)
+        else:
+            k = torch.cat([flat[0, s:s + n] for s, n in segs])
+            v = torch.cat([flat[1, s:s + n] for s, n in segs])
+        if k.dtype != query.dtype:
+            k, v = k.to(query.dtype), v.to(query.dtype)
+        q = query[query_start_loc[b]:query_start_loc[b + 1]].transpose(0, 1)[None]   # (1, H, q, D)
+        o = F.scaled_dot_product_attention(q, k.transpose(0, 1)[None], v.transpose(0, 1)[None],
+                                           scale=scale)
+        outs.append(o[0].transpose(0, 1))
+    return torch.cat(outs) if len(outs) > 1 else outs[0]

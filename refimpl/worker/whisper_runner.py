@@ -21,7 +21,14 @@ import numpy as np
 import torch
 
 from refimpl.attention.cross_attention import CrossAttentionBuilder
-from refimpl.attention.paged_attention import compute_slot_mapping, pad_block_table, paged_attention, write_kv
+from refimpl.attention.paged_attention import (
+    build_attention_mask,
+    compute_slot_mapping,
+    cross_attention,
+    pad_block_table,
+    paged_attention,
+    write_kv,
+)
 from refimpl.errors import EncoderLengthMismatchError
 from refimpl.sample.sampler import Sampler
 
@@ -114,9 +121,11 @@ class WhisperRunner:
         needs_enc = [not s.cross_kv_written for s in states]
         enc_seq_lens = np.where(needs_enc, self.encoder_len, 0).astype(np.int64)
         to = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
+        qsl_t, seq_lens = to(qsl), to(starts + q_lens)
         return dict(
-            input_ids=to(input_ids), positions=to(positions), query_start_loc=to(qsl),
-            seq_lens=to(starts + q_lens), block_table=to(table),
+            input_ids=to(input_ids), positions=to(positions), query_start_loc=qsl_t,
+            seq_lens=seq_lens, block_table=to(table),
+            self_mask=build_attention_mask(qsl_t, seq_lens, table.shape[1] * bs, causal=True),
             slot_mapping=to(compute_slot_mapping(table, req_idx, positions, bs)),
             logits_indices=to(qsl[1:] - 1), needs_encoder=needs_enc,
             cross=self.cross_builder.build(qsl, enc_seq_lens, [s.block_ids[1] for s in states]))
@@ -143,15 +152,15 @@ class WhisperRunner:
             h = layer.self_attn_layer_norm(x)
             write_kv(kv, self._heads(sa.k_proj(h)), self._heads(sa.v_proj(h)), inp["slot_mapping"])
             o = paged_attention(self._heads(sa.q_proj(h) * sa.scaling), kv, qsl, inp["seq_lens"],
-                                inp["block_table"], causal=True)
+                                inp["block_table"], causal=True, mask=inp["self_mask"])
             x = x + sa.out_proj(o.reshape(x.shape[0], -1))
             ca = layer.encoder_attn
             if encoder_out is not None:
                 write_kv(kv, self._heads(ca.k_proj(encoder_out)), self._heads(ca.v_proj(encoder_out)),
                          cross.slot_mapping)
             h = layer.encoder_attn_layer_norm(x)
-            o = paged_attention(self._heads(ca.q_proj(h) * ca.scaling), kv, qsl, cross.seq_lens,
-                                cross.block_table, causal=False)
+            o = cross_attention(self._heads(ca.q_proj(h) * ca.scaling), kv, cross.query_start_loc_cpu,
+                                cross.segments)
             x = x + ca.out_proj(o.reshape(x.shape[0], -1))
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))

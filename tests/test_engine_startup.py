@@ -1,7 +1,10 @@
 """Engine start-up (vLLM PR #17935): pass counts per variant, identical budgets, reset, faults.
 
-Qwen2.5-VL at the small model scale (real processor, real-size dummy image) with video off so
-each start-up processes only the 3584x3584 dummy image (~1 s per HF pass).
+Qwen2.5-VL at the small model scale (real processor) with video off and the processor's
+``max_pixels`` at 1024 patches of 28x28 (a 1024-token dummy image instead of the 16384-token
+3584x3584 one; 2048 batched tokens): the pass counts, budgets and reset do not depend on the
+image size, and each start-up costs ~1-3 s instead of ~6-17 s. The real-size worst-case image
+is processed in tests/test_dummy_data.py and tests/test_shape_only.py.
 """
 import pytest
 
@@ -21,10 +24,16 @@ EXPECTED_PASSES = {
 }
 
 
+IMAGE_TOKENS = 1024  # max_pixels / (28 * 28): Qwen2.5-VL merges 2x2 patches of 14 px
+BATCHED_TOKENS = 2048
+
+
 def qwen_config(**kw):
-    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=20000, device="cpu",
-                     limit_mm_per_prompt={"video": 0}, **kw)
-    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8), CacheConfig())
+    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=4096, device="cpu",
+                     limit_mm_per_prompt={"video": 0},
+                     mm_processor_kwargs={"max_pixels": 28 * 28 * IMAGE_TOKENS}, **kw)
+    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=BATCHED_TOKENS),
+                      CacheConfig())
 
 
 @pytest.fixture(scope="module")
@@ -42,8 +51,9 @@ def test_pass_counts_match_background_table(startups, variant):
 
 def test_every_variant_gives_identical_budgets(startups):
     budgets = {(r.encoder_compute_budget, r.encoder_cache_size) for r in startups.values()}
-    assert budgets == {(16384, 16384)}
-    assert {tuple(sorted(r.max_tokens_per_item.items())) for r in startups.values()} == {(("image", 16384),)}
+    assert budgets == {(BATCHED_TOKENS, BATCHED_TOKENS)}  # max(batched tokens, largest item)
+    assert {tuple(sorted(r.max_tokens_per_item.items())) for r in startups.values()} == {
+        (("image", IMAGE_TOKENS),)}
 
 
 def test_reset_empties_the_cache(startups):

@@ -222,3 +222,43 @@ def test_desync_through_the_child_is_fatal_and_freed():
         e.generate([_audio(0)], PARAMS)
     assert isinstance(info.value.__cause__, KeyError)
     assert not os.path.exists(e.engine_core.client.resources.tmpdir)
+
+
+def _run(scope: str, p1_before: int, p1_rss: int) -> dict:
+    mib = 1 << 20
+    after = p1_before if scope == "v0.9.0" else 0
+    return {"process_mode": "mp", "reset_scope": scope, "max_model_len": 8192,
+            "p0_cache_bytes_before_reset": 0, "p0_cache_bytes_after_reset": 0,
+            "p0_rss_before_reset": 500 * mib, "p0_rss_after_reset": 500 * mib,
+            "p1_cache_bytes_before_reset": p1_before, "p1_cache_bytes_after_reset": after,
+            "p1_rss_before_reset": p1_rss, "p1_rss_after_reset": p1_rss - (p1_before - after),
+            "transport": {"bytes_miss": 7_000_000, "bytes_hit": 2_000, "encode_s_miss": 2e-4,
+                          "encode_s_hit": 5e-5, "decode_s": 3e-3, "modality": "image"}}
+
+
+def test_memory_table_medians_and_spread_of_both_processes():
+    from refimpl.analysis.two_process import memory_table
+    from refimpl.bench.two_process import summarize_two_process
+    mib = 1 << 20
+    runs = [_run("v0.9.0", 588 * mib, r * mib) for r in (2100, 2132, 2140)]
+    s = summarize_two_process(runs)
+    assert s["p1_cache_bytes_after_reset"]["median"] == 588 * mib and s["p1_rss_before_reset"]["n"] == 3
+    assert s["transport_bytes_hit"]["median"] == 2_000
+    assert summarize_two_process([{"process_mode": "inproc"}]) == {}
+    md = memory_table({"v0.9.0 (this run)": {"runs": runs},
+                       "all (this run)": {"runs": [_run("all", 588 * mib, 2132 * mib)]}})
+    v090, alls = (ln for ln in md.splitlines() if ln.startswith(("| v0.9.0", "| all")) and "MiB" not in ln
+                  and "7,000,000" not in ln)
+    assert "| 588 -> 588 |" in v090 and "| 2132 [2100, 2140] -> 2132 [2100, 2140] |" in v090
+    assert "| 588 -> 0 |" in alls and "| 2132 -> 1544 |" in alls
+    assert "| 7,000,000 | 2,000 |" in md  # bytes of one request, mirror miss / hit
+
+
+def test_quick_mode_shows_the_committed_runs_of_both_scopes():
+    from refimpl.analysis.startup import StartupStudy
+    from refimpl.analysis.two_process import memory_table, run_two_process
+    rows = run_two_process(StartupStudy(quick=True))
+    assert {label.split()[0] for label in rows} == {"v0.9.0", "all"}
+    assert all(r["_path"].startswith("results/") for r in rows.values())
+    md = memory_table(rows)
+    assert all(f"| {label} |" in md for label in rows)

@@ -87,6 +87,12 @@ class EngineCoreProc(EngineCore):
     def mirror_keys(self) -> list[str]:
         return self.mm_input_cache_server.keys()
 
+    def mirror_probe(self, request: EngineCoreRequest) -> int:
+        """The mirror half of ``add_core_request`` without queueing the request (the transport
+        probe of a model this engine does not serve, refimpl.bench.two_process): keeps the P1
+        mirror in step with P0's; returns the number of items filled from the mirror."""
+        mm = self.mm_input_cache_server.get_and_update_p1(request.mm_inputs, request.mm_hashes)
+        return sum(a is None and b is not None for a, b in zip(request.mm_inputs, mm))
 
 
 def _watch_parent(stdin) -> None:

@@ -186,8 +186,10 @@ def preflight(spec: StartupSpec) -> None:
 
 
 def summarize_runs(runs: list[dict]) -> dict:
-    """total_s and peak_rss_bytes summarized (median, min, max, iqr, n)."""
-    return {k: summarize(r[k] for r in runs) for k in ("total_s", "peak_rss_bytes")}
+    """total_s and peak_rss_bytes summarized (median, min, max, iqr, n); two-process runs add
+    each process's memory and the transport figures (refimpl.bench.two_process)."""
+    from refimpl.bench.two_process import summarize_two_process
+    return {k: summarize(r[k] for r in runs) for k in ("total_s", "peak_rss_bytes")} | summarize_two_process(runs)
 
 
 def headline(res: Result, variant: str) -> str:

@@ -33,7 +33,7 @@ class StartupStudy:
     py-spy samples per second. ``numpy_hugepage``: see refimpl/bench/startup.py (off: numpy's
     huge-page madvise, the seed's call-1 variance source, is off in every measured process).
     ``quick`` shrinks it for the test suite: image only, one repeat, four variants, runs in
-    the notebook's process (not fresh-process figures), one flame graph."""
+    the notebook's process (not fresh-process figures), one flame graph (shape-only)."""
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
     repeats: int = 3
@@ -309,11 +309,11 @@ def budget_table(res: Result) -> str:
 
 
 def flamegraphs(s: StartupStudy) -> dict[str, Optional[Path]]:
-    """One py-spy-recorded start-up per variant of ``s`` (QUICK: the first only), in a fresh
+    """One py-spy-recorded start-up per variant of ``s`` (QUICK: the last, cheapest), in a fresh
     worker process at ``s.flame_rate`` samples/s: ``flame_startup_<variant>.svg``. Untimed,
     so in full mode they are also the ladder's warm-up (``run_startup(s, warmed=True)``).
     None for a variant py-spy could not record (missing, or ptrace not permitted)."""
-    variants = s.variants[:1] if s.quick else s.variants
+    variants = s.variants[-1:] if s.quick else s.variants
     spec = s.spec(warmup=False)
     out = {}
     for v in variants:

@@ -59,3 +59,21 @@ def test_numpy_hugepage_off_by_default_in_workers():
         assert thp_state()["numpy_madvise_hugepage"] is False
     finally:
         set_numpy_hugepage(before)
+
+
+def test_run_waits_for_memory_others_hold_then_refuses():
+    from refimpl.bench.orchestrate import wait_for_memory
+    calls = []
+
+    def short(times):
+        def check():
+            calls.append(1)
+            if len(calls) <= times:
+                raise InsufficientMemoryError("max_model_len", GiB, "needs 2 GiB, 1 GiB available")
+        return check
+    wait_for_memory(short(2), wait_s=5, poll_s=0.01)  # memory came back on the third look
+    assert len(calls) == 3
+    calls.clear()
+    with pytest.raises(InsufficientMemoryError, match="1 GiB available"):
+        wait_for_memory(short(10**6), wait_s=0.05, poll_s=0.01)
+    assert 1 < len(calls) < 10

@@ -7,6 +7,7 @@ markdown tables and matplotlib figures. The real-photo pass is refimpl/analysis/
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -15,6 +16,7 @@ import matplotlib.pyplot as plt
 
 from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
 from refimpl.bench.budget import BudgetSpec
+from refimpl.bench.orchestrate import wait_for_memory
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec, parse_limits, preflight
 from refimpl.stats import median, ratio_of_medians, summarize
@@ -317,7 +319,7 @@ def flamegraphs(s: StartupStudy) -> dict[str, Optional[Path]]:
     spec = s.spec(warmup=False)
     out = {}
     for v in variants:
-        preflight(spec.replace(variants=(v,)))  # InsufficientMemoryError before, not OOM during
+        wait_for_memory(functools.partial(preflight, spec.replace(variants=(v,))), spec.memory_wait_s)
         out[v] = flamegraph(spec, v, s.out_dir, f"flame_startup_{v}", speedscope=False, rate=s.flame_rate)
     return out
 

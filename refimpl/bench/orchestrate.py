@@ -8,7 +8,8 @@ Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen
 * :func:`run_in_process` (what each module's ``run`` calls): an untimed warm-up per variant
   unless ``spec.warmup`` is False, then ``spec.repeats`` rounds with the variants interleaved
   (A B A B ...), all in this process - smoke / notebook QUICK figures only. ``preflight``
-  runs once for the whole spec and again before every run (memory others hold changes).
+  runs once for the whole spec (refusing at once) and again before every run (memory others
+  hold changes: it waits up to ``spec.memory_wait_s`` for memory, then refuses).
 * :func:`run_fresh`: the same order, each run a NEW Python process
   (``python -m refimpl.bench.worker --spec JSON --variant V --output-json PATH``), so import caches, allocator state and the processing cache cannot leak
   between repeats. The spec travels as JSON, the run comes back as JSON.
@@ -23,6 +24,7 @@ import dataclasses
 import importlib
 import json
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
@@ -36,7 +38,8 @@ from refimpl.env import collect_env
 @dataclass(frozen=True, kw_only=True)
 class BenchSpec:
     """Fields every benchmark shares: variants (measured side by side), repeats per variant,
-    device, an untimed warm-up, and the limit per fresh process (seconds)."""
+    device, an untimed warm-up, the limit per fresh process (seconds), and how long a run may
+    wait for memory that others hold before it is refused (seconds; see ``_measure``)."""
     bench: ClassVar[str] = ""
     variant_choices: ClassVar[tuple[str, ...]] = ()
     variants: tuple[str, ...] = ()
@@ -44,6 +47,7 @@ class BenchSpec:
     device: str = "auto"
     warmup: bool = True
     timeout_s: float = 1800.0
+    memory_wait_s: float = 300.0
 
     def __post_init__(self):
         from refimpl.errors import ConfigError, UnknownVariantError
@@ -106,7 +110,7 @@ def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> R
     mod.preflight(spec)  # e.g. refuse now rather than be OOM-killed hours later
 
     def checked(v: str) -> dict:  # memory is checked again before each run: others may hold it now
-        mod.preflight(spec.replace(variants=(v,)))
+        wait_for_memory(lambda: mod.preflight(spec.replace(variants=(v,))), spec.memory_wait_s)
         return one(v)
 
     runs: dict[str, list[dict]] = {v: [] for v in spec.variants}
@@ -122,6 +126,22 @@ def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> R
     except KeyboardInterrupt:
         print("interrupted: keeping the runs finished so far", file=sys.stderr)
     return build_result(spec, runs, in_process)
+
+
+def wait_for_memory(check: Callable[[], None], wait_s: float, poll_s: float = 5.0) -> None:
+    """Call ``check`` (a preflight) until it passes, for up to ``wait_s`` seconds while it
+    raises InsufficientMemoryError (memory another process holds may come back), then let
+    the last InsufficientMemoryError propagate. Other exceptions propagate at once."""
+    from refimpl.errors import InsufficientMemoryError
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return check()
+        except InsufficientMemoryError as e:
+            if time.monotonic() + poll_s > deadline:
+                raise
+            print(f"waiting for memory ({e})", file=sys.stderr)
+            time.sleep(poll_s)
 
 
 def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool) -> Result:
@@ -173,6 +193,8 @@ def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], defau
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
     p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
+    p.add_argument("--memory-wait-s", type=float, default=300.0,
+                   help="how long a run waits for memory others hold before it is refused (s)")
     p.add_argument("--output-json", required=True, help="where to write the result JSON")
     p.add_argument("--in-process", action="store_true",
                    help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
@@ -182,7 +204,7 @@ def common_spec_fields(args: argparse.Namespace) -> dict[str, Any]:
     """The BenchSpec fields from the shared flags."""
     return {"variants": tuple(v.strip() for v in args.variant.split(",") if v.strip()),
             "repeats": args.repeats, "device": args.device, "warmup": not args.no_warmup,
-            "timeout_s": args.timeout_s}
+            "timeout_s": args.timeout_s, "memory_wait_s": args.memory_wait_s}
 
 
 def cli_main(spec: BenchSpec, args: argparse.Namespace) -> Result:

@@ -20,6 +20,8 @@ from refimpl.stats import median, ratio_of_medians
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
+# the encoder-length ladder of PRs #24866 / #24989; encoder-batch is measured paired (analysis/serving.py)
+LADDER = ("registry", "runner-config", "scheduler-config")
 
 
 @dataclass
@@ -43,7 +45,7 @@ class ThroughputStudy:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
             self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
 
-    def spec(self, variants=tuple(ENCODER_LEN_VARIANTS), **over) -> ThroughputSpec:
+    def spec(self, variants=LADDER, **over) -> ThroughputSpec:
         """The throughput benchmark's spec for this study (``over``: spec fields to change)."""
         kw = dict(model=self.model, device=self.device, variants=tuple(variants),
                   repeats=self.repeats, num_requests=self.num_requests,
@@ -59,7 +61,7 @@ def _measure(s: ThroughputStudy, spec: ThroughputSpec, name: str) -> Result:
 
 
 def run_variants(s: ThroughputStudy) -> Result:
-    """The three variants interleaved; writes ``throughput_<model>.json``."""
+    """The three variants of the ladder interleaved; writes ``throughput_<model>.json``."""
     return _measure(s, s.spec(), f"throughput_{s.model}.json")
 
 

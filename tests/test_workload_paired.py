@@ -54,15 +54,18 @@ def test_alternating_order_and_paired_gains():
     res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,
                      None, rounds=1000, budget_s=0.0)
     assert log == ["A", "B"] and len(res["by_variant"]["A"]["cpu_s"]) == 1 and gc.isenabled()
-    by = {"A": {"cpu_s": [1.1, 1.2, 1.0, 1.1], "wall_s": [1.1] * 4, "registry_s": [0.1] * 4},
-          "B": {"cpu_s": [1.0, 1.2 / 1.1, 1.0 / 1.1, 1.0], "wall_s": [1.0] * 4, "registry_s": [0.0] * 4}}
+    by = {"A": {"cpu_s": [1.1, 1.2, 1.0, 1.1, 1.1, 1.2], "wall_s": [1.1] * 6, "registry_s": [0.1] * 6},
+          "B": {"cpu_s": [1.0, 1.2 / 1.1, 1.0 / 1.1, 1.0, 1.0, 1.2 / 1.1], "wall_s": [1.0] * 6,
+                "registry_s": [0.0] * 6}}
     (row,) = gains(by, "cpu_s")
     assert row["variant"] == "B" and row["over"] == "A"
     assert row["gain"] == pytest.approx(0.1) and row["resolved"]
+    few = {v: {k: x[:4] for k, x in d.items()} for v, d in by.items()}
+    assert not gains(few, "cpu_s")[0]["resolved"]  # < MIN_PAIRS pairs: never resolved
     assert row["cost_model_gain"] == pytest.approx(0.1)
     # A B B A pairing: one pair per two rounds, each side summed (a drift within them cancels)
     (quad,) = gains(by, "cpu_s", pairing="abba")
-    assert quad["pairs"] == 2 and quad["rounds"] == 4 and quad["pairing"] == "abba"
+    assert quad["pairs"] == 3 and quad["rounds"] == 6 and quad["pairing"] == "abba"
     assert quad["gain"] == pytest.approx(0.1)  # 2.3 / (1 + 1.2/1.1) = 2.1 / (1/1.1 + 1) = 1.1
     assert abba_sums([1, 2, 3, 4, 5]) == [3, 7]
     with pytest.raises(ValueError):

@@ -62,7 +62,7 @@ class Stage:
         from refimpl.bench import paired
         kw = dict(model=MODEL, variant=variant, block_requests=self.block_requests,
                   max_tokens=self.block_max_tokens, max_num_seqs=max(8, self.block_requests))
-        kw |= dict(rounds=2, warmup_rounds=0) if self.quick else dict(rounds=10_000, budget_s=budget_s)
+        kw |= dict(rounds=2, warmup_rounds=0) if self.quick else dict(budget_s=budget_s)
         return paired.run(paired.defaults(**kw, **over))
 
 
@@ -126,6 +126,13 @@ def timings_table(s: Stage) -> str:
                     + [["total", f"{sum(s.timings.values()):.0f}"]])
 
 
+def _resolved(c: dict) -> str:
+    from refimpl.bench.paired import MIN_PAIRS
+    if c.get("pairs", c["rounds"]) < MIN_PAIRS:
+        return f"no (< {MIN_PAIRS} pairs)"
+    return "yes" if c["resolved"] else "no (holds 0)"
+
+
 def _pct(x: float) -> str:
     return f"{100 * x:+.2f}%"
 
@@ -140,7 +147,7 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
             if c["metric"] != metric or c.get("pairing", "round") != pairing:
                 continue
             rows.append([c["variant"], c["over"], _pct(c["gain"]), f"[{_pct(c['low'])}, {_pct(c['high'])}]",
-                         f"{100 * c['half_width']:.2f} pp", "yes" if c["resolved"] else "no (holds 0)",
+                         f"{100 * c['half_width']:.2f} pp", _resolved(c),
                          c.get("pairs", c["rounds"]), _pct(c["cost_model_gain"]),
                          f"{r.params.get('benchmark_s', float('nan')):.0f}", where, r.hardware_name])
     return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved",
@@ -255,3 +262,25 @@ def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Re
                                  stored_points=[p for d, p in other if d != "cuda"])
     fig.savefig(out_dir / "gain_vs_step_time.svg")
     return fig
+
+
+def summary_md(out_dir: Path) -> str:
+    """The second stage's section of summary.md, from the JSONs ``run_*`` wrote in ``out_dir``
+    (empty string when none is there): each table with the command that produced it."""
+    def load(pattern: str) -> list[Result]:
+        return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
+    paired, wl, wer = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_*_all.json"), load(f"wer_{MODEL}.json")
+    if not (paired or wl or wer):
+        return ""
+    hw = (paired or wl or wer)[0].hardware_name
+    parts = [f"## Throughput, second stage: {MODEL} real weights on {hw}", ""]
+    if paired:
+        parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in paired), "",
+                  paired_table(paired), ""]
+    if len(wl) == 2:
+        wl = sorted(wl, key=lambda r: r.params["engine"] != "refimpl")
+        parts += [f"Engine / generate() requests/s: {engine_over_hf(wl):.2f}x. "
+                  + "; ".join(f"`{command(r)}`" for r in wl), "", workload_table(wl), ""]
+    for r in wer:
+        parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]
+    return "\n".join(parts)

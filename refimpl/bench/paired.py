@@ -133,6 +133,9 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0}
 
 
+MIN_PAIRS = 5  # fewer pairs: the bootstrap interval is degenerate, never called resolved
+
+
 def abba_sums(values: list[float]) -> list[float]:
     """Sums of consecutive round pairs (0+1, 2+3, ...): one value per A B B A quadruple; an
     odd last round is dropped."""
@@ -143,7 +146,8 @@ def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous",
           pairing: str = "round") -> list[dict]:
     """Each variant's gain over the previous one (``against="first"``: over the first):
     paired ratio t(base)/t(this) per pair, minus 1, with its bootstrap 95% interval
-    (``refimpl.stats.paired``), and the cost model's prediction (see module doc). A pair is a
+    (``refimpl.stats.paired``), and the cost model's prediction (see module doc). A gain from
+    fewer than ``MIN_PAIRS`` pairs is never ``resolved``. A pair is a
     round (``pairing="round"``) or two rounds, A B B A, each side summed (``"abba"``).
     Raises ValueError when a pairing has no complete pair."""
     from refimpl.stats import paired
@@ -155,13 +159,14 @@ def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous",
     for prev, cur in zip(bases, variants[1:]):
         a, b = by_variant[prev], by_variant[cur]
         iv = paired(pick(a[metric]), pick(b[metric]), kind="ratio")
+        n = len(pick(a[metric]))
         # registry seconds are wall seconds: the model divides by wall seconds for both metrics
         model = (np.median(a["registry_s"]) - np.median(b["registry_s"])) / np.median(b["wall_s"])
         rows.append({"variant": cur, "over": prev, "metric": metric, "pairing": pairing,
                      "gain": iv.estimate - 1, "low": iv.low - 1, "high": iv.high - 1,
-                     "half_width": (iv.high - iv.low) / 2, "resolved": iv.resolved,
+                     "half_width": (iv.high - iv.low) / 2, "resolved": iv.resolved and n >= MIN_PAIRS,
                      "cost_model_gain": float(model), "rounds": len(a[metric]),
-                     "pairs": len(pick(a[metric]))})
+                     "pairs": n})
     return rows
 
 
@@ -172,8 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--variant", default="registry,runner-config,scheduler-config",
                    help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
                         "encoder-batch@N for N audios per step")
-    p.add_argument("--rounds", type=int, default=30,
-                   help="blocks per variant (A B B A ...); with --budget-s: the most rounds")
+    p.add_argument("--rounds", type=int, default=None,
+                   help="blocks per variant (A B B A ...); default 30, or no limit with --budget-s")
     p.add_argument("--budget-s", type=float, default=None,
                    help="fixed-time design: as many whole rounds as fit in this many seconds")
     p.add_argument("--against", default="previous", choices=("previous", "first"),
@@ -212,7 +217,8 @@ def run(args: argparse.Namespace, progress=None):
     audios = make_request_audios(args.block_requests, seed=args.seed)
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
     run_paired(engines, audios, params, args.warmup_rounds, gc_mode=args.gc_mode)  # untimed
-    res = run_paired(engines, audios, params, args.rounds, progress=progress,
+    rounds = args.rounds or (30 if args.budget_s is None else 1_000_000)
+    res = run_paired(engines, audios, params, rounds, progress=progress,
                      max_s=args.max_benchmark_s or float("inf"), budget_s=args.budget_s, gc_mode=args.gc_mode)
     table = [r for pairing in ("round", "abba") if len(res["by_variant"][variants[0]]["cpu_s"]) >= (2 if pairing == "abba" else 1)
              for m in ("cpu_s", "wall_s") for r in gains(res["by_variant"], m, args.against, pairing)]

@@ -99,6 +99,19 @@ def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None 
         env = env or res.env
         budget_p = out_dir / p.name.replace("startup_", "budget_")
         parts += [S.summary_md(res, Result.load(budget_p) if budget_p.exists() else None), ""]
+    twoproc = {}
+    for p in sorted(out_dir.glob("twoproc_startup_*.json")):
+        res = Result.load(p)
+        env = env or res.env
+        for v in res.variants.values():
+            if v["runs"]:
+                twoproc[f"{v['runs'][0]['reset_scope']} ({p.name})"] = {"runs": v["runs"]}
+    if twoproc:
+        from refimpl.analysis.two_process import memory_table
+        parts += ["## Two processes: each process's memory before -> after reset_mm_cache", "",
+                  "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` "
+                  "(notebook 01's last section; the command is beside the table there).", "",
+                  memory_table(twoproc), ""]
     from refimpl.analysis import throughput as T
     for p in sorted(out_dir.glob("throughput_*.json")):
         if p.name.startswith(("throughput_sweep", "throughput_hf")):

@@ -125,3 +125,14 @@ def test_one_failing_notebook_does_not_stop_the_others(tmp_path, monkeypatch, ca
     monkeypatch.setattr(report, "NOTEBOOKS_DIR", nbs)
     assert report.main(["--out-dir", str(tmp_path / "out2"), "--device", "cpu",
                         "--notebooks", "02_runs.ipynb"]) == 0 and ran == ["02_runs.ipynb"]
+
+
+def test_summary_shows_two_process_memory(tmp_path):
+    import shutil
+
+    from refimpl.env import REPO_ROOT
+    src = REPO_ROOT / "results/cpu-amd-epyc-2c-shared/twoproc_startup_qwen2.5-vl-3b_v0.9.0.json"
+    shutil.copy(src, tmp_path / src.name)
+    text = report.summary(tmp_path, "cpu", quick=False)
+    row = next(ln for ln in text.splitlines() if ln.startswith(f"| v0.9.0 ({src.name})"))
+    assert "| 588 -> 588 |" in row  # P1 keeps its profiling entries under v0.9.0 (MiB)

@@ -149,7 +149,8 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
             rows.append([c["variant"], c["over"], _pct(c["gain"]), f"[{_pct(c['low'])}, {_pct(c['high'])}]",
                          f"{100 * c['half_width']:.2f} pp", _resolved(c),
                          c.get("pairs", c["rounds"]), _pct(c["cost_model_gain"]),
-                         f"{r.params.get('benchmark_s', float('nan')):.0f}", where, r.hardware_name])
+                         f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where,
+                         r.hardware_name])
     return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved",
                      "pairs", "cost model", "timed s", "measured", "hardware"], rows)
 

@@ -38,6 +38,7 @@ class ThroughputStudy:
     sweep_max_tokens: Sequence[int] = (8, 64, 256)
     sweep_num_requests: int = 32
     out_dir: Path = Path("reports/latest")
+    warmup_process: bool = True  # an untimed fresh process per variant before the timed ones
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
@@ -50,7 +51,8 @@ class ThroughputStudy:
         kw = dict(model=self.model, device=self.device, variants=tuple(variants),
                   repeats=self.repeats, num_requests=self.num_requests,
                   max_tokens=self.max_tokens, max_num_seqs=self.max_num_seqs,
-                  warmup=not self.quick, **({"warmup_requests": 1} if self.quick else {}))
+                  warmup=self.warmup_process and not self.quick,
+                  **({"warmup_requests": 1} if self.quick else {}))
         return ThroughputSpec(**{**kw, **over})
 
 

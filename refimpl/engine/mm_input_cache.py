@@ -32,6 +32,17 @@ Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended be
                          items on each side, and a later hit sends a hash P1 has evicted ->
                          ``KeyError`` in P1 (upstream ``assert mm_item is not None``).
 
+vLLM 0.9.0 itself built ``use_cache`` inverted (checked in the 0.9.0 wheel: the local named
+``disable_mm_preprocessor_cache`` held "the cache is on", and ``use_cache`` its negation), so
+with the preprocessor cache on, the default, its mirrors were off and every item crossed
+whole; ``disable_mm_preprocessor_cache=True`` turned them on. PR #19068 fixed it (0.9.2 has
+the fix). refimpl implements the fixed mirror; the transport figures are what the fix saves.
+
+Not reproduced: several front ends sharing one engine core's mirror (API-server scale-out,
+data parallelism without one front end per engine core): each P0 mirror misses the other's
+puts, so P1 evicts what a P0 believes sent. vLLM turns the cache off there (PR #21839;
+#23717 keeps it where the mapping is one-to-one); refimpl has one front end per engine core.
+
 Left out: vLLM 0.9.0 also stored the full item on the P0 side; we do too (the tensors are the
 same objects the processing cache holds, so no extra bytes). Later vLLM (PR #23018) keeps
 only keys on P0.

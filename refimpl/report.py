@@ -164,7 +164,12 @@ def main(argv: list[str] | None = None) -> int:
             failed[nb.name] = _one_line(e)
             log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}: {failed[nb.name]}; "
                 f"the notebook as far as it ran: {out / nb.name}; going on", t0)
-    (out / "summary.md").write_text(summary(out, device, args.quick, finished, failed))
+    try:
+        text = summary(out, device, args.quick, finished, failed)
+    except Exception as e:  # a partial JSON of a failed notebook: still say what ran
+        failed["summary.md"] = _one_line(e)
+        text = summary(out / "no-results", device, args.quick, finished, failed)
+    (out / "summary.md").write_text(text)
     if failed and status == "wrote":
         status = f"{len(failed)} of {len(nbs)} notebook(s) FAILED ({', '.join(failed)}); wrote"
     print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); "

@@ -101,10 +101,13 @@ def test_one_failing_notebook_does_not_stop_the_others(tmp_path, monkeypatch, ca
         nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")]),
                        nbs / name)
     ran = []
+    broken = False
 
     def fake_execute(nb, out_dir, params, timeout_s=None, progress=False):
         ran.append(nb.name)
         (out_dir / nb.name).write_text("partial")   # papermill keeps the partial notebook
+        if nb.name.startswith("01") and broken:
+            (out_dir / "startup_broken.json").write_text("{")
         if nb.name.startswith("01"):
             raise RuntimeError("cell 3 exploded\nTraceback ...")
         return out_dir / nb.name
@@ -122,7 +125,11 @@ def test_one_failing_notebook_does_not_stop_the_others(tmp_path, monkeypatch, ca
     io_ = capsys.readouterr()
     assert "FAILED in 01_fails.ipynb" in io_.err and "1 of 2 notebook(s) FAILED" in io_.out
     ran.clear()
-    monkeypatch.setattr(report, "NOTEBOOKS_DIR", nbs)
+    broken = True  # now 01 dies mid-write: a partial JSON the summary cannot read
+    assert report.main(["--out-dir", str(tmp_path / "out3"), "--device", "cpu"]) == 1
+    text = (tmp_path / "out3" / "summary.md").read_text()
+    assert "| 02_runs.ipynb | finished" in text and "| summary.md | FAILED: " in text
+    ran.clear()
     assert report.main(["--out-dir", str(tmp_path / "out2"), "--device", "cpu",
                         "--notebooks", "02_runs.ipynb"]) == 0 and ran == ["02_runs.ipynb"]
 

@@ -22,8 +22,10 @@ Two read paths, both exact up to float rounding (tokens identical to transformer
   request's cross blocks (94 for Whisper's 1500 positions at block size 16) are read as
   zero-copy views of the cache: ``key_segments`` turns the block table into runs of
   consecutive slots, and one SDPA per request runs on those views with no mask (every key of
-  a run is valid: the tail block's unused slots are cut off). When the runs are not one
-  block of memory they are concatenated (a copy of that request's valid slots only).
+  a run is valid: the tail block's unused slots are cut off). When a request's blocks form
+  several runs (blocks reused from the free queue come back scattered), its scores are
+  computed run by run and concatenated (H x q x seq_len floats, small), one softmax runs
+  over all of them, and the output is summed run by run: still no K/V copy.
   Because non-causal attention does not depend on the order of its keys (Whisper's cross K/V
   carry their positions from the encoder; there is no rotary embedding here), full blocks
   are taken in ascending block-id order so that a request whose blocks came back from the
@@ -192,25 +194,30 @@ def cross_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc
     """Non-causal attention of flattened ``query`` (T, H, D) on each request's ``segments``.
 
     ``query_start_loc`` (B + 1,) host ints; ``segments[b]`` the ``key_segments`` of request
-    ``b``. Keys are read as views of ``kv_cache`` (copied only when a request has several
-    runs); one SDPA per request, no mask. Returns (T, H, D) in the query dtype.
+    ``b``. Keys and values are only read as views of ``kv_cache``, never copied: a request
+    whose keys are one run gets one unmasked SDPA; one with several runs gets its scores
+    (H, q, seq_len) computed run by run, one softmax over all of them (the same softmax as
+    the unsplit attention), and the output summed run by run. Returns (T, H, D) in the
+    query dtype.
     """
     if query.shape[0] == 0:
         return query
     h, d = kv_cache.shape[-2], kv_cache.shape[-1]
-    flat = kv_cache.view(2, -1, h, d)
+    flat, out_dtype = kv_cache.view(2, -1, h, d), query.dtype
+    query = query.to(flat.dtype)           # no-op when the cache has the model dtype
     outs = []
     for b, segs in enumerate(segments):
+        q = query[query_start_loc[b]:query_start_loc[b + 1]].transpose(0, 1)       # (H, q, D)
         if len(segs) == 1:
             s, n = segs[0]
-            k, v = flat[0, s:s + n], flat[1, s:s + n]                    # views (n, H, D)
+            o = F.scaled_dot_product_attention(q[None], flat[0, s:s + n].transpose(0, 1)[None],
+                                               flat[1, s:s + n].transpose(0, 1)[None], scale=scale)[0]
         else:
-            k = torch.cat([flat[0, s:s + n] for s, n in segs])
-            v = torch.cat([flat[1, s:s + n] for s, n in segs])
-        if k.dtype != query.dtype:
-            k, v = k.to(query.dtype), v.to(query.dtype)
-        q = query[query_start_loc[b]:query_start_loc[b + 1]].transpose(0, 1)[None]   # (1, H, q, D)
-        o = F.scaled_dot_product_attention(q, k.transpose(0, 1)[None], v.transpose(0, 1)[None],
-                                           scale=scale)
-        outs.append(o[0].transpose(0, 1))
-    return torch.cat(outs) if len(outs) > 1 else outs[0]
+            scores = torch.cat([torch.matmul(q, flat[0, s:s + n].permute(1, 2, 0)) for s, n in segs], -1)
+            probs = torch.softmax(scores * scale if scale != 1.0 else scores, dim=-1)     # (H, q, seq_len)
+            o, off = None, 0
+            for s, n in segs:
+                part = torch.matmul(probs[..., off:off + n], flat[1, s:s + n].transpose(0, 1))
+                o, off = (part if o is None else o.add_(part)), off + n
+        outs.append(o.transpose(0, 1))
+    return (torch.cat(outs) if len(outs) > 1 else outs[0]).to(out_dtype)

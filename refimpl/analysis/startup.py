@@ -335,7 +335,14 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
              f"{','.join(res.variants)} --repeats {n} ...` (see the JSON beside this file)",
              "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
+    if all(v in res.variants and res.runs(v) for v in ("no-cache", "cache-reset")):
+        parts += ["", hashing_sentence(res)]
     if budget:
         parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, one fresh "
                   "process each):", "", budget_table(budget)]
+        if all(v in budget.variants and len(budget.runs(v)) >= 2 for v in ("no-cache", "cache-reset")):
+            r = call1_ratio(budget)
+            parts += ["", f"Call 1, cache-reset / no-cache: {r['estimate']:.2f} [{r['low']:.2f}, "
+                      f"{r['high']:.2f}] (95% bootstrap interval), min-max ranges "
+                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", call1_explained(budget)]
     return "\n".join(parts)

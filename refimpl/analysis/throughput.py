@@ -27,7 +27,8 @@ LADDER = ("registry", "runner-config", "scheduler-config")
 @dataclass
 class ThroughputStudy:
     """Parameters of one study run; ``quick`` shrinks it for the test suite: a handful of short
-    requests, one repeat, runs in the notebook's process (not fresh-process figures)."""
+    requests, one repeat, two variants, runs in the notebook's process (not fresh-process
+    figures)."""
     model: str = "whisper-tiny"
     device: str = "auto"
     repeats: int = 3
@@ -39,16 +40,18 @@ class ThroughputStudy:
     sweep_num_requests: int = 32
     out_dir: Path = Path("reports/latest")
     warmup_process: bool = True  # an untimed fresh process per variant before the timed ones
+    variants: Sequence[str] = LADDER
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
         if self.quick:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
             self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
+            self.variants = ("registry", "scheduler-config")  # the ladder's ends, one engine less
 
-    def spec(self, variants=LADDER, **over) -> ThroughputSpec:
+    def spec(self, variants: Optional[Sequence[str]] = None, **over) -> ThroughputSpec:
         """The throughput benchmark's spec for this study (``over``: spec fields to change)."""
-        kw = dict(model=self.model, device=self.device, variants=tuple(variants),
+        kw = dict(model=self.model, device=self.device, variants=tuple(variants or self.variants),
                   repeats=self.repeats, num_requests=self.num_requests,
                   max_tokens=self.max_tokens, max_num_seqs=self.max_num_seqs,
                   warmup=self.warmup_process and not self.quick,

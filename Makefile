@@ -1,6 +1,7 @@
 # refimpl: set up, test, measure, report.
 #
-#   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped)
+#   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
+#                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
 #   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
@@ -18,6 +19,9 @@ VENV        := .venv
 BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.refimpl-installed
 PYTEST_ARGS ?=
+# The fast suite runs on 2 pytest-xdist workers (one per core here; each test's torch uses one
+# thread); PYTEST_WORKERS=0 runs it in one process, as `make soak` does.
+PYTEST_WORKERS ?= 2
 
 .PHONY: .venv setup lint test soak report report-quick lab clean distclean
 
@@ -33,7 +37,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)

@@ -119,6 +119,10 @@ def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None 
         res = Result.load(p)
         env = env or res.env
         parts += [T.summary_md(res, out_dir), ""]
+    from refimpl.analysis import serving
+    second = serving.summary_md(out_dir)
+    if second:
+        parts += [second, ""]
     if env:
         hw, v = env["hardware"], env["versions"]
         parts += ["## Measured on", "", md_table(["", ""], [

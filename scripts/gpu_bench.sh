@@ -8,19 +8,27 @@
 #
 # Writes into ${OUT:-results/<gpu-name-slug>}:
 #   env.json, nvidia-smi.txt                  machine, driver, library versions
-#   startup.json      bench startup  qwen2.5-vl-3b  no-cache,cache-reset,formula  3 repeats
+#   startup.json      bench startup  qwen2.5-vl-3b  the ladder: no-cache, cache-reset, uint8-video,
+#                     formula, shape-only (STARTUP_REPEATS fresh processes each, at STARTUP_LEN
+#                     [50000] tokens: the dummy data and hashing are CPU work, the same on a
+#                     GPU host; 128000 tokens x 5 variants would not fit the ~9 min window)
 #   budget.json       bench budget   qwen2.5-vl-3b  no-cache,cache-reset  --calls 2
-#   throughput.json   bench throughput whisper-large-v3 registry,runner-config,scheduler-config
-#   throughput_hf.json  the same requests through transformers' generate() (--engine hf)
+#   paired.json       bench paired   whisper-large-v3 registry,runner-config,scheduler-config,
+#                     fixed time (T_PAIRED): the GPU points of notebook 02's model curve
+#   encoder_batch.json  bench paired whisper-large-v3 scheduler-config vs encoder-batch@2,4,8
+#                     (the next bottleneck, vLLM #24946 / PR #29421), fixed time
+#   throughput.json, throughput_hf.json  (only with ONLY=...) the first stage's fresh-process
+#                     runs and transformers' generate()
 #   <name>.log        each command's stdout/stderr
 # and prints one summary line per JSON. Every command runs under `timeout` (SIGINT first, so
 # the driver writes the repeats finished so far, then SIGKILL) with a cap that also respects
 # the overall budget, so one hang cannot eat the others' time.
 #
 # Environment knobs (defaults in brackets): OUT, BUDGET_S [530] total seconds,
-# DEVICE [cuda], REPEATS [3], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
-# T_STARTUP [170], T_BUDGET [80], T_THROUGHPUT [180], T_HF [60] per-command caps (s),
-# ONLY ["startup budget throughput throughput_hf"] subset to run, DRY_RUN [0] print only,
+# DEVICE [cuda], REPEATS [3], STARTUP_REPEATS [2], STARTUP_LEN [50000], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
+# T_STARTUP [190], T_BUDGET [80], T_PAIRED [130], T_EB [110], T_THROUGHPUT [180], T_HF [60]
+# per-command caps (s; a paired run's --budget-s is its cap minus 40 s of engine builds),
+# ONLY ["startup budget paired encoder_batch"] subset to run, DRY_RUN [0] print only,
 # PYTHON [python3].
 #
 # Exit status: 0 if every selected command wrote its JSON, 1 otherwise.
@@ -34,7 +42,7 @@ REPEATS=${REPEATS:-3}
 NUM_REQUESTS=${NUM_REQUESTS:-32}
 MAX_TOKENS=${MAX_TOKENS:-32}
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-16}
-ONLY=${ONLY:-"startup budget throughput throughput_hf"}
+ONLY=${ONLY:-"startup budget paired encoder_batch"}
 DRY_RUN=${DRY_RUN:-0}
 START=$SECONDS
 
@@ -111,10 +119,19 @@ run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.jso
 
 VL=qwen2.5-vl-3b
 ASR=whisper-large-v3
-run startup "${T_STARTUP:-170}" bench startup --model $VL --variant no-cache,cache-reset,formula \
-  --device "$DEVICE" --repeats "$REPEATS"
+run startup "${T_STARTUP:-190}" bench startup --model $VL \
+  --variant no-cache,cache-reset,uint8-video,formula,shape-only --device "$DEVICE" \
+  --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
 run budget "${T_BUDGET:-80}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
   --device "$DEVICE" --repeats 2
+T_PAIRED=${T_PAIRED:-130}; T_EB=${T_EB:-110}
+run paired "$T_PAIRED" bench paired --model $ASR --variant registry,runner-config,scheduler-config \
+  --budget-s $(( T_PAIRED - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
+  --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
+run encoder_batch "$T_EB" bench paired --model $ASR --against first \
+  --variant scheduler-config,encoder-batch@2,encoder-batch@4,encoder-batch@8 \
+  --budget-s $(( T_EB - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
+  --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
 run throughput "${T_THROUGHPUT:-180}" bench throughput --model $ASR \
   --variant registry,runner-config,scheduler-config --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \

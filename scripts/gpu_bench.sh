@@ -123,7 +123,7 @@ run startup "${T_STARTUP:-190}" bench startup --model $VL \
   --variant no-cache,cache-reset,uint8-video,formula,shape-only --device "$DEVICE" \
   --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
 run budget "${T_BUDGET:-80}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
-  --device "$DEVICE" --repeats 2
+  --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
 T_PAIRED=${T_PAIRED:-130}; T_EB=${T_EB:-110}
 run paired "$T_PAIRED" bench paired --model $ASR --variant registry,runner-config,scheduler-config \
   --budget-s $(( T_PAIRED - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from refimpl.core.kv_cache_manager import KVCacheBlocks
 from refimpl.multimodal.inputs import PlaceholderRange
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
@@ -67,6 +68,19 @@ class CachedRequestData:
     @classmethod
     def make_empty(cls) -> "CachedRequestData":
         return cls()
+
+    @classmethod
+    def from_requests(cls, requests: list[Request],
+                      new_blocks_of: dict[str, KVCacheBlocks]) -> "CachedRequestData":
+        """``Scheduler._make_cached_request_data`` of vLLM. new_blocks_of: req_id -> blocks
+        allocated this step (possibly empty)."""
+        cached = cls.make_empty()
+        for r in requests:
+            blocks = new_blocks_of[r.request_id]
+            cached.req_ids.append(r.request_id)
+            cached.new_block_ids.append(None if blocks.is_empty() else blocks.get_block_ids())
+            cached.num_computed_tokens.append(r.num_computed_tokens)
+        return cached
 
 
 @dataclass

@@ -1,13 +1,15 @@
-"""Stop check and admission limits of the V1 scheduler.
+"""Helpers of the V1 scheduler: admission limits and the stop check.
 
 Mirrors ``check_stop`` of ``vllm/v1/core/sched/utils.py`` (v0.10.2). ``check_request_limits``
 holds the checks vLLM makes before the scheduler sees a request (``vllm/v1/engine/processor.py``
 ``_validate_model_inputs``, ``SamplingParams`` verification); refimpl makes them in
-``Scheduler.add_request``. Left out: pooling requests, ``stop_reason``.
+``Scheduler.add_request``, with ``check_kv_cache_fit`` (refimpl's own: no livelock on a request
+that can never fit). Left out: pooling requests, ``stop_reason``.
 """
 from __future__ import annotations
 
-from refimpl.errors import InvalidInputError
+from refimpl.core.kv_cache_manager import KVCacheManager, cdiv
+from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
 from refimpl.request import Request, RequestStatus
 from refimpl.sampling_params import check_max_tokens
 
@@ -29,6 +31,32 @@ def check_request_limits(request: Request, max_model_len: int, is_encoder_decode
         if request.get_num_encoder_tokens(i) > encoder_limit:
             raise InvalidInputError("mm_inputs", encoder_limit, f"item {i} needs "
                                     f"{request.get_num_encoder_tokens(i)} encoder tokens")
+
+
+def check_kv_cache_fit(request: Request, kv_cache_manager: KVCacheManager, max_model_len: int,
+                       max_encoder_len: int, is_encoder_decoder: bool) -> None:
+    """Refuse a request that could not fit the KV cache even alone (it would preempt itself
+    forever). One block is kept back; an encoder-decoder request with audio also needs
+    ``cdiv(max_encoder_len, block_size)`` cross-attention blocks. Raises ConfigError
+    (``num_gpu_blocks``: no block left for a request's own tokens), InvalidInputError
+    (``prompt_token_ids``: not even one output token fits) or SamplingParamsError
+    (``max_tokens``: prompt + max_tokens, capped at ``max_model_len``, does not fit)."""
+    bs = kv_cache_manager.block_size
+    num_blocks = kv_cache_manager.block_pool.num_gpu_blocks
+    usable = num_blocks - 1 - (
+        cdiv(max_encoder_len, bs) if is_encoder_decoder and request.has_encoder_inputs else 0)
+    max_len = min(request.num_prompt_tokens + request.max_tokens, max_model_len)
+    if usable < 1:
+        raise ConfigError("num_gpu_blocks", num_blocks - usable + 1,
+                          f"{num_blocks} KV blocks leave none for a request's own tokens")
+    if cdiv(request.num_prompt_tokens + 1, bs) > usable:  # not even one output token fits
+        raise InvalidInputError("prompt_token_ids", usable * bs - 1,
+                                f"prompt of {request.num_prompt_tokens} tokens leaves no room in the "
+                                f"KV cache ({usable} blocks of {bs} after cross-attention)")
+    if cdiv(max_len, bs) > usable:
+        raise SamplingParamsError("max_tokens", usable * bs - request.num_prompt_tokens,
+                                  f"prompt + max_tokens = {max_len} tokens cannot fit the KV "
+                                  f"cache ({usable} blocks of {bs} after cross-attention)")
 
 
 def check_stop(request: Request, max_model_len: int) -> bool:

@@ -15,8 +15,14 @@ import pytest
 import torch
 from transformers import GenerationConfig, GenerationMixin, WhisperFeatureExtractor
 
-from refimpl.attention.cross_attention import CrossAttentionBuilder
-from refimpl.attention.paged_attention import cross_attention, key_segments, paged_attention, write_kv
+from refimpl.attention.cross_attention import (
+    CrossAttentionBuilder,
+    cross_attention,
+    dense_cross_attention,
+    gather_cross_kv,
+    key_segments,
+)
+from refimpl.attention.paged_attention import paged_attention, write_kv
 from refimpl.audio import make_request_audios
 from refimpl.config import get_preprocessor_dict
 from refimpl.core.sched.scheduler import Scheduler
@@ -52,12 +58,14 @@ def setup():
     return cfg, runner, feats, ref[:, len(WHISPER_PROMPT):].tolist()
 
 
-def _serve(cfg, runner, feats, num_blocks, params=None, only=None):
+def _serve(cfg, runner, feats, num_blocks, params=None, only=None, read="dense-once"):
     """Serve the requests (all, or the indices in ``only``); ``params(i)`` gives request
-    i's SamplingParams (default greedy, MAX_TOKENS[i], ignore_eos)."""
+    i's SamplingParams (default greedy, MAX_TOKENS[i], ignore_eos); ``read``: the runner's
+    cross-attention read (CacheConfig.cross_attention_read)."""
     params = params or (lambda i: SamplingParams(max_tokens=MAX_TOKENS[i], ignore_eos=True))
     which = range(len(MAX_TOKENS)) if only is None else only
     runner.initialize_kv_cache(num_blocks)         # fresh KV cache and runner state
+    runner.whisper_runner.dense_cross = read == "dense-once"
     sched = Scheduler(cfg, num_blocks, encoder_compute_budget=1500, encoder_cache_size=1500)
     done, step = {}, 0
     while len(done) < len(which):
@@ -73,19 +81,21 @@ def _serve(cfg, runner, feats, num_blocks, params=None, only=None):
     return done
 
 
-def test_paged_greedy_equals_transformers_generate(setup):
+@pytest.mark.parametrize("read", ["dense-once", "paged-runs"])
+def test_paged_greedy_equals_transformers_generate(setup, read):
     cfg, runner, feats, ref = setup
     assert len({tuple(r[:5]) for r in ref}) == len(ref), "oracle must differ across audios"
-    done = _serve(cfg, runner, feats, num_blocks=2000)
+    done = _serve(cfg, runner, feats, num_blocks=2000, read=read)
     for i, n in enumerate(MAX_TOKENS):
         assert done[f"r{i}"].output_token_ids == ref[i][:n], f"r{i}"
     assert set(runner.step_timings) >= {"prepare", "model", "sample"}
 
 
-def test_preemption_recompute_equals_transformers_generate(setup):
+@pytest.mark.parametrize("read", ["dense-once", "paged-runs"])
+def test_preemption_recompute_equals_transformers_generate(setup, read):
     cfg, runner, feats, ref = setup
     # 3 requests' cross blocks + a few self blocks: running requests must be preempted.
-    done = _serve(cfg, runner, feats, num_blocks=1 + 3 * 188 + 4)
+    done = _serve(cfg, runner, feats, num_blocks=1 + 3 * 188 + 4, read=read)
     assert sum(o.num_preemptions for o in done.values()) > 0
     for i, n in enumerate(MAX_TOKENS):
         assert done[f"r{i}"].output_token_ids == ref[i][:n], f"r{i}"
@@ -159,12 +169,19 @@ def test_paged_cross_attention_equals_unpaged_at_block_boundaries(block_size):
     out = paged_attention(q, kv, qsl, torch.tensor(lens), table, causal=False, scale=0.3)
     segs = [key_segments([b for b in row if b], n, block_size) for row, n in zip(table.tolist(), lens)]
     fast = cross_attention(q, kv, qsl.tolist(), segs, scale=0.3)      # views of runs, no gather
+    dense_kv = [gather_cross_kv(kv, [b for b in row if b], n) for row, n in zip(table.tolist(), lens)]
+    assert all(d.shape == (2, 3, n, 8) and d.is_contiguous() for d, n in zip(dense_kv, lens))
+    dense = dense_cross_attention(q, qsl.tolist(), dense_kv, scale=0.3)
     for i in range(len(lens)):
         qi = q[qsl[i]:qsl[i + 1]].transpose(0, 1)
         ref = torch.nn.functional.scaled_dot_product_attention(
             qi, keys[i].transpose(0, 1), vals[i].transpose(0, 1), scale=0.3).transpose(0, 1)
         torch.testing.assert_close(out[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(fast[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(dense[qsl[i]:qsl[i + 1]], ref, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(dense_kv[i][0].transpose(0, 1), keys[i])
+    with pytest.raises(ValueError):
+        gather_cross_kv(kv, [1, 2], 2 * block_size + 1)
 
 
 def test_key_segments_cover_exactly_the_valid_slots():

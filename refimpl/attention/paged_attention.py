@@ -8,42 +8,24 @@ blocks come from one BlockPool, so their block ids are disjoint)::
     kv_cache: (2, num_blocks, block_size, num_heads, head_dim)   [0] = K, [1] = V
     slot = block_id * block_size + offset_in_block
 
-Two read paths, both exact up to float rounding (tokens identical to transformers'
-``generate()``, checked by tests/test_whisper_runner.py and tests/test_real_weights.py):
-
-* ``paged_attention`` (decoder self-attention, and the general reference): gathers each
-  request's blocks into a padded batch ``(B, max_blocks * block_size)`` and runs
-  ``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask (key ``j``
-  visible iff ``j < seq_len`` and, when causal, ``j <= position of the query``). The mask
-  depends only on the step's metadata, so ``build_attention_mask`` makes it once per step and
-  every layer reuses it. Self-attention holds few blocks (the decoded tokens), so the copy
-  is small.
-* ``cross_attention`` (encoder-decoder cross-attention, non-causal): no gather. Each
-  request's cross blocks (94 for Whisper's 1500 positions at block size 16) are read as
-  zero-copy views of the cache: ``key_segments`` turns the block table into runs of
-  consecutive slots, and one SDPA per request runs on those views with no mask (every key of
-  a run is valid: the tail block's unused slots are cut off). When a request's blocks form
-  several runs (blocks reused from the free queue come back scattered), its scores are
-  computed run by run and concatenated (H x q x seq_len floats, small), one softmax runs
-  over all of them, and the output is summed run by run: still no K/V copy.
-  Because non-causal attention does not depend on the order of its keys (Whisper's cross K/V
-  carry their positions from the encoder; there is no rotary embedding here), full blocks
-  are taken in ascending block-id order so that a request whose blocks came back from the
-  FIFO free queue in reverse (a freed request's tail first, see core/block_pool.py) is still
-  one run. Only float summation order differs from the block-table order.
+Read path here: ``paged_attention`` (decoder self-attention, and the general reference)
+gathers each request's blocks into a padded batch ``(B, max_blocks * block_size)`` and runs
+``torch.nn.functional.scaled_dot_product_attention`` with a boolean mask (key ``j`` visible
+iff ``j < seq_len`` and, when causal, ``j <= position of the query``). The mask depends only
+on the step's metadata, so ``build_attention_mask`` makes it once per step and every layer
+reuses it. Self-attention holds few blocks (the decoded tokens), so the copy is small.
+Cross-attention (1500 keys per request, written once) reads its blocks another way: see
+refimpl/attention/cross_attention.py.
 
 What vLLM's kernels do instead: FlashAttention / FlashInfer read K/V through the block table
 inside the kernel, block by block, with an online softmax (split-KV for long contexts), so
-they never materialise a gathered copy nor a mask, whatever the fragmentation. The padded
-gather of the first path (B x max_blocks x block_size x H x D per layer per step, by far the
-largest cost of a Whisper decode step on CPU when it read the cross K/V) is what
-cross-attention no longer pays.
+they never materialise a gathered copy nor a mask, whatever the fragmentation of the pool.
 
 Left out: FlashAttention / FlashInfer kernels, cascade attention, sliding windows, fp8 KV.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
@@ -159,65 +141,3 @@ def paged_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc
         k, v = k.to(query.dtype), v.to(query.dtype)
     out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), k, v, attn_mask=mask, scale=scale)
     return out.transpose(1, 2)[req_idx, local_idx]
-
-
-def key_segments(block_ids: Sequence[int], seq_len: int, block_size: int) -> list[tuple[int, int]]:
-    """Runs ``(first_slot, num_slots)`` covering exactly the first ``seq_len`` slots of a
-    request, for order-free (non-causal) attention.
-
-    The full blocks (``seq_len // block_size`` of them) are sorted by id and merged where
-    consecutive; the partly used last block contributes its first ``seq_len % block_size``
-    slots (merged into the run it follows, if any). Raises ValueError when ``block_ids``
-    holds fewer than ``ceil(seq_len / block_size)`` blocks.
-    """
-    n_full, rem = divmod(seq_len, block_size)
-    if len(block_ids) < n_full + (rem > 0):
-        raise ValueError(f"{len(block_ids)} blocks cannot hold {seq_len} keys of block size {block_size}")
-    ids = np.sort(np.asarray(block_ids[:n_full], dtype=np.int64))
-    segs: list[tuple[int, int]] = []
-    if n_full:
-        breaks = np.flatnonzero(np.diff(ids) != 1) + 1
-        segs = [(int(r[0]) * block_size, len(r) * block_size) for r in np.split(ids, breaks)]
-    if rem:
-        tail = int(block_ids[n_full]) * block_size
-        ends = [s + n for s, n in segs]
-        if tail in ends:
-            i = ends.index(tail)
-            segs[i] = (segs[i][0], segs[i][1] + rem)
-        else:
-            segs.append((tail, rem))
-    return segs
-
-
-def cross_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc: Sequence[int],
-                    segments: Sequence[Sequence[tuple[int, int]]], *, scale: float = 1.0) -> torch.Tensor:
-    """Non-causal attention of flattened ``query`` (T, H, D) on each request's ``segments``.
-
-    ``query_start_loc`` (B + 1,) host ints; ``segments[b]`` the ``key_segments`` of request
-    ``b``. Keys and values are only read as views of ``kv_cache``, never copied: a request
-    whose keys are one run gets one unmasked SDPA; one with several runs gets its scores
-    (H, q, seq_len) computed run by run, one softmax over all of them (the same softmax as
-    the unsplit attention), and the output summed run by run. Returns (T, H, D) in the
-    query dtype.
-    """
-    if query.shape[0] == 0:
-        return query
-    h, d = kv_cache.shape[-2], kv_cache.shape[-1]
-    flat, out_dtype = kv_cache.view(2, -1, h, d), query.dtype
-    query = query.to(flat.dtype)           # no-op when the cache has the model dtype
-    outs = []
-    for b, segs in enumerate(segments):
-        q = query[query_start_loc[b]:query_start_loc[b + 1]].transpose(0, 1)       # (H, q, D)
-        if len(segs) == 1:
-            s, n = segs[0]
-            o = F.scaled_dot_product_attention(q[None], flat[0, s:s + n].transpose(0, 1)[None],
-                                               flat[1, s:s + n].transpose(0, 1)[None], scale=scale)[0]
-        else:
-            scores = torch.cat([torch.matmul(q, flat[0, s:s + n].permute(1, 2, 0)) for s, n in segs], -1)
-            probs = torch.softmax(scores * scale if scale != 1.0 else scores, dim=-1)     # (H, q, seq_len)
-            o, off = None, 0
-            for s, n in segs:
-                part = torch.matmul(probs[..., off:off + n], flat[1, s:s + n].transpose(0, 1))
-                o, off = (part if o is None else o.add_(part)), off + n
-        outs.append(o.transpose(0, 1))
-    return (torch.cat(outs) if len(outs) > 1 else outs[0]).to(out_dtype)

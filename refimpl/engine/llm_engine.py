@@ -68,14 +68,17 @@ class LLMEngine:
                   max_num_batched_tokens: int = 8192, num_gpu_blocks: Optional[int] = None,
                   block_size: int = 16, process_mode: Literal["inproc", "mp"] = "mp",
                   reset_scope: str = "v0.9.0", mirror_fault: Optional[str] = None,
-                  max_audios_per_step: int = 1, **model_kwargs: Any) -> "LLMEngine":
+                  max_audios_per_step: int = 1, cross_attention_read: str = "dense-once",
+                  **model_kwargs: Any) -> "LLMEngine":
         """Build configs from keyword arguments (``model_kwargs`` go to ModelConfig).
-        ``max_audios_per_step`` > 1 needs ``encoder_len_variant="encoder-batch"``."""
+        ``max_audios_per_step`` > 1 needs ``encoder_len_variant="encoder-batch"``;
+        ``cross_attention_read``: see CacheConfig."""
         return cls(VllmConfig(
             ModelConfig(model, **model_kwargs),
             SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
                             max_audios_per_step=max_audios_per_step),
-            CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks),
+            CacheConfig(block_size=block_size, num_gpu_blocks=num_gpu_blocks,
+                        cross_attention_read=cross_attention_read),  # type: ignore[arg-type]
             encoder_len_variant=encoder_len_variant), startup_variant, process_mode=process_mode,
             reset_scope=reset_scope, mirror_fault=mirror_fault)
 

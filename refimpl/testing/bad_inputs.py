@@ -133,6 +133,9 @@ CASES: list[Case] = [
          KV, kv_sizing(num_gpu_blocks=100), ConfigError, "num_gpu_blocks", 123),
     Case("kv-memory-1MiB", "kv cache", "whisper-tiny with kv_cache_memory_bytes=1 MiB on CPU (5 blocks)",
          KV, kv_sizing(kv_cache_memory_bytes=1 << 20), ConfigError, "kv_cache_memory_bytes", 123 * 196608),
+    Case("kv-cross-read-unknown", "kv cache", "cross_attention_read='gather'", "CacheConfig",
+         kv_sizing(cross_attention_read="gather"), ConfigError, "cross_attention_read",
+         ("dense-once", "paged-runs")),
     # ---- sampling
     Case("sampling-negative-max-tokens", "sampling", "max_tokens=-1", "SamplingParams",
          sampling(max_tokens=-1), SamplingParamsError, "max_tokens", ">= 1"),

@@ -7,6 +7,8 @@ math is the transformers model's own modules (encoder, embeddings, projections, 
 fc layers, ``proj_out``); only KV management is ours (refimpl/attention/). Cross-attention
 metadata comes from ``CrossAttentionBuilder`` (refimpl/attention/cross_attention.py) every
 step; the runner reads its own encoder length once at init (``get_encoder_len("runner")``).
+Cross K/V are read as ``cache_config.cross_attention_read`` says (dense copy made once per
+request, or views of the paged runs; see refimpl/attention/cross_attention.py).
 
 Left out: CUDA graphs of this path, chunked prefill of encoder inputs, the encoder cache
 (Whisper's encoder output is consumed in the same step), logprobs, penalties, spec decode.
@@ -14,17 +16,22 @@ Left out: CUDA graphs of this path, chunked prefill of encoder inputs, the encod
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
 import torch
 
-from refimpl.attention.cross_attention import CrossAttentionBuilder
+from refimpl.attention.cross_attention import (
+    CrossAttentionBuilder,
+    cross_attention,
+    dense_cross_attention,
+    gather_cross_kv,
+    key_segments,
+)
 from refimpl.attention.paged_attention import (
     build_attention_mask,
     compute_slot_mapping,
-    cross_attention,
     pad_block_table,
     paged_attention,
     write_kv,
@@ -44,6 +51,8 @@ class CachedRequestState:
     sampling_params: object
     generator: Optional[torch.Generator] = None
     cross_kv_written: bool = False
+    cross_kv: list[torch.Tensor] = field(default_factory=list)   # dense-once: (2, H, L, D) per layer
+    cross_segments: list[tuple[int, int]] = field(default_factory=list)   # paged-runs: key runs
 
 
 class WhisperRunner:
@@ -74,6 +83,7 @@ class WhisperRunner:
         self.requests: dict[str, CachedRequestState] = {}
         self.cross_builder = CrossAttentionBuilder(vllm_config, self.block_size, self.device,
                                                    dec_cfg.max_source_positions)
+        self.dense_cross = vllm_config.cache_config.cross_attention_read == "dense-once"
         self.sampler = Sampler()
         self.step_timings = step_timings if step_timings is not None else {}
         for k in ("prepare", "model", "sample"):
@@ -96,9 +106,11 @@ class WhisperRunner:
             if gen is None and sp.seed is not None:
                 gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
             feats = nr.mm_inputs[0]["input_features"] if nr.mm_inputs else None
-            self.requests[nr.req_id] = CachedRequestState(
+            st = self.requests[nr.req_id] = CachedRequestState(
                 nr.req_id, list(nr.prompt_token_ids), feats,
                 (list(nr.block_ids[0]), list(nr.block_ids[1])), nr.num_computed_tokens, sp, gen)
+            if not self.dense_cross:   # a request's cross blocks are all allocated on admission
+                st.cross_segments = key_segments(st.block_ids[1], self.encoder_len, self.block_size)
         cached = so.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
             st = self.requests[rid]
@@ -142,12 +154,15 @@ class WhisperRunner:
         return x.view(x.shape[0], self.num_heads, self.head_dim)
 
     @torch.inference_mode()
-    def forward(self, inp: dict, encoder_out: Optional[torch.Tensor]) -> torch.Tensor:
-        """Decoder over the flattened batch; returns logits (B, vocab) of each request's last token."""
+    def forward(self, inp: dict, states: list[CachedRequestState], encoder_out: Optional[torch.Tensor],
+                encoded: list[CachedRequestState]) -> torch.Tensor:
+        """Decoder over the flattened batch of ``states``; ``encoder_out`` (k * 1500, d_model)
+        is the encoder output of the ``encoded`` requests, whose cross K/V this step writes.
+        Returns logits (B, vocab) of each request's last token."""
         dec, cross = self.model.model.decoder, inp["cross"]
         qsl = inp["query_start_loc"]
         x = dec.embed_tokens(inp["input_ids"]) + dec.embed_positions.weight[inp["positions"]]
-        for layer, kv in zip(dec.layers, self.kv_caches):
+        for li, (layer, kv) in enumerate(zip(dec.layers, self.kv_caches)):
             sa = layer.self_attn
             h = layer.self_attn_layer_norm(x)
             write_kv(kv, self._heads(sa.k_proj(h)), self._heads(sa.v_proj(h)), inp["slot_mapping"])
@@ -158,9 +173,15 @@ class WhisperRunner:
             if encoder_out is not None:
                 write_kv(kv, self._heads(ca.k_proj(encoder_out)), self._heads(ca.v_proj(encoder_out)),
                          cross.slot_mapping)
+                if self.dense_cross:            # read back once from the pages, head-major
+                    for st in encoded:
+                        st.cross_kv.append(gather_cross_kv(kv, st.block_ids[1], self.encoder_len))
             h = layer.encoder_attn_layer_norm(x)
-            o = cross_attention(self._heads(ca.q_proj(h) * ca.scaling), kv, cross.query_start_loc_cpu,
-                                cross.segments)
+            q = self._heads(ca.q_proj(h) * ca.scaling)
+            if self.dense_cross:
+                o = dense_cross_attention(q, cross.query_start_loc_cpu, [st.cross_kv[li] for st in states])
+            else:
+                o = cross_attention(q, kv, cross.query_start_loc_cpu, [st.cross_segments for st in states])
             x = x + ca.out_proj(o.reshape(x.shape[0], -1))
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
@@ -187,7 +208,7 @@ class WhisperRunner:
         with torch.inference_mode():
             enc_states = [s for s, need in zip(states, inp["needs_encoder"]) if need]
             encoder_out = self._encode(enc_states) if enc_states else None
-            logits = self.forward(inp, encoder_out)
+            logits = self.forward(inp, states, encoder_out, enc_states)
         for s in enc_states:
             s.cross_kv_written = True
         t2 = self._sync()

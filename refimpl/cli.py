@@ -1,7 +1,10 @@
 """Command line: ``refimpl bench startup|budget|throughput ...`` and ``refimpl report``.
 
 Each ``bench`` subcommand is one module under ``refimpl/bench`` (one question per module, as
-vLLM's ``benchmarks/``); its flags are documented by ``refimpl bench NAME --help``.
+vLLM's ``benchmarks/``); its flags are documented by ``refimpl bench NAME --help``. A setting
+out of its limits (refimpl's ConfigError, raised by the bench's spec before anything runs) is
+printed as one line naming the field and the limit, and the command exits 2, as argparse does
+for a malformed flag.
 """
 from __future__ import annotations
 
@@ -33,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
         if not rest or rest[0] not in BENCHES:
             print(USAGE, file=sys.stderr)
             return 2
-        return importlib.import_module(f"refimpl.bench.{rest[0]}").main(rest[1:]) or 0
+        from refimpl.errors import ConfigError
+        try:
+            return importlib.import_module(f"refimpl.bench.{rest[0]}").main(rest[1:]) or 0
+        except ConfigError as e:
+            print(f"refimpl bench {rest[0]}: error: {e}", file=sys.stderr)
+            return 2
     if cmd == "report":
         from refimpl.report import main as report_main
         return report_main(rest) or 0

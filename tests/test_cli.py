@@ -24,11 +24,14 @@ def test_unknown_model_is_rejected_by_argparse():
         main(["bench", "startup", "--model", "llama", "--output-json", "/tmp/x.json"])
 
 
-def test_unknown_variant_names_the_field(tmp_path):
+def test_unknown_variant_names_the_field(tmp_path, capsys):
+    from refimpl.bench.startup import main as startup_main
     from refimpl.errors import UnknownVariantError
-    with pytest.raises(UnknownVariantError, match="variant"):
-        main(["bench", "startup", "--model", "qwen2.5-vl-3b", "--variant", "turbo",
-              "--output-json", str(tmp_path / "x.json")])
+    argv = ["--model", "qwen2.5-vl-3b", "--variant", "turbo", "--output-json", str(tmp_path / "x.json")]
+    with pytest.raises(UnknownVariantError, match="variant"):  # Python callers get the exception
+        startup_main(argv)
+    assert main(["bench", "startup", *argv]) == 2  # the CLI prints it and exits 2
+    assert capsys.readouterr().err.startswith("refimpl bench startup: error: variant: unknown variant 'turbo'")
 
 
 def test_budget_bench_in_fresh_processes(tmp_path):

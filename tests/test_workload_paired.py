@@ -85,22 +85,6 @@ def test_variant_labels_and_gains_against_the_first():
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s")] == [1.0, 1.0]
 
 
-def test_cli_defaults_and_command_repeat_a_run():
-    from refimpl.bench import paired, workload
-    args = paired.defaults(variant="runner-config,scheduler-config", budget_s=450)
-    assert args.budget_s == 450 and args.block_requests == 8
-    params = {**vars(args), "variants": ["runner-config", "scheduler-config"], "design": "fixed-time"}
-    cmd = paired.command(params)
-    assert cmd == "refimpl bench paired --variant runner-config,scheduler-config --budget-s 450"
-    again = paired.build_parser().parse_args(cmd.split()[3:])
-    assert vars(again) == {**vars(args), "variant": "runner-config,scheduler-config"}
-    with pytest.raises(ValueError, match="budget"):
-        paired.defaults(budget=3)
-    w = workload.defaults(engine="hf", num_requests=300)
-    assert workload.command({**vars(w), "variants": ["hf-generate"]}) == \
-        "refimpl bench workload --engine hf --num-requests 300"
-
-
 def test_model_curve_points_and_figure(tmp_path):
     from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
     from refimpl.bench.schema import Result

@@ -20,11 +20,11 @@ and the library versions; the bench modules print them beside every median.
 Also here: :func:`set_single_thread` (CPU runs on one thread: the development machine has
 two cores shared by several people) and :func:`profile_with_pyspy` (flame graph + speedscope
 profile of a fresh-process command; never fatal). The driver that interleaves variants and
-writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``.
+writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``; the typed specs of the
+in-process benches (paired, workload, wer) are in ``refimpl/bench/cli_spec.py``.
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -81,33 +81,6 @@ def set_single_thread() -> int:
     except RuntimeError:  # only allowed before the first inter-op parallel work
         pass
     return torch.get_num_threads()
-
-
-# --------------------------------------------------------------------------- CLI <-> Python
-
-def cli_defaults(parser: argparse.ArgumentParser, over: dict[str, Any]) -> argparse.Namespace:
-    """``parser``'s defaults with ``over`` (dest names) replacing fields, for calling a bench's
-    ``run(args)`` from Python. Raises ValueError naming a field the parser does not have."""
-    args = vars(parser.parse_args([]))
-    unknown = set(over) - set(args)
-    if unknown:
-        raise ValueError(f"{parser.prog}: unknown fields {sorted(unknown)} (known: {sorted(args)})")
-    return argparse.Namespace(**{**args, **over})
-
-
-def cli_command(parser: argparse.ArgumentParser, params: dict[str, Any],
-                flags: Optional[dict[str, str]] = None) -> str:
-    """The command line that repeats a run: ``parser.prog`` and a flag for every field of
-    ``params`` that differs from the parser's default (``flags``: dest -> flag where the flag
-    is not ``--dest-with-dashes``). Fields the parser does not know are left out."""
-    d = vars(parser.parse_args([]))
-    out = [parser.prog]
-    for k, v in params.items():
-        if k not in d or k == "output_json" or v == d[k] or v is False or v is None:
-            continue
-        flag = (flags or {}).get(k, "--" + k.replace("_", "-"))
-        out.append(flag if v is True else f"{flag} {v}")
-    return " ".join(out)
 
 
 # --------------------------------------------------------------------------- running

@@ -24,20 +24,26 @@ variant's block only. Gains are reported for two pairings of the same blocks: ``
 pair per round) and ``abba`` (one pair per two rounds, A B B A, each side summed: a linear
 drift of the machine's speed within the four blocks cancels).
 
-Cost model: what a fix removes is the registry time, so its predicted gain is
-(registry s per block of k-1 minus that of k) / (block s of k). Requests decode greedily and
+Cost model (refimpl/bench/gains.py): what a fix removes is the registry time, so its predicted
+gain is (registry s per block of k-1 minus that of k) / (block s of k). Requests decode greedily and
 stop at EOS (``--ignore-eos`` makes every request decode ``--max-tokens``); the ProcessingCache
 is off so every block processes its audio afresh, as new requests do.
+
+In Python: ``run(PairedSpec(variants=("runner-config", "scheduler-config"), budget_s=600))``;
+``spec.command()`` is the command line above for that spec.
 """
 from __future__ import annotations
 
-import argparse
 import gc
 import time
+from dataclasses import dataclass
+from typing import ClassVar, Optional
 
-import numpy as np
-
-from refimpl.bench.common import cli_command, cli_defaults, set_single_thread
+from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
+from refimpl.bench.common import set_single_thread
+from refimpl.bench.gains import MIN_PAIRS, abba_sums, gains  # noqa: F401 (public here too)
+from refimpl.bench.workload import MODELS
+from refimpl.errors import ConfigError, UnknownVariantError
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 
@@ -48,11 +54,15 @@ def block_order(variants: list[str], rnd: int) -> list[str]:
 
 def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
     """'encoder-batch@4' -> ('encoder-batch', 4); a plain name -> (name, N or 1 for the
-    variants without encoder batching). Raises UnknownVariantError / ValueError."""
+    variants without encoder batching). Raises UnknownVariantError or ConfigError (a
+    ValueError) naming ``variants``."""
     name, _, n = label.partition("@")
+    if name not in ENCODER_LEN_VARIANTS:
+        raise UnknownVariantError("variants", tuple(ENCODER_LEN_VARIANTS), f"unknown variant {label!r}")
     batch = get_encoder_len_variant(name).encoder_batch
-    if n and not batch:
-        raise ValueError(f"{label!r}: only encoder-batch takes @N")
+    if n and not (batch and n.isdigit() and int(n) >= 1):
+        raise ConfigError("variants", "encoder-batch@N with N >= 1 (only encoder-batch takes @N)",
+                          f"got {label!r}")
     return name, (int(n) if n else max_audios_per_step) if batch else 1
 
 
@@ -133,139 +143,100 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0}
 
 
-MIN_PAIRS = 5  # fewer pairs: the bootstrap interval is degenerate, never called resolved
+@dataclass(frozen=True, kw_only=True)
+class PairedSpec(CliSpec):
+    """``refimpl bench paired``: one field per flag (see module doc). ``rounds`` None: 30, or
+    no limit with ``budget_s``."""
+    prog: ClassVar[str] = "refimpl bench paired"
+    model: str = arg("whisper-tiny.en", choices=MODELS)
+    variants: tuple[str, ...] = arg(
+        ("registry", "runner-config", "scheduler-config"), flag="--variant",
+        help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
+             "encoder-batch@N for N audios per step")
+    rounds: Optional[int] = arg(None, "blocks per variant (A B B A ...); default 30, or no limit "
+                                "with --budget-s", min=1)
+    budget_s: Optional[float] = arg(None, "fixed-time design: as many whole rounds as fit in this "
+                                    "many seconds", gt=0)
+    against: str = arg("previous", "gain of each variant over the previous one, or over the first",
+                       choices=("previous", "first"))
+    block_requests: int = arg(8, "requests per block", min=1)
+    max_tokens: int = arg(16, "cap per request; EOS stops earlier", min=1)
+    ignore_eos: bool = arg(False, "decode --max-tokens tokens in every request")
+    max_num_seqs: int = arg(8, min=1)
+    max_audios_per_step: int = arg(4, "for encoder-batch", min=1)
+    num_gpu_blocks: int = arg(2000, min=1)
+    warmup_rounds: int = arg(1, "untimed blocks per variant", min=0)
+    gc_mode: str = arg("collect-disable", "collect before each block and keep the collector off "
+                       "during it", flag="--gc", choices=("collect-disable", "default"))
+    max_benchmark_s: Optional[float] = arg(None, "stop starting rounds after this many seconds of "
+                                           "timed rounds", gt=0)
+    seed: int = arg(0, min=0)
+    device: str = arg("cpu", choices=("cpu", "cuda"))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if len(self.variants) < 2 or len(set(self.variants)) != len(self.variants):
+            raise ConfigError("variants", "two or more distinct labels", f"got {self.variants}")
+        for v in self.variants:
+            parse_variant(v, self.max_audios_per_step)
+        check_max_tokens("max_tokens", self.max_tokens, self.model)
 
 
-def abba_sums(values: list[float]) -> list[float]:
-    """Sums of consecutive round pairs (0+1, 2+3, ...): one value per A B B A quadruple; an
-    odd last round is dropped."""
-    return [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+Spec = PairedSpec
 
 
-def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous",
-          pairing: str = "round") -> list[dict]:
-    """Each variant's gain over the previous one (``against="first"``: over the first):
-    paired ratio t(base)/t(this) per pair, minus 1, with its bootstrap 95% interval
-    (``refimpl.stats.paired``), and the cost model's prediction (see module doc). A gain from
-    fewer than ``MIN_PAIRS`` pairs is never ``resolved``. A pair is a
-    round (``pairing="round"``) or two rounds, A B B A, each side summed (``"abba"``).
-    Raises ValueError when a pairing has no complete pair."""
-    from refimpl.stats import paired
-    if pairing not in ("round", "abba"):
-        raise ValueError(f"pairing must be 'round' or 'abba', got {pairing!r}")
-    pick = abba_sums if pairing == "abba" else list
-    variants, rows = list(by_variant), []
-    bases = variants[:-1] if against == "previous" else [variants[0]] * (len(variants) - 1)
-    for prev, cur in zip(bases, variants[1:]):
-        a, b = by_variant[prev], by_variant[cur]
-        iv = paired(pick(a[metric]), pick(b[metric]), kind="ratio")
-        n = len(pick(a[metric]))
-        # registry seconds are wall seconds: the model divides by wall seconds for both metrics
-        model = (np.median(a["registry_s"]) - np.median(b["registry_s"])) / np.median(b["wall_s"])
-        rows.append({"variant": cur, "over": prev, "metric": metric, "pairing": pairing,
-                     "gain": iv.estimate - 1, "low": iv.low - 1, "high": iv.high - 1,
-                     "half_width": (iv.high - iv.low) / 2, "resolved": iv.resolved and n >= MIN_PAIRS,
-                     "cost_model_gain": float(model), "rounds": len(a[metric]),
-                     "pairs": n})
-    return rows
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl bench paired", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="whisper-tiny.en")
-    p.add_argument("--variant", default="registry,runner-config,scheduler-config",
-                   help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
-                        "encoder-batch@N for N audios per step")
-    p.add_argument("--rounds", type=int, default=None,
-                   help="blocks per variant (A B B A ...); default 30, or no limit with --budget-s")
-    p.add_argument("--budget-s", type=float, default=None,
-                   help="fixed-time design: as many whole rounds as fit in this many seconds")
-    p.add_argument("--against", default="previous", choices=("previous", "first"),
-                   help="gain of each variant over the previous one, or over the first")
-    p.add_argument("--block-requests", type=int, default=8)
-    p.add_argument("--max-tokens", type=int, default=16)
-    p.add_argument("--ignore-eos", action="store_true")
-    p.add_argument("--max-num-seqs", type=int, default=8)
-    p.add_argument("--max-audios-per-step", type=int, default=4, help="for encoder-batch")
-    p.add_argument("--num-gpu-blocks", type=int, default=2000)
-    p.add_argument("--warmup-rounds", type=int, default=1, help="untimed blocks per variant")
-    p.add_argument("--gc", dest="gc_mode", default="collect-disable", choices=("collect-disable", "default"),
-                   help="collect before each block and keep the collector off during it")
-    p.add_argument("--max-benchmark-s", type=float, default=None,
-                   help="stop starting rounds after this many seconds of timed rounds")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    p.add_argument("--output-json", default=None)
-    return p
-
-
-def run(args: argparse.Namespace, progress=None):
+def run(spec: PairedSpec, progress=None):
     """One paired measurement in this process (see module doc): engines, untimed warm-up
-    rounds, timed rounds; returns the schema's Result (refimpl.bench.schema). ``args`` are
-    ``build_parser()``'s (``defaults(**over)`` builds them in Python). Raises
-    UnknownVariantError / ValueError for a bad variant label."""
+    rounds, timed rounds; returns the schema's Result (refimpl.bench.schema). ``progress``
+    (optional) is called with the round index after each timed round."""
     from refimpl.audio import make_request_audios
     from refimpl.sampling_params import SamplingParams
     threads = set_single_thread()
-    variants = [v.strip() for v in args.variant.split(",") if v.strip()]
-    for v in variants:
-        parse_variant(v, args.max_audios_per_step)
-    engines = build_engines(args.model, variants, max_num_seqs=args.max_num_seqs,
-                            max_audios_per_step=args.max_audios_per_step,
-                            num_gpu_blocks=args.num_gpu_blocks, device=args.device)
-    audios = make_request_audios(args.block_requests, seed=args.seed)
-    params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=args.ignore_eos)
-    run_paired(engines, audios, params, args.warmup_rounds, gc_mode=args.gc_mode)  # untimed
-    rounds = args.rounds or (30 if args.budget_s is None else 1_000_000)
+    variants = list(spec.variants)
+    engines = build_engines(spec.model, variants, max_num_seqs=spec.max_num_seqs,
+                            max_audios_per_step=spec.max_audios_per_step,
+                            num_gpu_blocks=spec.num_gpu_blocks, device=spec.device)
+    audios = make_request_audios(spec.block_requests, seed=spec.seed)
+    params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos)
+    run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
+    rounds = spec.rounds or (30 if spec.budget_s is None else 1_000_000)
     res = run_paired(engines, audios, params, rounds, progress=progress,
-                     max_s=args.max_benchmark_s or float("inf"), budget_s=args.budget_s, gc_mode=args.gc_mode)
-    table = [r for pairing in ("round", "abba") if len(res["by_variant"][variants[0]]["cpu_s"]) >= (2 if pairing == "abba" else 1)
-             for m in ("cpu_s", "wall_s") for r in gains(res["by_variant"], m, args.against, pairing)]
-    return result_of(args, variants, res, table, threads)
-
-
-def defaults(**over) -> argparse.Namespace:
-    """The CLI's defaults with ``over`` replacing fields (``variant="a,b"``, ``budget_s=600``).
-    Raises ValueError for a field the CLI does not have."""
-    return cli_defaults(build_parser(), over)
-
-
-def command(params: dict) -> str:
-    """The CLI command that repeats a run with these ``params`` (a Result's params)."""
-    return cli_command(build_parser(), {**params, "variant": ",".join(params["variants"])},
-                       {"gc_mode": "--gc"})
+                     max_s=spec.max_benchmark_s or float("inf"), budget_s=spec.budget_s,
+                     gc_mode=spec.gc_mode)
+    n = len(res["by_variant"][variants[0]]["cpu_s"])
+    table = [r for pairing in ("round", "abba") if n >= (2 if pairing == "abba" else 1)
+             for m in ("cpu_s", "wall_s") for r in gains(res["by_variant"], m, spec.against, pairing)]
+    return result_of(spec, res, table, threads)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    spec, output_json = PairedSpec.from_argv(argv)
     t0 = time.perf_counter()
-    out = run(args, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
+    out = run(spec, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
                                              "since start", flush=True))
     for r in out.comparisons:
         print(f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
               f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {r['pairs']} pairs of "
               f"{r['rounds']} rounds); cost model {100 * r['cost_model_gain']:+.2f}%")
     print("tokens identical across variants and blocks:", out.params["tokens_identical"])
-    if args.output_json:
-        out.write(args.output_json)
+    if output_json:
+        out.write(output_json)
     return 0
 
 
-def result_of(args: argparse.Namespace, variants: list[str], res: dict, table: list[dict],
-              threads: int):
+def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):
     """The schema's Result (refimpl.bench.schema): per variant one run per round (its block's
     seconds, registry seconds and calls, steps), wall / CPU seconds summarized, and the gains
-    with their intervals as ``comparisons``. ``params`` name the design: ``design``
-    ("fixed-time" with ``budget_s``, or "fixed-rounds"), ``rounds_run``, ``benchmark_s``."""
+    with their intervals as ``comparisons``. ``params``: the spec's fields and the design:
+    ``design`` ("fixed-time" with ``budget_s``, or "fixed-rounds"), ``rounds_run``,
+    ``benchmark_s``, ``tokens_identical``."""
     from refimpl.bench.schema import Result
     from refimpl.env import collect_env
     from refimpl.stats import summarize
-    by = res["by_variant"]
-    env = {**collect_env(), "device": args.device, "in_process": True, "torch_num_threads": threads}
+    by, variants = res["by_variant"], list(spec.variants)
+    env = {**collect_env(), "device": spec.device, "in_process": True, "torch_num_threads": threads}
     n = len(by[variants[0]]["wall_s"])
-    params = {**{k: v for k, v in vars(args).items() if k not in ("output_json", "variant")},
-              "variants": variants, "design": "fixed-time" if args.budget_s is not None else "fixed-rounds",
+    params = {**spec.params(), "design": "fixed-time" if spec.budget_s is not None else "fixed-rounds",
               "rounds_run": n, "benchmark_s": res["benchmark_s"], "tokens_identical": res["tokens_identical"]}
     out = {v: {"runs": [{"round": i, **{k: by[v][k][i] for k in by[v]}} for i in range(n)],
                "summary": {"wall_s": summarize(by[v]["wall_s"]), "cpu_s": summarize(by[v]["cpu_s"]),

@@ -8,14 +8,17 @@ transcribes each clip of refimpl/data/speech, and jiwer scores it against the se
 clip was synthesised from (clips.json). Both texts go through Whisper's own English text
 normaliser (transformers' ``EnglishTextNormalizer``: lower case, no punctuation, spelled
 numbers to digits), as Whisper's published WER figures do. Not a vLLM benchmark: the
-correctness check behind every real-weight figure of the throughput study.
+correctness check behind every real-weight figure of the throughput study. In Python:
+``run(WerSpec(max_new_tokens=64))``.
 """
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass
 from importlib import resources
+from typing import ClassVar
 
+from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
 
 MODEL = "whisper-tiny.en"
@@ -76,28 +79,42 @@ def word_error_rates(tokens: dict[str, list[int]]) -> dict:
     return {"clips": rows, "corpus_wer": corpus}
 
 
-def run(max_new_tokens: int = 64):
+@dataclass(frozen=True, kw_only=True)
+class WerSpec(CliSpec):
+    """``refimpl bench wer``: the decoding cap (tokens per clip, EOS stops earlier)."""
+    prog: ClassVar[str] = "refimpl bench wer"
+    max_new_tokens: int = arg(64, "cap per clip; EOS stops earlier", min=1)
+
+    def __post_init__(self):
+        super().__post_init__()
+        check_max_tokens("max_new_tokens", self.max_new_tokens, MODEL)
+
+    def params(self) -> dict:
+        """The Result's ``params``: the model, its one variant, ``max_new_tokens``."""
+        return {"model": MODEL, "variants": [MODEL], **super().params()}
+
+
+Spec = WerSpec
+
+
+def run(spec: WerSpec = WerSpec()):
     """Transcribe the clips and score them; the schema's Result (variant = the model, runs =
     per-clip WER, summary = corpus WER)."""
     from refimpl.bench.schema import Result
     from refimpl.env import collect_env
     threads = set_single_thread()
-    res = word_error_rates(transcribe_clips(max_new_tokens=max_new_tokens))
+    res = word_error_rates(transcribe_clips(max_new_tokens=spec.max_new_tokens))
     env = {**collect_env(), "device": "cpu", "in_process": True, "torch_num_threads": threads}
-    return Result("wer", env, {"model": MODEL, "variants": [MODEL], "max_new_tokens": max_new_tokens},
+    return Result("wer", env, spec.params(),
                   {MODEL: {"runs": res["clips"], "summary": {"corpus_wer": res["corpus_wer"]}}})
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="refimpl bench wer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--max-new-tokens", type=int, default=64)
-    p.add_argument("--output-json", default=None)
-    args = p.parse_args(argv)
-    out = run(args.max_new_tokens)
+    spec, output_json = WerSpec.from_argv(argv)
+    out = run(spec)
     for r in out.runs(MODEL):
         print(f"{r['clip']:16s} WER {r['wer']:.3f}  ref: {r['reference']}\n{'':26s}hyp: {r['hypothesis']}")
     print(f"corpus WER {out.variants[MODEL]['summary']['corpus_wer']:.3f}")
-    if args.output_json:
-        out.write(args.output_json)
+    if output_json:
+        out.write(output_json)
     return 0

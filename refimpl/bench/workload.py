@@ -16,17 +16,22 @@ The HF baseline batches requests as a user of ``generate()`` would: in arrival o
 previous batch is done, every sequence running until the whole batch has stopped (padded to
 the longest). Its first token is only returned with the batch, so TTFT equals E2E there.
 One process, torch on one thread, an untimed warm-up on separate requests.
+
+In Python: ``run(WorkloadSpec(engine="hf", num_requests=200))``; ``spec.command()`` is the
+command line of that spec.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
+from typing import ClassVar, Optional
 
 import numpy as np
 
-from refimpl.bench.common import cli_command, cli_defaults, set_single_thread
+from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
+from refimpl.bench.common import set_single_thread
 from refimpl.bench.schema import Result
+from refimpl.errors import ConfigError, UnknownVariantError
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 MODELS = ("whisper-tiny.en", "whisper-tiny", "whisper-large-v3")
@@ -130,84 +135,98 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
             **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl bench workload", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="whisper-tiny.en", choices=MODELS)
-    p.add_argument("--engine", default="refimpl", choices=("refimpl", "hf"))
-    p.add_argument("--variant", default="scheduler-config", choices=tuple(ENCODER_LEN_VARIANTS))
-    p.add_argument("--max-audios-per-step", type=int, default=1)
-    p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--arrival", default="all", choices=("all", "poisson"))
-    p.add_argument("--rate", type=float, default=1.0, help="requests/s for --arrival poisson")
-    p.add_argument("--max-tokens", type=int, default=96, help="cap per request; EOS stops earlier")
-    p.add_argument("--max-num-seqs", type=int, default=16, help="batch size (hf: static batch)")
-    p.add_argument("--num-gpu-blocks", type=int, default=None)
-    p.add_argument("--device", default="cpu", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--warmup-requests", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--output-json", default=None)
-    return p
+@dataclass(frozen=True, kw_only=True)
+class WorkloadSpec(CliSpec):
+    """``refimpl bench workload``: one field per flag (see module doc). ``variant`` is the
+    engine's (ignored by ``engine="hf"``, whose variant is ``hf-generate``)."""
+    prog: ClassVar[str] = "refimpl bench workload"
+    model: str = arg("whisper-tiny.en", choices=MODELS)
+    engine: str = arg("refimpl", choices=("refimpl", "hf"))
+    variant: str = arg("scheduler-config", f"one of {', '.join(ENCODER_LEN_VARIANTS)}")
+    max_audios_per_step: int = arg(1, "audios encoded per step under encoder-batch", min=1)
+    num_requests: int = arg(64, min=1)
+    arrival: str = arg("all", choices=("all", "poisson"))
+    rate: float = arg(1.0, "requests/s for --arrival poisson (> 0)")
+    max_tokens: int = arg(96, "cap per request; EOS stops earlier", min=1)
+    max_num_seqs: int = arg(16, "batch size (hf: static batch)", min=1)
+    num_gpu_blocks: Optional[int] = arg(None, min=1)
+    device: str = arg("cpu", choices=("auto", "cpu", "cuda"))
+    warmup_requests: int = arg(4, "untimed requests served first (0: none)", min=0)
+    seed: int = arg(0, min=0)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.variant not in ENCODER_LEN_VARIANTS:
+            raise UnknownVariantError("variant", tuple(ENCODER_LEN_VARIANTS), f"unknown variant {self.variant!r}")
+        if self.arrival == "poisson" and not self.rate > 0:
+            raise ConfigError("rate", "> 0 requests/s for arrival 'poisson'", f"got {self.rate}")
+        check_max_tokens("max_tokens", self.max_tokens, self.model)
+
+    @property
+    def label(self) -> str:
+        """The variant name in the Result: the engine's variant, or ``hf-generate``."""
+        return "hf-generate" if self.engine == "hf" else self.variant
+
+    def params(self) -> dict:
+        """The Result's ``params``: ``variants`` ([label]) and every other field."""
+        d = super().params()
+        del d["variant"]
+        return {"variants": [self.label], **d}
+
+    @classmethod
+    def from_params(cls, params: dict) -> WorkloadSpec:
+        """Inverse of ``params()`` (fields missing from older results keep their defaults)."""
+        engine = params.get("engine", "refimpl")
+        variant = {"variant": params["variants"][0]} if engine != "hf" and params.get("variants") else {}
+        return super().from_params({**params, **variant})
 
 
-def run(args: argparse.Namespace) -> Result:
+Spec = WorkloadSpec
+
+
+def run(spec: WorkloadSpec) -> Result:
     """One measured run in this process (see module doc); a Result (refimpl.bench.schema)."""
     from refimpl.env import collect_env
     from refimpl.stats import summarize
     threads = set_single_thread()
-    work = make_workload(args.num_requests, args.seed, args.arrival, args.rate)
-    warm = make_workload(args.warmup_requests, args.seed + 1000)
-    if args.engine == "hf":
+    work = make_workload(spec.num_requests, spec.seed, spec.arrival, spec.rate)
+    warm = make_workload(spec.warmup_requests, spec.seed + 1000)
+    if spec.engine == "hf":
         from refimpl.config import ModelConfig
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         from refimpl.tokenizer import whisper_decoder_prompt
         from refimpl.worker.model_loader import get_model
-        mc = ModelConfig(args.model, device=args.device)
+        mc = ModelConfig(spec.model, device=spec.device)
         model, proc = get_model(mc), MULTIMODAL_REGISTRY.create_processor(mc, disable_cache=True)
-        dec = whisper_decoder_prompt(args.model)
-        serve_hf(model, proc, dec, warm, args.max_tokens, args.max_num_seqs)
-        res = serve_hf(model, proc, dec, work, args.max_tokens, args.max_num_seqs)
-        variant = "hf-generate"
+        dec = whisper_decoder_prompt(spec.model)
+        if warm:
+            serve_hf(model, proc, dec, warm, spec.max_tokens, spec.max_num_seqs)
+        res = serve_hf(model, proc, dec, work, spec.max_tokens, spec.max_num_seqs)
     else:
         from refimpl.engine.llm_engine import LLMEngine
-        n = args.max_audios_per_step if get_encoder_len_variant(args.variant).encoder_batch else 1
-        engine = LLMEngine.from_args(args.model, encoder_len_variant=args.variant, device=args.device,
-                                     max_num_seqs=args.max_num_seqs, num_gpu_blocks=args.num_gpu_blocks,
+        n = spec.max_audios_per_step if get_encoder_len_variant(spec.variant).encoder_batch else 1
+        engine = LLMEngine.from_args(spec.model, encoder_len_variant=spec.variant, device=spec.device,
+                                     max_num_seqs=spec.max_num_seqs, num_gpu_blocks=spec.num_gpu_blocks,
                                      max_audios_per_step=n, process_mode="inproc",
                                      disable_mm_preprocessor_cache=True)
-        serve_engine(engine, warm, args.max_tokens)
-        res = serve_engine(engine, work, args.max_tokens)
-        variant = args.variant
-    keys = ("model", "engine", "num_requests", "arrival", "rate", "max_tokens", "max_num_seqs",
-            "max_audios_per_step", "seed", "warmup_requests")
-    env = {**collect_env(), "device": args.device, "in_process": True, "torch_num_threads": threads}
+        if warm:
+            serve_engine(engine, warm, spec.max_tokens)
+        res = serve_engine(engine, work, spec.max_tokens)
+    env = {**collect_env(), "device": spec.device, "in_process": True, "torch_num_threads": threads}
     summary = {k: summarize([res[k]]) for k in ("requests_per_s", "output_tokens_per_s")}
-    return Result("workload", env, {"variants": [variant], **{k: getattr(args, k) for k in keys}},
-                  {variant: {"runs": [res], "summary": summary}})
-
-
-def defaults(**over) -> argparse.Namespace:
-    """The CLI's defaults with ``over`` replacing fields (``engine="hf"``, ``num_requests=200``).
-    Raises ValueError for a field the CLI does not have."""
-    return cli_defaults(build_parser(), over)
-
-
-def command(params: dict) -> str:
-    """The CLI command that repeats a run with these ``params`` (a Result's params)."""
-    variant = params["variants"][0]
-    return cli_command(build_parser(), {**params, **({} if params["engine"] == "hf" else {"variant": variant})})
+    return Result("workload", env, spec.params(), {spec.label: {"runs": [res], "summary": summary}})
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    out = run(args)
+    spec, output_json = WorkloadSpec.from_argv(argv)
+    out = run(spec)
     variant = next(iter(out.variants))
     r = out.runs(variant)[0]
-    print(f"workload {args.model} {variant}: {r['requests_per_s']:.3f} req/s, "
+    print(f"workload {spec.model} {variant}: {r['requests_per_s']:.3f} req/s, "
           f"{r['output_tokens_per_s']:.1f} tok/s, TTFT p50/p90/p99 {r['ttft_s_p50']:.2f}/"
           f"{r['ttft_s_p90']:.2f}/{r['ttft_s_p99']:.2f} s, E2E p50/p90/p99 {r['e2e_s_p50']:.2f}/"
           f"{r['e2e_s_p90']:.2f}/{r['e2e_s_p99']:.2f} s ({r['num_requests']} requests, "
-          f"{r['num_output_tokens']} tokens, {args.arrival})")
-    if args.output_json:
-        out.write(args.output_json)
+          f"{r['num_output_tokens']} tokens, {spec.arrival})")
+    if output_json:
+        out.write(output_json)
     return 0

@@ -1,0 +1,128 @@
+"""The typed specs of the in-process benches (refimpl/bench/cli_spec.py): flags -> spec ->
+command -> the same spec, stored results rebuild their specs, and every bad value is refused
+before anything runs with a ConfigError naming the field and the limit (the CLI: exit 2)."""
+from pathlib import Path
+
+import pytest
+
+from refimpl.bench.paired import PairedSpec
+from refimpl.bench.schema import Result
+from refimpl.bench.wer import WerSpec
+from refimpl.bench.workload import WorkloadSpec
+from refimpl.cli import main
+from refimpl.errors import ConfigError, UnknownVariantError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_command_repeats_the_spec():
+    s = PairedSpec(variants=["runner-config", "scheduler-config"], budget_s=450)
+    assert s.variants == ("runner-config", "scheduler-config")
+    assert s.command() == "refimpl bench paired --variant runner-config,scheduler-config --budget-s 450"
+    t = s.replace(gc_mode="default", ignore_eos=True, max_benchmark_s=12.5)
+    assert t.command().endswith("--ignore-eos --gc default --max-benchmark-s 12.5")
+    for spec in (s, t):
+        assert PairedSpec.from_argv(spec.command().split()[3:]) == (spec, None)
+    w = WorkloadSpec(engine="hf", num_requests=300)
+    assert w.command() == "refimpl bench workload --engine hf --num-requests 300"
+    assert WorkloadSpec.from_argv(["--engine", "hf", "--num-requests", "300", "--output-json", "x.json"]) \
+        == (w, "x.json")
+    assert WerSpec().command() == "refimpl bench wer"
+    assert WerSpec.from_argv(["--max-new-tokens", "8"])[0] == WerSpec(max_new_tokens=8)
+    with pytest.raises(TypeError, match="budget"):
+        PairedSpec(budget=3)
+
+
+def test_params_keep_the_result_keys_and_invert():
+    p = PairedSpec(variants=("registry", "encoder-batch@2")).params()
+    assert p["variants"] == ("registry", "encoder-batch@2") and p["gc_mode"] == "collect-disable"
+    w = WorkloadSpec(variant="encoder-batch", max_audios_per_step=4)
+    assert w.params()["variants"] == ["encoder-batch"] and "variant" not in w.params()
+    assert WorkloadSpec.from_params(w.params()) == w
+    hf = WorkloadSpec(engine="hf")
+    assert hf.params()["variants"] == ["hf-generate"] and WorkloadSpec.from_params(hf.params()) == hf
+    assert WerSpec(max_new_tokens=8).params() == {"model": "whisper-tiny.en", "variants": ["whisper-tiny.en"],
+                                                  "max_new_tokens": 8}
+
+
+@pytest.mark.parametrize("bench,cls", [("paired", PairedSpec), ("workload", WorkloadSpec), ("wer", WerSpec)])
+def test_stored_results_rebuild_their_specs(bench, cls):
+    paths = sorted(ROOT.glob(f"results/*/{bench}_*.json"))
+    assert paths
+    for path in paths:
+        res = Result.load(path)
+        spec = cls.from_params(res.params)
+        assert cls.from_argv(spec.command().split()[3:])[0] == spec
+        for k, v in spec.params().items():  # every stored field is the spec's
+            if k in res.params:
+                assert res.params[k] == (list(v) if isinstance(v, tuple) else v), (path, k)
+
+
+BAD = [  # (spec class, fields, field named, limit text)
+    (PairedSpec, {"rounds": 0}, "rounds", ">= 1"),
+    (PairedSpec, {"rounds": -1}, "rounds", ">= 1"),
+    (PairedSpec, {"budget_s": 0.0}, "budget_s", "> 0"),
+    (PairedSpec, {"max_benchmark_s": -5.0}, "max_benchmark_s", "> 0"),
+    (PairedSpec, {"block_requests": 0}, "block_requests", ">= 1"),
+    (PairedSpec, {"max_tokens": 0}, "max_tokens", ">= 1"),
+    (PairedSpec, {"max_tokens": 447}, "max_tokens", "<= 446"),
+    (PairedSpec, {"max_num_seqs": 0}, "max_num_seqs", ">= 1"),
+    (PairedSpec, {"max_audios_per_step": 0}, "max_audios_per_step", ">= 1"),
+    (PairedSpec, {"num_gpu_blocks": 0}, "num_gpu_blocks", ">= 1"),
+    (PairedSpec, {"warmup_rounds": -1}, "warmup_rounds", ">= 0"),
+    (PairedSpec, {"seed": -1}, "seed", ">= 0"),
+    (PairedSpec, {"against": "last"}, "against", "previous"),
+    (PairedSpec, {"gc_mode": "off"}, "gc_mode", "collect-disable"),
+    (PairedSpec, {"device": "tpu"}, "device", "cuda"),
+    (PairedSpec, {"model": "llama"}, "model", "whisper-tiny.en"),
+    (PairedSpec, {"variants": ("registry",)}, "variants", "two or more"),
+    (PairedSpec, {"variants": ("registry", "registry")}, "variants", "distinct"),
+    (PairedSpec, {"variants": ("registry", "turbo")}, "variants", "scheduler-config"),
+    (PairedSpec, {"variants": ("registry", "runner-config@2")}, "variants", "encoder-batch@N"),
+    (PairedSpec, {"variants": ("registry", "encoder-batch@0")}, "variants", "N >= 1"),
+    (WorkloadSpec, {"num_requests": 0}, "num_requests", ">= 1"),
+    (WorkloadSpec, {"arrival": "poisson", "rate": 0.0}, "rate", "> 0"),
+    (WorkloadSpec, {"arrival": "burst"}, "arrival", "poisson"),
+    (WorkloadSpec, {"engine": "vllm"}, "engine", "hf"),
+    (WorkloadSpec, {"variant": "turbo"}, "variant", "scheduler-config"),
+    (WorkloadSpec, {"max_tokens": 0}, "max_tokens", ">= 1"),
+    (WorkloadSpec, {"max_tokens": 500}, "max_tokens", "<= 446"),
+    (WorkloadSpec, {"model": "whisper-tiny", "max_tokens": 445}, "max_tokens", "<= 444"),
+    (WorkloadSpec, {"max_num_seqs": 0}, "max_num_seqs", ">= 1"),
+    (WorkloadSpec, {"max_audios_per_step": 0}, "max_audios_per_step", ">= 1"),
+    (WorkloadSpec, {"num_gpu_blocks": 0}, "num_gpu_blocks", ">= 1"),
+    (WorkloadSpec, {"warmup_requests": -1}, "warmup_requests", ">= 0"),
+    (WerSpec, {"max_new_tokens": 0}, "max_new_tokens", ">= 1"),
+    (WerSpec, {"max_new_tokens": 447}, "max_new_tokens", "<= 446"),
+]
+
+
+@pytest.mark.parametrize("cls,fields,field,limit", BAD, ids=[f"{c.__name__}-{'-'.join(map(str, f.values()))}"
+                                                            for c, f, _, _ in BAD])
+def test_bad_value_names_field_and_limit(cls, fields, field, limit):
+    with pytest.raises(ConfigError) as e:
+        cls(**fields)
+    assert e.value.field == field and limit in str(e.value.limit), str(e.value)
+    if "turbo" in str(fields):
+        assert isinstance(e.value, UnknownVariantError)
+
+
+def test_rate_is_only_checked_for_poisson_arrivals():
+    assert WorkloadSpec(arrival="all", rate=0.0).rate == 0.0
+
+
+@pytest.mark.parametrize("argv,field", [
+    (["workload", "--num-requests", "0"], "num_requests"),
+    (["paired", "--rounds", "-1"], "rounds"),
+    (["paired", "--variant", "registry,turbo"], "variants"),
+    (["wer", "--max-new-tokens", "0"], "max_new_tokens"),
+])
+def test_cli_prints_the_error_and_exits_2(argv, field, capsys, monkeypatch):
+    import refimpl.bench.paired
+    import refimpl.bench.wer
+    import refimpl.bench.workload
+    for mod in (refimpl.bench.paired, refimpl.bench.wer, refimpl.bench.workload):
+        monkeypatch.setattr(mod, "run", lambda *a, **k: pytest.fail("ran despite a bad value"))
+    assert main(["bench", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"refimpl bench {argv[0]}: error: {field}:") and "limit" in err

@@ -1,7 +1,7 @@
 """The throughput study's second stage (notebooks/02, issue 7): real whisper-tiny.en weights.
 
-Each ``run_*`` function measures live, in this process, through the bench's own ``run(args)``
-(``refimpl bench paired | workload | wer``), writes the result JSON under ``out_dir`` with the
+Each ``run_*`` function measures live, in this process, through the bench's own ``run(spec)``
+(``refimpl bench paired | workload | wer``: ``PairedSpec`` / ``WorkloadSpec`` / ``WerSpec``), writes the result JSON under ``out_dir`` with the
 name it has under ``results/<hardware>/``, and returns the Result; ``command(result)`` is the
 CLI line that repeats it. Tables and figures take live Results and, beside them, the stored
 ones (``refimpl.analysis.stored_results``) as a comparison, never as this machine's figure.
@@ -60,10 +60,11 @@ class Stage:
 
     def _paired(self, variant: str, budget_s: float, **over) -> Result:
         from refimpl.bench import paired
-        kw = dict(model=MODEL, variant=variant, block_requests=self.block_requests,
-                  max_tokens=self.block_max_tokens, max_num_seqs=max(8, self.block_requests))
-        kw |= dict(rounds=2, warmup_rounds=0) if self.quick else dict(budget_s=budget_s)
-        return paired.run(paired.defaults(**kw, **over))
+        spec = paired.PairedSpec(model=MODEL, variants=tuple(variant.split(",")), **over,
+                                 block_requests=self.block_requests, max_tokens=self.block_max_tokens,
+                                 max_num_seqs=max(8, self.block_requests))
+        spec = spec.replace(rounds=2, warmup_rounds=0) if self.quick else spec.replace(budget_s=budget_s)
+        return paired.run(spec)
 
 
 def run_paired(s: Stage) -> list[Result]:
@@ -93,10 +94,10 @@ def run_workload(s: Stage) -> list[Result]:
     from refimpl.bench import workload
     out = []
     for engine, tag in (("refimpl", "sc"), ("hf", "hf")):
-        args = workload.defaults(model=MODEL, engine=engine, num_requests=s.workload_requests,
-                                 max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs,
-                                 **({"warmup_requests": 1} if s.quick else {}))
-        res = s.timed(f"workload {engine}", workload.run, args)
+        spec = workload.WorkloadSpec(model=MODEL, engine=engine, num_requests=s.workload_requests,
+                                     max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs)
+        spec = spec.replace(warmup_requests=1) if s.quick else spec
+        res = s.timed(f"workload {engine}", workload.run, spec)
         res.write(s.out_dir / f"workload_{MODEL}_{tag}_all.json")
         out.append(res)
     return out
@@ -105,19 +106,15 @@ def run_workload(s: Stage) -> list[Result]:
 def run_wer(s: Stage) -> Result:
     """WER per clip of generate() with the real weights; ``wer_<model>.json``."""
     from refimpl.bench import wer
-    res = s.timed("wer", wer.run, s.wer_max_new_tokens)
+    res = s.timed("wer", wer.run, wer.WerSpec(max_new_tokens=s.wer_max_new_tokens))
     res.write(s.out_dir / f"wer_{MODEL}.json")
     return res
 
 
 def command(res: Result) -> str:
-    """The CLI line that repeats ``res`` (paired, workload or wer)."""
-    from refimpl.bench import paired, workload
-    if res.bench == "paired":
-        return paired.command(res.params)
-    if res.bench == "workload":
-        return workload.command(res.params)
-    return f"refimpl bench wer --max-new-tokens {res.params['max_new_tokens']}"
+    """The CLI line that repeats ``res`` (paired, workload or wer): its spec's ``command()``."""
+    from refimpl.bench.cli_spec import command_of
+    return command_of(res.bench, res.params)
 
 
 def timings_table(s: Stage) -> str:

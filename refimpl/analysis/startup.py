@@ -2,7 +2,9 @@
 
 Runs ``refimpl bench startup`` and ``refimpl bench budget`` (fresh process per repeat,
 variants interleaved) and py-spy flame graphs of one start-up per variant; returns Results,
-markdown tables and matplotlib figures. The real-photo pass is refimpl/analysis/photos.py.
+markdown tables and matplotlib figures. The real-photo pass is refimpl/analysis/photos.py;
+where the seconds go is refimpl/analysis/startup_parts.py; the reviewer's budget-call tables
+are refimpl/analysis/budget.py (both re-exported here: notebook 01 calls them as ``S.<name>``).
 """
 from __future__ import annotations
 
@@ -15,11 +17,21 @@ from typing import Optional
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
+from refimpl.analysis.budget import budget_figure, budget_table, call1_ratio  # noqa: F401
+from refimpl.analysis.startup_parts import (  # noqa: F401
+    PART_COLUMNS,
+    call1_explained,
+    hash_paths_sentence,
+    hashing_sentence,
+    hashing_share,
+    part_values,
+    parts_table,
+)
 from refimpl.bench.budget import BudgetSpec
 from refimpl.bench.orchestrate import wait_for_memory
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec, parse_limits, preflight
-from refimpl.stats import median, ratio_of_medians, summarize
+from refimpl.stats import median, summarize
 from refimpl.variants import STARTUP_VARIANTS
 
 PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
@@ -126,118 +138,6 @@ def ladder_figure(res: Result, out_dir: Path):
     return fig
 
 
-PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
-                ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
-
-
-def _parts(run: dict, parts: dict, total: float) -> dict:
-    """Seconds per part of one run (or one budget call): the measured ``parts_s`` fields, HF
-    time split into calls with and without multimodal items, and ``rest_s`` = ``total`` minus
-    all parts (engine work outside the multimodal processor). Parts a run did not record
-    (results from before they were measured) are None and stay in ``rest_s`` / ``hf_mm_s``."""
-    text, split = parts.get("hf_text_only_s"), parts.get("split_s")
-    return {"dummy_s": parts["dummy_s"], "hash_s": parts["hash_s"],
-            "hf_mm_s": parts["hf_processor_s"] - (text or 0.0), "hf_text_only_s": text, "split_s": split,
-            "rest_s": total - parts["dummy_s"] - parts["hash_s"] - parts["hf_processor_s"] - (split or 0.0)}
-
-
-def _cell(values: list) -> str:
-    return "-" if any(x is None for x in values) else spread(values)
-
-
-def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[str, list[float]]:
-    """Per part (keys of PART_COLUMNS plus ``total_s``), the seconds of each run of ``variant``:
-    the whole start-up, or budget call ``call`` (0-based). All from measured JSON fields."""
-    out: dict[str, list[float]] = {}
-    for run in res.runs(variant):
-        if call is None:
-            total, parts = run["total_s"], run["parts_s"]
-        else:
-            total, parts = run["calls_s"][call], run["parts_s"][call]
-        for k, x in {"total_s": total, **_parts(run, parts, total)}.items():
-            out.setdefault(k, []).append(x)
-    return out
-
-
-def parts_table(res: Result) -> str:
-    """Markdown: per variant (and per budget call), median [min, max] seconds of the whole
-    start-up (or call) and of each measured part (PART_COLUMNS: building dummy data, hashing,
-    HF calls with multimodal items, text-only HF calls, per-item split and copies, the rest),
-    and peak RSS GiB."""
-    rows = []
-    for v, r in res.variants.items():
-        runs = r["runs"]
-        if not runs:
-            continue
-        calls = range(len(runs[0]["calls_s"])) if res.bench == "budget" else [None]
-        for c in calls:
-            vals = part_values(res, v, c)
-            rows.append([v if c is None else f"{v} call {c + 1}", spread(vals["total_s"]),
-                         *[_cell(vals[k]) for _, k in PART_COLUMNS],
-                         spread([run["peak_rss_bytes"] / 2**30 for run in runs])])
-    return md_table(["variant", "total s", *[h for h, _ in PART_COLUMNS], "peak RSS GiB"], rows)
-
-
-def call1_explained(res: Result, num: str = "cache-reset", den: str = "no-cache") -> str:
-    """Markdown: where call 1 of ``num`` spends its extra seconds over call 1 of ``den``: per
-    part, median of ``num`` minus median of ``den`` (s) and its share of the difference of the
-    call medians, then one sentence naming the largest part. Medians of measured fields only."""
-    a, b = part_values(res, num, 0), part_values(res, den, 0)
-    known = [k for k in a if None not in a[k] + b[k]]
-    diff = {k: median(a[k]) - median(b[k]) for k in known}
-    total = diff["total_s"]
-    rows = [[h, f"{median(b[k]):.2f}", f"{median(a[k]):.2f}", f"{diff[k]:+.2f}",
-             f"{100 * diff[k] / total:+.0f}%" if total else "-"] for h, k in PART_COLUMNS if k in diff]
-    rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}",
-                 f"{total:+.2f}", "100%"])
-    top_h, top_k = max((hk for hk in PART_COLUMNS if hk[1] in diff), key=lambda hk: diff[hk[1]])
-    line = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
-            f"{len(b['total_s'])} fresh processes); the largest measured part of that difference is "
-            f"**{top_h[:-2]}** ({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it).") if total else ""
-    return md_table(["part (median s)", den, num, "difference s", "share of difference"], rows) + "\n\n" + line
-
-
-def hashing_share(res: Result, before: str = "no-cache", after: str = "cache-reset") -> dict:
-    """How much of ``after``'s start-up saving over ``before`` its hashing ate (medians, s):
-    ``saved_s`` = total(before) - total(after) (the net saving; negative when ``after`` is
-    slower); ``hash_s`` = hashing seconds in ``after`` minus those in ``before``;
-    ``gross_s`` = saved_s + hash_s, the saving had hashing been free; ``share`` =
-    hash_s / gross_s, the part of the gross saving spent hashing (> 1: more than all of it)."""
-    tot = {k: median(res.values(k, "total_s")) for k in (before, after)}
-    h = {k: median(run["parts_s"]["hash_s"] for run in res.runs(k)) for k in (before, after)}
-    saved, hash_s = tot[before] - tot[after], h[after] - h[before]
-    gross = saved + hash_s
-    return {"saved_s": saved, "hash_s": hash_s, "gross_s": gross,
-            "share": hash_s / gross if gross > 0 else float("nan")}
-
-
-def hashing_sentence(res: Result, before: str = "no-cache", after: str = "cache-reset") -> str:
-    """One plain sentence, from ``hashing_share``'s medians, on how much of ``after``'s saving
-    over ``before`` the hashing ate."""
-    sh = hashing_share(res, before, after)
-    n = min(len(res.runs(before)), len(res.runs(after)))
-    head = (f"Medians of {n} fresh-process start-ups: `{after}` hashed for {sh['hash_s']:.1f} s; without "
-            f"that it would have saved {sh['gross_s']:.1f} s over `{before}`; ")
-    if sh["gross_s"] <= 0:
-        return head + f"it saved nothing even before hashing (net {sh['saved_s']:+.1f} s)."
-    if sh["saved_s"] < 0:
-        return head + (f"hashing ate all of that saving and {-sh['saved_s']:.1f} s more "
-                       f"({100 * sh['share']:.0f}% of the gross saving): `{after}` starts up slower.")
-    return head + (f"hashing ate {100 * sh['share']:.0f}% of it, leaving a net saving of "
-                   f"{sh['saved_s']:.1f} s.")
-
-
-def hash_paths_sentence(res: Result, variants=("cache-reset", "hash-nocopy", "hash-stream")) -> str:
-    """One sentence comparing the variants that share the int64 dummy video and differ only in
-    the hasher's byte path: median hashing seconds and median start-up seconds of each."""
-    have = [v for v in variants if res.runs(v)] if all(v in res.variants for v in variants) else []
-    if len(have) < 2:
-        return ""
-    parts = [f"`{v}` {median(r['parts_s']['hash_s'] for r in res.runs(v)):.1f} s hashing, "
-             f"{median(res.values(v, 'total_s')):.1f} s start-up" for v in have]
-    return ("Same int64 dummy video, only the hasher's copies differ (medians): " + "; ".join(parts) + ".")
-
-
 def medians_table(res: Result) -> str:
     """Markdown: per variant, total start-up median [min, max], HF passes, hits/misses, memory."""
     rows = []
@@ -271,43 +171,6 @@ def passes_table(res: Result) -> str:
     rows = [[v] + [r["runs"][0]["passes_by_phase"].get(p, 0) for p in phases]
             + [r["runs"][0]["hf_mm_passes"]] for v, r in variants.items() if r["runs"]]
     return md_table(["variant", *phases, "total"], rows)
-
-
-def budget_figure(res: Result, out_dir: Path):
-    """Bars of call 1 and call 2 of compute_encoder_budget per variant (median, min-max)."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    variants = res.variants
-    width = 0.38
-    for i, (v, r) in enumerate(variants.items()):
-        calls = list(zip(*[run["calls_s"] for run in r["runs"]]))
-        meds = [median(c) for c in calls]
-        err = [[m - min(c) for m, c in zip(meds, calls)], [max(c) - m for m, c in zip(meds, calls)]]
-        ax.bar([k + i * width for k in range(len(meds))], meds, width, yerr=err, label=v, capsize=3)
-    ax.set_xticks([k + width / 2 for k in range(len(meds))], [f"call {k + 1}" for k in range(len(meds))])
-    ax.set_ylabel("seconds")
-    ax.set_title(f"compute_encoder_budget, {res.params['model']} ({res.env['device']})")
-    ax.legend()
-    save(fig, out_dir, "budget_calls")
-    return fig
-
-
-def call1_ratio(res: Result, num: str = "cache-reset", den: str = "no-cache") -> dict:
-    """Call 1 of ``num`` over call 1 of ``den``: ratio of medians with a 95% bootstrap interval
-    (refimpl.stats.ratio_of_medians) and whether the two min-max ranges overlap."""
-    a, b = ([run["calls_s"][0] for run in res.runs(k)] for k in (num, den))
-    ci = ratio_of_medians(a, b).as_dict()
-    return {**ci, "ranges_overlap": not (min(a) > max(b) or min(b) > max(a)), "n": (len(a), len(b))}
-
-
-def budget_table(res: Result) -> str:
-    """Markdown: seconds of each successive call, median [min, max], and HF passes per call."""
-    rows = []
-    for v, r in res.variants.items():
-        calls = list(zip(*[run["calls_s"] for run in r["runs"]]))
-        rows.append([v, *[spread(c) for c in calls], r["runs"][0]["passes"] if r["runs"] else "-"])
-    n = max((len(r["runs"][0]["calls_s"]) for r in res.variants.values() if r["runs"]), default=0)
-    return md_table(["variant", *[f"call {i + 1} s: median [min, max]" for i in range(n)],
-                     "HF mm passes per call"], rows)
 
 
 def flamegraphs(s: StartupStudy) -> dict[str, Optional[Path]]:

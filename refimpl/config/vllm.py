@@ -1,0 +1,85 @@
+"""VllmConfig: all configs of one engine, validated and derived together.
+
+Mirrors ``VllmConfig`` of ``vllm/config/__init__.py`` (v0.10.2; ``vllm/config/vllm.py`` from
+v0.11.0), in particular ``__post_init__``, which for encoder-decoder models sets
+``scheduler_config.max_num_encoder_input_tokens`` from
+``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config)`` (the value PRs #24866 and
+#24989 read instead of calling the registry at run time), and ``get_encoder_len(site)``:
+where each call site reads the Whisper encoder length under a variant.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from refimpl.config.cache import CacheConfig
+from refimpl.config.model import ModelConfig
+from refimpl.config.scheduler import SchedulerConfig
+from refimpl.errors import ConfigError, EncoderLengthMismatchError
+from refimpl.variants import EncoderLenSite, EncoderLenSource, get_encoder_len_variant
+
+
+@dataclass
+class VllmConfig:
+    """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
+
+    ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
+    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). Raises ConfigError /
+    UnknownVariantError.
+    """
+    model_config: ModelConfig
+    scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    cache_config: CacheConfig = field(default_factory=CacheConfig)
+    encoder_len_variant: str = "scheduler-config"
+
+    def __post_init__(self):
+        get_encoder_len_variant(self.encoder_len_variant)
+        mc, sc = self.model_config, self.scheduler_config
+        sc.max_model_len = mc.max_model_len
+        sc.is_encoder_decoder = mc.is_encoder_decoder
+        if mc.is_encoder_decoder:
+            # vLLM 0.10.2: chunked prefill is off for encoder-decoder models, so a whole
+            # prompt must fit in one step (issue #17797 is about this arithmetic).
+            if sc.max_num_batched_tokens < mc.max_model_len:
+                raise ConfigError("max_num_batched_tokens", f">= max_model_len={mc.max_model_len}",
+                                  f"got {sc.max_num_batched_tokens}")
+            from refimpl.multimodal import MULTIMODAL_REGISTRY
+            per_item = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)  # computed once
+            if sc.encoder_len_per_item is None:
+                sc.encoder_len_per_item = per_item
+            if sc.encoder_len_per_item != mc.max_encoder_len:
+                raise EncoderLengthMismatchError(
+                    "scheduler_config.encoder_len_per_item", mc.max_encoder_len,
+                    f"{sc.encoder_len_per_item} != the encoder's positions (max_source_positions)")
+            if get_encoder_len_variant(self.encoder_len_variant).encoder_batch:
+                sc.max_num_encoder_input_tokens = sc.max_audios_per_step * per_item
+                sc.encoder_cache_size = max(sc.encoder_cache_size or 0, sc.max_num_encoder_input_tokens)
+            elif sc.max_audios_per_step != 1:
+                raise ConfigError("max_audios_per_step", "1 unless encoder_len_variant='encoder-batch'",
+                                  f"got {sc.max_audios_per_step} under {self.encoder_len_variant!r}")
+            else:
+                sc.max_num_encoder_input_tokens = per_item
+
+    @property
+    def device(self) -> str:
+        return self.model_config.device
+
+    def encoder_len_source(self, site: EncoderLenSite) -> EncoderLenSource:
+        """'registry' or 'config' for ``site`` under ``encoder_len_variant``."""
+        return get_encoder_len_variant(self.encoder_len_variant).source(site)
+
+    def get_encoder_len(self, site: EncoderLenSite) -> int:
+        """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
+
+        'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
+        processor and runs the feature extractor: vLLM 0.10.2); 'config':
+        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989); 'per-item':
+        ``scheduler_config.encoder_len_per_item`` (PR #29421, where the former is a budget).
+        """
+        source = self.encoder_len_source(site)
+        if source == "registry":
+            from refimpl.multimodal import MULTIMODAL_REGISTRY
+            return MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(self.model_config)
+        sc = self.scheduler_config
+        n = sc.encoder_len_per_item if source == "per-item" else sc.max_num_encoder_input_tokens
+        assert n is not None, "set by __post_init__ for encoder-decoder models"
+        return n

@@ -7,6 +7,9 @@ items fail deep inside the HF processor (or resamples audio); here every malform
 rejected up front with a :class:`refimpl.errors.InvalidInputError` naming the field and the
 limit, so a server can reject one request and keep serving.
 
+``split_hf_outputs`` cuts the HF processor's batched output per item, as
+``MultiModalFieldConfig.batched`` / ``flat_from_sizes`` with ``MultiModalKwargs.from_hf_inputs``.
+
 Left out: embeddings passed instead of raw items, audio resampling (we require 16 kHz),
 video decoding from files, ``MultiModalKwargs`` batching (items stay one dict per item).
 """
@@ -198,3 +201,31 @@ def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> 
         if items:
             out[modality] = [_PARSERS[modality](x) for x in items]
     return out
+
+
+def _own(t: torch.Tensor) -> torch.Tensor:
+    """A slice that owns its memory (so cached bytes are counted right and the batch is freed)."""
+    return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
+
+
+def split_hf_outputs(out: dict[str, Any], fields_config: dict[str, tuple[str, Optional[str]]],
+                     counts: dict[str, int]) -> dict[str, list[dict[str, torch.Tensor]]]:
+    """Cut the HF processor's batched output into one dict of tensors per item.
+
+    fields_config: field -> (modality, sizes_field); a field is split into rows by
+    ``out[sizes_field].prod(-1)`` (Qwen2.5-VL: ``pixel_values`` by ``image_grid_thw``), or one
+    batch row per item when sizes_field is None (Whisper: ``input_features``). counts: items per
+    modality. Fields absent from ``out`` or of a modality without items are skipped. Every
+    slice owns its memory. Returns {modality: [{field: tensor}, ...]}.
+    """
+    res: dict[str, list[dict[str, torch.Tensor]]] = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
+    for key, (modality, sizes_key) in fields_config.items():
+        if modality not in res or key not in out:
+            continue
+        t = out[key]
+        if not isinstance(t, torch.Tensor):
+            t = torch.as_tensor(t)
+        parts = (t.split(out[sizes_key].prod(-1).tolist()) if sizes_key else t.unbind(0))
+        for d, p in zip(res[modality], parts):
+            d[key] = _own(p)
+    return res

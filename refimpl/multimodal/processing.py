@@ -21,7 +21,7 @@ import torch
 from refimpl.errors import InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
-from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data
+from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs
 from refimpl.multimodal.prompt_updates import (
     Updates,
     apply_token_matches,
@@ -72,11 +72,6 @@ class BaseProcessingInfo:
     def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
         """Max tokens of one item per modality by formula, no processing (vLLM PR #19756)."""
         raise NotImplementedError
-
-
-def _own(t: torch.Tensor) -> torch.Tensor:
-    """A slice that owns its memory (so cached bytes are counted right and the batch is freed)."""
-    return t if t.untyped_storage().nbytes() == t.nbytes else t.clone()
 
 
 class BaseMultiModalProcessor:
@@ -138,22 +133,9 @@ class BaseMultiModalProcessor:
         """Cut the HF processor's batched output into one dict of tensors per item."""
         t0 = time.perf_counter()
         try:
-            return self._split_items(out, counts)
+            return split_hf_outputs(out, self._get_mm_fields_config(), counts)
         finally:
             self.stats.split_s += time.perf_counter() - t0
-
-    def _split_items(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
-        res: KwItems = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
-        for key, (modality, sizes_key) in self._get_mm_fields_config().items():
-            if modality not in res or key not in out:
-                continue
-            t = out[key]
-            if not isinstance(t, torch.Tensor):
-                t = torch.as_tensor(t)
-            parts = (t.split(out[sizes_key].prod(-1).tolist()) if sizes_key else t.unbind(0))
-            for d, p in zip(res[modality], parts):
-                d[key] = _own(p)
-        return res
 
     def _apply_hf_processor_text_mm(self, text: str, items: Items, kw: dict):
         out = self._call_hf_processor(text, items, kw)

@@ -28,7 +28,8 @@
 # DEVICE [cuda], REPEATS [3], STARTUP_REPEATS [2], STARTUP_LEN [50000], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
 # T_STARTUP [190], T_BUDGET [80], T_PAIRED [130], T_EB [110], T_THROUGHPUT [180], T_HF [60]
 # per-command caps (s; a paired run's --budget-s is its cap minus 40 s of engine builds),
-# ONLY ["startup budget paired encoder_batch"] subset to run, DRY_RUN [0] print only,
+# ONLY ["startup budget paired encoder_batch"] subset to run, DRY_RUN [0] print only (the
+# commands, and the results folder named from nvidia-smi or results/<gpu-name>/; writes nothing),
 # PYTHON [python3].
 #
 # Exit status: 0 if every selected command wrote its JSON, 1 otherwise.
@@ -56,15 +57,24 @@ export PATH=/tmp/site/bin:$PATH
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
 # ---- output folder named after the GPU -----------------------------------------------------
+smi_name() { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
 gpu_name() {
-  { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; } \
+  smi_name \
     || "$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')" 2>/dev/null \
     || echo unknown
 }
 slug() { tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9.]+/-/g; s/^-+|-+$//g'; }
-OUT=${OUT:-results/$(gpu_name | slug)}
-mkdir -p "$OUT"
-echo "gpu_bench: writing to $OUT (budget ${BUDGET_S}s, device $DEVICE)"
+if [[ $DRY_RUN == 1 ]]; then
+  # A dry run creates nothing and names the folder a CUDA host would get: this machine's GPU
+  # when nvidia-smi names one, else a placeholder (not the "cpu"/"unknown" a GPU-less run gets).
+  DRY_GPU=$(smi_name | slug)
+  OUT=${OUT:-results/${DRY_GPU:-<gpu-name>}}
+  echo "gpu_bench (dry run, nothing written): would write to $OUT/ (budget ${BUDGET_S}s, device $DEVICE)"
+else
+  OUT=${OUT:-results/$(gpu_name | slug)}
+  mkdir -p "$OUT"
+  echo "gpu_bench: writing to $OUT (budget ${BUDGET_S}s, device $DEVICE)"
+fi
 
 if [[ $DRY_RUN != 1 ]]; then
   command -v nvidia-smi >/dev/null && nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
@@ -140,5 +150,6 @@ run throughput_hf "${T_HF:-60}" bench throughput --model $ASR --engine hf --devi
   --repeats "$REPEATS" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --warmup-requests 2
 
+[[ $DRY_RUN == 1 ]] && { echo "gpu_bench: dry run done; a real run writes to $OUT/"; exit 0; }
 echo "gpu_bench: done in $(( SECONDS - START ))s; results in $OUT"
 exit $FAILED

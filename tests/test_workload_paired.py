@@ -100,3 +100,28 @@ def test_model_curve_points_and_figure(tmp_path):
     assert p["registry_s_per_call"] == pytest.approx(0.01) and p["step_s"] == pytest.approx(2.05 / 20)
     plot_gain_vs_step_time([p], out_png=tmp_path / "curve.png")
     assert (tmp_path / "curve.png").stat().st_size > 1000
+
+
+def test_engine_and_generate_paired_in_one_process(tmp_path):
+    """--engine both: E H H E order, the same requests and the same greedy tokens on both
+    sides (EOS stops), CPU seconds per run, and both comparisons with their intervals;
+    two pairs are never called resolved. Real tiny.en weights, 2 requests x <= 6 tokens."""
+    from refimpl.bench.schema import Result
+    from refimpl.bench.workload import WorkloadSpec, run, run_order
+    assert run_order(["E", "H"], 3) == ["E", "H", "H", "E", "E", "H"]
+    assert run_order(["E"], 2) == ["E", "E"]
+    lines: list[str] = []
+    res = run(WorkloadSpec(engine="both", num_requests=2, max_tokens=6, max_num_seqs=2,
+                           warmup_requests=0, repeats=2), progress=lines.append)
+    assert [line.split(":")[0] for line in lines] == ["scheduler-config", "hf-generate", "hf-generate",
+                                                      "scheduler-config"]
+    assert list(res.variants) == ["scheduler-config", "hf-generate"] == res.params["variants"]
+    tokens = {v: [r["num_output_tokens"] for r in res.runs(v)] for v in res.variants}
+    assert tokens["scheduler-config"] == tokens["hf-generate"] and min(tokens["hf-generate"]) > 0
+    assert all(r["cpu_s"] > 0 for v in res.variants for r in res.runs(v))
+    assert {c["metric"] for c in res.comparisons} == {"requests_per_s", "cpu_s"}
+    assert all(c["low"] <= c["ratio"] <= c["high"] and c["pairs"] == 2 and not c["resolved"]
+               for c in res.comparisons)
+    back = Result.load(res.write(tmp_path / "w.json"))
+    assert WorkloadSpec.from_params(back.params) == WorkloadSpec(
+        engine="both", num_requests=2, max_tokens=6, max_num_seqs=2, warmup_requests=0, repeats=2)

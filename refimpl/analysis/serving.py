@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 
 from refimpl.analysis import md_table, save
 from refimpl.analysis.paired import (  # noqa: F401  (re-exported: notebook 02 calls S.<name>)
@@ -36,7 +37,8 @@ class Stage:
     """Parameters of the second stage. ``paired_budget_s``: {variant ladder: seconds of timed
     rounds}; ``sweep_n``: audios per step of the encoder-batch sweep; ``quick`` (the tests):
     one paired run of the three variants, 2 rounds of 2 requests x 4 tokens, 4 workload
-    requests, 8 WER tokens. ``timings``: wall seconds per part, filled as parts run."""
+    requests in one pair, 8 WER tokens. ``workload_repeats``: pairs of the engine against
+    generate() (E H H E ...). ``timings``: wall seconds per part, filled as parts run."""
     out_dir: Path = Path("reports/latest")
     quick: bool = False
     paired_budget_s: dict[str, float] = field(default_factory=lambda: {
@@ -47,6 +49,7 @@ class Stage:
     sweep_budget_s: float = 240.0
     workload_requests: int = 64
     workload_max_tokens: int = 96
+    workload_repeats: int = 5
     max_num_seqs: int = 16
     wer_max_new_tokens: int = 64
     timings: dict[str, float] = field(default_factory=dict)
@@ -57,6 +60,7 @@ class Stage:
             self.paired_budget_s = {"registry,runner-config,scheduler-config": 0.0}
             self.block_requests, self.block_max_tokens, self.sweep_n = 2, 4, (2,)
             self.workload_requests, self.workload_max_tokens, self.wer_max_new_tokens = 4, 8, 8
+            self.workload_repeats = 1
 
     def timed(self, part: str, fn, *a, **kw):
         t0 = time.perf_counter()
@@ -97,17 +101,16 @@ def run_encoder_batch(s: Stage) -> Result:
 
 def run_workload(s: Stage) -> list[Result]:
     """The engine (scheduler-config) and transformers' generate() in static batches on the
-    same EOS-stopping workload (all arrivals at 0 s); ``workload_<model>_{sc,hf}_all.json``."""
+    same EOS-stopping workload (all arrivals at 0 s), ``s.workload_repeats`` pairs in this
+    process (``--engine both``); ``workload_<model>_both_all.json``. A list of one Result."""
     from refimpl.bench import workload
-    out = []
-    for engine, tag in (("refimpl", "sc"), ("hf", "hf")):
-        spec = workload.WorkloadSpec(model=MODEL, engine=engine, num_requests=s.workload_requests,
-                                     max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs)
-        spec = spec.replace(warmup_requests=1) if s.quick else spec
-        res = s.timed(f"workload {engine}", workload.run, spec)
-        res.write(s.out_dir / f"workload_{MODEL}_{tag}_all.json")
-        out.append(res)
-    return out
+    spec = workload.WorkloadSpec(model=MODEL, engine="both", num_requests=s.workload_requests,
+                                 max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs,
+                                 repeats=s.workload_repeats)
+    spec = spec.replace(warmup_requests=1) if s.quick else spec
+    res = s.timed("workload engine vs generate()", workload.run, spec)
+    res.write(s.out_dir / f"workload_{MODEL}_both_all.json")
+    return [res]
 
 
 def run_wer(s: Stage) -> Result:
@@ -130,33 +133,71 @@ def timings_table(s: Stage) -> str:
                     + [["total", f"{sum(s.timings.values()):.0f}"]])
 
 
+def _median_run(runs: list[dict]) -> dict:
+    """Each numeric field's median over ``runs`` (one run: itself)."""
+    return {k: float(np.median([r[k] for r in runs])) for k, v in runs[0].items()
+            if isinstance(v, (int, float))}
+
+
 def workload_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = ()) -> str:
-    """Markdown: requests/s, output tokens/s, TTFT and E2E p50 / p90 / p99 (s) per engine."""
+    """Markdown: requests/s, output tokens/s, TTFT and E2E p50 / p90 / p99 (s) per engine,
+    each the median over the result's runs (``runs`` column)."""
     rows = []
     for where, r in [("here", r) for r in results] + list(stored):
         for v in r.variants:
-            x = r.runs(v)[0]
-            rows.append([v, x["num_requests"], f"{x['requests_per_s']:.3f}", f"{x['output_tokens_per_s']:.1f}",
+            runs = r.runs(v)
+            x, rps = _median_run(runs), [y["requests_per_s"] for y in runs]
+            spread = f" [{min(rps):.3f}, {max(rps):.3f}]" if len(runs) > 1 else ""
+            rows.append([v, int(x["num_requests"]), len(runs), f"{x['requests_per_s']:.3f}{spread}",
+                         f"{x['output_tokens_per_s']:.1f}",
                          *(f"{x[f'ttft_s_p{p}']:.2f}" for p in (50, 90, 99)),
                          *(f"{x[f'e2e_s_p{p}']:.2f}" for p in (50, 90, 99)), where])
-    return md_table(["engine", "requests", "req/s", "out tok/s", "TTFT p50", "p90", "p99",
-                     "E2E p50", "p90", "p99", "measured"], rows)
+    return md_table(["engine", "requests", "runs", "req/s median [min, max]", "out tok/s", "TTFT p50",
+                     "p90", "p99", "E2E p50", "p90", "p99", "measured"], rows)
+
+
+def _comparison(results: Sequence[Result], metric: str) -> dict | None:
+    return next((c for r in results for c in r.comparisons if c["metric"] == metric), None)
 
 
 def engine_over_hf(results: Sequence[Result]) -> float:
-    """requests/s of the engine over generate()'s, from ``run_workload``'s two Results."""
+    """requests/s of the engine over generate()'s: the paired median ratio of an
+    ``--engine both`` Result, else the ratio of two single-engine Results' first runs."""
+    c = _comparison(results, "requests_per_s")
+    if c is not None:
+        return float(c["ratio"])
     rps = {r.params["engine"]: r.runs(next(iter(r.variants)))[0]["requests_per_s"] for r in results}
     return rps["refimpl"] / rps["hf"]
 
 
+def engine_over_hf_sentence(results: Sequence[Result]) -> str:
+    """Markdown: the engine over generate() in requests/s and in CPU seconds, each with its
+    95% interval, pairs and whether it is resolved (one line per metric)."""
+    out = []
+    for metric, what in (("requests_per_s", "requests/s, engine / generate()"),
+                         ("cpu_s", "CPU seconds, generate() / engine")):
+        c = _comparison(results, metric)
+        if c is None:
+            continue
+        state = "resolved" if c["resolved"] else "not resolved"
+        out.append(f"{what}: **{c['ratio']:.2f}x** [{c['low']:.2f}, {c['high']:.2f}] "
+                   f"({c['pairs']} pairs, {state})")
+    return "; ".join(out) or f"requests/s, engine / generate(): {engine_over_hf(results):.2f}x (one run each)"
+
+
 def workload_figure(results: Sequence[Result], out_dir: Path):
-    """Left: requests/s per engine; right: TTFT and E2E percentiles (s) per engine."""
+    """Left: requests/s per engine (median, bars from min to max over runs); right: TTFT and
+    E2E percentiles (s) per engine (median over runs)."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(8, 3.4))
-    names = [next(iter(r.variants)) for r in results]
-    runs = [r.runs(n)[0] for r, n in zip(results, names)]
-    a.bar(names, [x["requests_per_s"] for x in runs], color=["C0", "C2"][:len(runs)])
+    pairs = [(v, r.runs(v)) for r in results for v in r.variants]
+    names = [v for v, _ in pairs]
+    meds = [_median_run(runs) for _, runs in pairs]
+    rps = [[y["requests_per_s"] for y in runs] for _, runs in pairs]
+    mid = [m["requests_per_s"] for m in meds]
+    a.bar(names, mid, color=["C0", "C2"][:len(names)],
+          yerr=[[m - min(x) for m, x in zip(mid, rps)], [max(x) - m for m, x in zip(mid, rps)]], capsize=4)
     a.set_ylabel("requests / s")
-    for i, (n, x) in enumerate(zip(names, runs)):
+    for i, (n, x) in enumerate(zip(names, meds)):
         b.plot([50, 90, 99], [x[f"e2e_s_p{p}"] for p in (50, 90, 99)], "o-", color=f"C{2 * i}", label=f"{n} E2E")
         b.plot([50, 90, 99], [x[f"ttft_s_p{p}"] for p in (50, 90, 99)], "s--", color=f"C{2 * i}", label=f"{n} TTFT")
     b.set_xlabel("percentile")
@@ -164,7 +205,7 @@ def workload_figure(results: Sequence[Result], out_dir: Path):
     b.legend(fontsize=7)
     p = results[0].params
     fig.suptitle(f"{p['model']}: {p['num_requests']} requests (EOS stops, <= {p['max_tokens']} tokens), "
-                 f"batch {p['max_num_seqs']}, {results[0].hardware_name}", fontsize=8)
+                 f"batch {p['max_num_seqs']}, {len(rps[0])} run(s) each, {results[0].hardware_name}", fontsize=8)
     return save(fig, out_dir, "workload_engine_vs_hf")
 
 
@@ -188,9 +229,10 @@ def summary_md(out_dir: Path) -> str:
     if paired:
         parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in paired), "",
                   paired_table(paired), ""]
-    if len(wl) == 2:
-        wl = sorted(wl, key=lambda r: r.params["engine"] != "refimpl")
-        parts += [f"Engine / generate() requests/s: {engine_over_hf(wl):.2f}x. "
+    both = [r for r in wl if r.params.get("engine") == "both"]
+    wl = both[-1:] or sorted(wl, key=lambda r: r.params["engine"] != "refimpl")
+    if both or len(wl) == 2:
+        parts += [f"Engine against generate(): {engine_over_hf_sentence(wl)}. "
                   + "; ".join(f"`{command(r)}`" for r in wl), "", workload_table(wl), ""]
     for r in wer:
         parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]

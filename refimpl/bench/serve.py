@@ -1,0 +1,109 @@
+"""The serving loops of the workload bench (refimpl/bench/workload.py): the requests, the
+in-process engine fed at each request's arrival time, and transformers' generate() in static
+batches; latency percentiles. See workload.py's docstring for the design.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass
+class WorkItem:
+    """One request of the workload: arrival (s after the start), audio (float32, 16 kHz)."""
+    arrival_s: float
+    audio: np.ndarray
+
+
+def make_workload(num_requests: int, seed: int = 0, arrival: str = "all", rate: float = 1.0,
+                  max_s: float = 30.0) -> list[WorkItem]:
+    """``num_requests`` requests with mixed-length speech and a seeded arrival schedule.
+
+    arrival "all": every request at 0 s; "poisson": exponential gaps of mean 1 / ``rate`` s.
+    Raises ValueError for an unknown arrival kind or rate <= 0.
+    """
+    from refimpl.audio import make_request_audios
+    if arrival not in ("all", "poisson"):
+        raise ValueError(f"arrival must be 'all' or 'poisson', got {arrival!r}")
+    if arrival == "poisson" and not rate > 0:
+        raise ValueError(f"rate must be > 0 requests/s, got {rate}")
+    audios = make_request_audios(num_requests, seed=seed, max_s=max_s)
+    rng = np.random.default_rng(seed + 1)
+    times = np.cumsum(rng.exponential(1.0 / rate, num_requests)) if arrival == "poisson" \
+        else np.zeros(num_requests)
+    return [WorkItem(float(t), a) for t, a in zip(times, audios)]
+
+
+def latency_summary(name: str, values: list[float]) -> dict[str, float]:
+    """``{name_p50, name_p90, name_p99, name_mean}`` in seconds."""
+    arr = np.asarray(values, dtype=float)
+    out = {f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}
+    out[f"{name}_mean"] = float(arr.mean())
+    return out
+
+
+def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
+    """Serve ``work`` with an in-process LLMEngine, adding each request at its arrival time.
+
+    Returns requests/s, output tokens/s, TTFT / E2E percentiles (s), steps, wall_s.
+    """
+    from refimpl.sampling_params import SamplingParams
+    params = SamplingParams(max_tokens=max_tokens)
+    sched = engine.scheduler
+    arrival, first, done = {}, {}, {}
+    n_tok, steps, i = 0, 0, 0
+    t0 = time.perf_counter()
+    while i < len(work) or engine.has_unfinished_requests():
+        now = time.perf_counter() - t0
+        while i < len(work) and work[i].arrival_s <= now:
+            rid = str(i)
+            engine.add_request(rid, {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
+            arrival[rid] = t0 + work[i].arrival_s
+            i += 1
+        if not engine.has_unfinished_requests():
+            time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
+            continue
+        finished = engine.step()
+        steps += 1
+        t = time.perf_counter()
+        for r in sched.running:
+            if r.request_id not in first and r.num_output_tokens > 0:
+                first[r.request_id] = t
+        for o in finished:
+            first.setdefault(o.request_id, t)
+            done[o.request_id] = t
+            n_tok += len(o.output_token_ids)
+    wall = time.perf_counter() - t0
+    return {"num_requests": len(done), "num_output_tokens": n_tok, "wall_s": wall, "steps": steps,
+            "requests_per_s": len(done) / wall, "output_tokens_per_s": n_tok / wall,
+            **latency_summary("ttft_s", [first[r] - arrival[r] for r in done]),
+            **latency_summary("e2e_s", [done[r] - arrival[r] for r in done])}
+
+
+def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
+             batch_size: int) -> dict:
+    """Serve ``work`` with transformers' generate() in static batches (see module doc)."""
+    import torch
+
+    from refimpl.worker.hf_reference import hf_greedy_generate
+    e2e, n_tok = [], 0
+    t0 = time.perf_counter()
+    for b in range(0, len(work), batch_size):
+        batch = work[b:b + batch_size]
+        wait = batch[-1].arrival_s - (time.perf_counter() - t0)
+        if wait > 0:
+            time.sleep(wait)
+        feats = torch.stack([processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0]
+                             ["input_features"] for w in batch]).to(model.device, model.dtype)
+        rows = hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=True)
+        t = time.perf_counter() - t0
+        n_tok += sum(len(r) for r in rows)
+        e2e += [t - w.arrival_s for w in batch]
+    wall = time.perf_counter() - t0
+    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall,
+            "requests_per_s": len(work) / wall, "output_tokens_per_s": n_tok / wall,
+            **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}

@@ -17,6 +17,8 @@
 #                     fixed time (T_PAIRED): the GPU points of notebook 02's model curve
 #   encoder_batch.json  bench paired whisper-large-v3 scheduler-config vs encoder-batch@2,4,8
 #                     (the next bottleneck, vLLM #24946 / PR #29421), fixed time
+#   workload.json     bench workload whisper-large-v3 --engine both: the engine against
+#                     transformers' generate() in static batches, WORKLOAD_PAIRS pairs E H H E
 #   throughput.json, throughput_hf.json  (only with ONLY=...) the first stage's fresh-process
 #                     runs and transformers' generate()
 #   <name>.log        each command's stdout/stderr
@@ -26,9 +28,10 @@
 #
 # Environment knobs (defaults in brackets): OUT, BUDGET_S [530] total seconds,
 # DEVICE [cuda], REPEATS [3], STARTUP_REPEATS [2], STARTUP_LEN [50000], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
-# T_STARTUP [190], T_BUDGET [80], T_PAIRED [130], T_EB [110], T_THROUGHPUT [180], T_HF [60]
+# T_STARTUP [170], T_BUDGET [70], T_PAIRED [120], T_EB [100], T_WORKLOAD [70], WORKLOAD_PAIRS [2],
+# T_THROUGHPUT [180], T_HF [60]
 # per-command caps (s; a paired run's --budget-s is its cap minus 40 s of engine builds),
-# ONLY ["startup budget paired encoder_batch"] subset to run, DRY_RUN [0] print only (the
+# ONLY ["startup budget paired encoder_batch workload"] subset to run, DRY_RUN [0] print only (the
 # commands, and the results folder named from nvidia-smi or results/<gpu-name>/; writes nothing),
 # PYTHON [python3].
 #
@@ -43,7 +46,7 @@ REPEATS=${REPEATS:-3}
 NUM_REQUESTS=${NUM_REQUESTS:-32}
 MAX_TOKENS=${MAX_TOKENS:-32}
 MAX_NUM_SEQS=${MAX_NUM_SEQS:-16}
-ONLY=${ONLY:-"startup budget paired encoder_batch"}
+ONLY=${ONLY:-"startup budget paired encoder_batch workload"}
 DRY_RUN=${DRY_RUN:-0}
 START=$SECONDS
 
@@ -129,12 +132,12 @@ run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.jso
 
 VL=qwen2.5-vl-3b
 ASR=whisper-large-v3
-run startup "${T_STARTUP:-190}" bench startup --model $VL \
+run startup "${T_STARTUP:-170}" bench startup --model $VL \
   --variant no-cache,cache-reset,uint8-video,formula,shape-only --device "$DEVICE" \
   --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
-run budget "${T_BUDGET:-80}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
+run budget "${T_BUDGET:-70}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
   --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
-T_PAIRED=${T_PAIRED:-130}; T_EB=${T_EB:-110}
+T_PAIRED=${T_PAIRED:-120}; T_EB=${T_EB:-100}
 run paired "$T_PAIRED" bench paired --model $ASR --variant registry,runner-config,scheduler-config \
   --budget-s $(( T_PAIRED - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
@@ -142,6 +145,9 @@ run encoder_batch "$T_EB" bench paired --model $ASR --against first \
   --variant scheduler-config,encoder-batch@2,encoder-batch@4,encoder-batch@8 \
   --budget-s $(( T_EB - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
+run workload "${T_WORKLOAD:-70}" bench workload --model $ASR --engine both \
+  --repeats "${WORKLOAD_PAIRS:-2}" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
+  --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE" --warmup-requests 2
 run throughput "${T_THROUGHPUT:-180}" bench throughput --model $ASR \
   --variant registry,runner-config,scheduler-config --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \

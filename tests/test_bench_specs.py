@@ -1,12 +1,15 @@
-"""The typed specs of the in-process benches (refimpl/bench/cli_spec.py): flags -> spec ->
-command -> the same spec, stored results rebuild their specs, and every bad value is refused
+"""The typed specs of every bench (refimpl/bench/cli_spec.py; the fresh-process ones through
+refimpl/bench/orchestrate.BenchSpec): flags -> spec -> command -> the same spec, stored results rebuild their specs, and every bad value is refused
 before anything runs with a ConfigError naming the field and the limit (the CLI: exit 2)."""
 from pathlib import Path
 
 import pytest
 
+from refimpl.bench.budget import BudgetSpec
 from refimpl.bench.paired import PairedSpec
 from refimpl.bench.schema import Result
+from refimpl.bench.startup import StartupSpec
+from refimpl.bench.throughput import ThroughputSpec
 from refimpl.bench.wer import WerSpec
 from refimpl.bench.workload import WorkloadSpec
 from refimpl.cli import main
@@ -58,6 +61,60 @@ def test_stored_results_rebuild_their_specs(bench, cls):
                 assert res.params[k] == (list(v) if isinstance(v, tuple) else v), (path, k)
 
 
+def test_fresh_process_flags_keep_their_shape():
+    argv = ["--model", "qwen2.5-vl-3b", "--variant", "no-cache, formula", "--no-warmup",
+            "--limit-mm-per-prompt", "video=0", "--limit-mm-per-prompt", "image=2,audio=1",
+            "--process-mode", "mp", "--reset-scope", "all", "--numpy-hugepage", "on",
+            "--timeout-s", "60", "--output-json", "x.json", "--in-process"]
+    s, opts = StartupSpec.parse(argv)
+    assert s == StartupSpec(variants=("no-cache", "formula"), warmup=False, process_mode="mp",
+                            limit_mm_per_prompt={"video": 0, "image": 2, "audio": 1},
+                            reset_scope="all", numpy_hugepage="on", timeout_s=60.0)
+    assert vars(opts) == {"output_json": "x.json", "in_process": True}
+    assert s.command() == ("refimpl bench startup --model qwen2.5-vl-3b --variant no-cache,formula "
+                           "--no-warmup --timeout-s 60 --limit-mm-per-prompt video=0,image=2,audio=1 "
+                           "--process-mode mp --reset-scope all --numpy-hugepage on")
+    assert StartupSpec.from_argv(["--model", "whisper-tiny", "--output-json", "x"]) == \
+        (StartupSpec(model="whisper-tiny"), "x")
+    for bad in (argv[2:], argv[:-3],  # --model and --output-json are required
+                ["--model", "qwen2.5-vl-3b", "--scale", "huge", "--output-json", "x"]):
+        with pytest.raises(SystemExit):
+            StartupSpec.parse(bad)
+    with pytest.raises(SystemExit):  # the budget's calls run in one process: no --process-mode
+        BudgetSpec.parse(["--model", "qwen2.5-vl-3b", "--process-mode", "mp", "--output-json", "x"])
+    with pytest.raises(ConfigError, match="MODALITY=N"):
+        StartupSpec.parse(["--model", "qwen2.5-vl-3b", "--limit-mm-per-prompt", "video", "--output-json", "x"])
+    t = ThroughputSpec.from_argv(["--engine", "hf", "--variant", "registry", "--output-json", "x"])[0]
+    assert t.variants == ("hf-generate",) and t.command() == "refimpl bench throughput --variant hf-generate --engine hf"
+
+
+@pytest.mark.parametrize("spec", [
+    StartupSpec(), StartupSpec(variants=("no-cache", "cache-reset"), repeats=1, device="cpu",
+                               max_model_len=20000, limit_mm_per_prompt={"video": 0}, memory_wait_s=0.5),
+    BudgetSpec(calls=3, warmup=False, numpy_hugepage="on", max_num_batched_tokens=4096),
+    ThroughputSpec(), ThroughputSpec(engine="hf", variants=("hf-generate",), max_num_seqs=4),
+    ThroughputSpec(variants=("registry", "encoder-batch"), max_audios_per_step=4, num_gpu_blocks=500,
+                   scale="small", seed=3, warmup_requests=0),
+], ids=lambda s: s.command())
+def test_fresh_process_command_repeats_the_spec(spec):
+    assert type(spec).from_argv([*spec.command().split()[3:], "--output-json", "x"]) == (spec, "x")
+
+
+@pytest.mark.parametrize("bench,cls", [("startup", StartupSpec), ("budget", BudgetSpec),
+                                       ("throughput", ThroughputSpec)])
+def test_stored_fresh_process_results_rebuild_their_specs(bench, cls):
+    paths = [p for p in sorted(ROOT.glob(f"results/*/{bench}_*.json"))
+             if "sweep" not in p.name]  # a sweep's params list several max_tokens: no one spec
+    assert paths
+    for path in paths:
+        res = Result.load(path)
+        spec = cls.from_params(res.params)
+        assert cls.from_argv([*spec.command().split()[3:], "--output-json", "x"])[0] == spec
+        for k, v in spec.params().items():
+            if k in res.params:
+                assert res.params[k] == (list(v) if isinstance(v, tuple) else v), (path, k)
+
+
 BAD = [  # (spec class, fields, field named, limit text)
     (PairedSpec, {"rounds": 0}, "rounds", ">= 1"),
     (PairedSpec, {"rounds": -1}, "rounds", ">= 1"),
@@ -93,6 +150,24 @@ BAD = [  # (spec class, fields, field named, limit text)
     (WorkloadSpec, {"num_gpu_blocks": 0}, "num_gpu_blocks", ">= 1"),
     (WorkloadSpec, {"warmup_requests": -1}, "warmup_requests", ">= 0"),
     (WerSpec, {"max_new_tokens": 0}, "max_new_tokens", ">= 1"),
+    (StartupSpec, {"variants": ()}, "variants", "cache-reset"),
+    (StartupSpec, {"variants": ("turbo",)}, "variant", "cache-reset"),
+    (StartupSpec, {"repeats": -1}, "repeats", ">= 0"),
+    (StartupSpec, {"timeout_s": 0.0}, "timeout_s", "> 0"),
+    (StartupSpec, {"memory_wait_s": -1.0}, "memory_wait_s", ">= 0"),
+    (StartupSpec, {"device": "tpu"}, "device", "cuda"),
+    (StartupSpec, {"model": "llama"}, "model", "qwen2.5-vl-3b"),
+    (StartupSpec, {"max_model_len": 0}, "max_model_len", ">= 1"),
+    (StartupSpec, {"max_num_batched_tokens": 0}, "max_num_batched_tokens", ">= 1"),
+    (StartupSpec, {"process_mode": "thread"}, "process_mode", "mp"),
+    (StartupSpec, {"reset_scope": "some"}, "reset_scope", "v0.9.0"),
+    (BudgetSpec, {"calls": 0}, "calls", ">= 1"),
+    (ThroughputSpec, {"engine": "vllm"}, "engine", "hf"),
+    (ThroughputSpec, {"engine": "hf"}, "variants", "hf-generate"),
+    (ThroughputSpec, {"num_requests": 0}, "num_requests", ">= 1"),
+    (ThroughputSpec, {"max_tokens": 0}, "max_tokens", ">= 1"),
+    (ThroughputSpec, {"max_audios_per_step": 0}, "max_audios_per_step", ">= 1"),
+    (ThroughputSpec, {"model": "whisper-tiny.en"}, "model", "whisper-large-v3"),
     (WerSpec, {"max_new_tokens": 447}, "max_new_tokens", "<= 446"),
 ]
 
@@ -116,13 +191,30 @@ def test_rate_is_only_checked_for_poisson_arrivals():
     (["paired", "--rounds", "-1"], "rounds"),
     (["paired", "--variant", "registry,turbo"], "variants"),
     (["wer", "--max-new-tokens", "0"], "max_new_tokens"),
+    (["startup", "--model", "qwen2.5-vl-3b", "--variant", "nope", "--output-json", "x"], "variant"),
+    (["startup", "--model", "qwen2.5-vl-3b", "--limit-mm-per-prompt", "video", "--output-json", "x"],
+     "limit_mm_per_prompt"),
+    (["budget", "--model", "qwen2.5-vl-3b", "--calls", "0", "--output-json", "x"], "calls"),
+    (["throughput", "--num-requests", "0", "--output-json", "x"], "num_requests"),
 ])
 def test_cli_prints_the_error_and_exits_2(argv, field, capsys, monkeypatch):
+    import refimpl.bench.orchestrate
     import refimpl.bench.paired
     import refimpl.bench.wer
     import refimpl.bench.workload
     for mod in (refimpl.bench.paired, refimpl.bench.wer, refimpl.bench.workload):
         monkeypatch.setattr(mod, "run", lambda *a, **k: pytest.fail("ran despite a bad value"))
+    for name in ("run_fresh", "run_in_process"):
+        monkeypatch.setattr(refimpl.bench.orchestrate, name, lambda *a, **k: pytest.fail("ran despite a bad value"))
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"refimpl bench {argv[0]}: error: {field}:") and "limit" in err
+
+
+@pytest.mark.parametrize("bench", ["startup", "budget", "throughput"])
+def test_fresh_process_help(bench, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", bench, "--help"])
+    out = capsys.readouterr().out
+    assert e.value.code == 0 and f"refimpl bench {bench}" in out
+    assert all(f in out for f in ("--variant", "--no-warmup", "--output-json", "--in-process"))

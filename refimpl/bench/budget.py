@@ -16,16 +16,16 @@ bimodal call 1 came from it; see refimpl/bench/startup.py) and is preceded by a 
 """
 from __future__ import annotations
 
-import argparse
 import resource
 import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+from refimpl.bench.cli_spec import arg
 from refimpl.bench.memory import set_numpy_hugepage, thp_state
-from refimpl.bench.orchestrate import add_common_args, cli_main, common_spec_fields, run_in_process
+from refimpl.bench.orchestrate import cli_main, run_in_process, variants_arg
 from refimpl.bench.schema import Result
-from refimpl.bench.startup import PARTS, StartupSpec, add_engine_args, engine_spec_fields, make_vllm_config
+from refimpl.bench.startup import PARTS, StartupSpec, make_vllm_config
 from refimpl.stats import summarize
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
@@ -34,23 +34,18 @@ VARIANTS = tuple(STARTUP_VARIANTS)
 
 @dataclass(frozen=True, kw_only=True)
 class BudgetSpec(StartupSpec):
-    """``refimpl bench budget``: the start-up engine fields plus ``calls`` per process."""
+    """``refimpl bench budget``: the start-up engine fields plus ``calls`` per process. The
+    calls run in the measuring process, so ``process_mode`` and ``reset_scope`` stay fields
+    (in the Result's params) but are no flags."""
     bench: ClassVar[str] = "budget"
-    variant_choices: ClassVar[tuple[str, ...]] = VARIANTS
-    variants: tuple[str, ...] = ("no-cache", "cache-reset")
-    calls: int = 2
+    prog: ClassVar[str] = "refimpl bench budget"
+    variants: tuple[str, ...] = variants_arg(("no-cache", "cache-reset"), VARIANTS)
+    calls: int = arg(2, "successive calls in one process", min=1)
+    process_mode: str = "inproc"
+    reset_scope: str = "v0.9.0"
 
 
 Spec = BudgetSpec
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl bench budget", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_engine_args(p)
-    add_common_args(p, VARIANTS, "no-cache,cache-reset")
-    p.add_argument("--calls", type=int, default=2, help="successive calls in one process")
-    return p
 
 
 def run_once(spec: BudgetSpec, variant: str) -> dict:
@@ -111,9 +106,7 @@ def run(spec: BudgetSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    cli_main(BudgetSpec(**engine_spec_fields(args), **common_spec_fields(args), calls=args.calls),
-             args)
+    cli_main(BudgetSpec, argv)
     return 0
 
 

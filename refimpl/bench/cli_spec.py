@@ -1,22 +1,30 @@
-"""Typed specs of the in-process benches (``paired``, ``workload``, ``wer``) and their flags.
+"""Typed bench specs and their flags: one mechanism for every ``refimpl bench`` command.
 
 A bench's spec is a frozen dataclass whose fields are its CLI flags, declared once with
 :func:`arg` (default, help, and the limits the field must keep). From that one declaration:
 
 * ``Spec.parser()`` builds the argparse parser (flag ``--field-name`` unless ``arg(flag=...)``
-  says otherwise; a tuple field is a comma list, a bool a switch) plus ``--output-json``;
-* ``Spec.from_argv(argv)`` parses flags into ``(spec, output_json)``;
+  says otherwise; a tuple field is a comma list, a bool a switch (``--no-x`` when the default
+  is True), a dict a repeated ``KEY=N`` flag; a field declared without ``arg`` is no flag)
+  plus ``--output-json``;
+* ``Spec.parse(argv)`` parses flags into ``(spec, options)`` (options: the flags that are not
+  fields, such as ``--output-json``); ``Spec.from_argv(argv)`` into ``(spec, output_json)``;
 * ``spec.command()`` is the command line that repeats the run: the flags whose values differ
-  from the defaults, in field order (results and notebooks print it beside every figure);
+  from the defaults (and the required ones), in field order (results and notebooks print it
+  beside every figure);
 * ``Spec.from_params(params)`` rebuilds the spec from a stored Result's ``params`` (the
   inverse of ``spec.params()``; keys that are not fields, such as ``rounds_run``, are left
   out);
-* ``__post_init__`` checks every field against its limits (``choices``, ``min`` for >=, ``gt``
-  for >) before anything runs and raises refimpl's ConfigError naming the field and the limit
-  (UnknownVariantError for a variant name); ``refimpl.cli`` prints it and exits 2.
+* ``__post_init__`` checks every field against its limits (``choices``, for a tuple each item;
+  ``min`` for >=, ``gt`` for >) before anything runs and raises refimpl's ConfigError naming
+  the field and the limit (UnknownVariantError for a variant name); ``refimpl.cli`` prints it
+  and exits 2.
 
-The start-up / budget / throughput benches use ``refimpl.bench.orchestrate.BenchSpec``
-(fresh-process repeats); these three measure in one process and share no repeat fields.
+The in-process benches (``paired``, ``workload``, ``wer``) subclass :class:`CliSpec` directly.
+The fresh-process benches (``startup``, ``budget``, ``throughput``) subclass
+``refimpl.bench.orchestrate.BenchSpec``, itself a CliSpec whose fields are the repeat design
+(variants, repeats, warm-up, limits per process), with ``--output-json`` required and
+``--in-process``: one way to declare, parse, print and check every bench's flags.
 """
 from __future__ import annotations
 
@@ -25,19 +33,24 @@ import dataclasses
 import sys
 import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, Optional, Sequence
 
 from refimpl.errors import ConfigError
 
 
 def arg(default: Any, help: str = "", *, flag: Optional[str] = None,
-        choices: Optional[tuple] = None, min: Optional[float] = None,
-        gt: Optional[float] = None) -> Any:
+        choices: Optional[Sequence] = None, min: Optional[float] = None,
+        gt: Optional[float] = None, required: bool = False, metavar: Optional[str] = None) -> Any:
     """A spec field that is also a CLI flag. ``flag``: the flag's name when it is not
-    ``--field-name``; ``choices``: allowed values; ``min`` / ``gt``: value >= / > that bound
-    (None values, for optional fields, are not checked)."""
-    return dataclasses.field(default=default, metadata={
-        "help": help, "flag": flag, "choices": choices, "min": min, "gt": gt})
+    ``--field-name``; ``choices``: allowed values (of each item, for a tuple); ``min`` / ``gt``:
+    value >= / > that bound (None values, for optional fields, are not checked); ``required``:
+    the flag must be given (``command()`` always prints it); ``metavar``: the value's name in
+    ``--help`` (for a dict field also its format, ``KEY=N``)."""
+    meta = {"help": help, "flag": flag, "choices": choices, "min": min, "gt": gt,
+            "required": required, "metavar": metavar}
+    if isinstance(default, dict):  # a mutable default: each spec gets its own copy
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
 
 
 def comma_list(text: str) -> tuple[str, ...]:
@@ -45,20 +58,41 @@ def comma_list(text: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
+def int_pairs(field: str, items: Optional[list[str]], form: str = "KEY=N") -> dict[str, int]:
+    """``["video=0", "image=2,audio=1"]`` -> ``{"video": 0, "image": 2, "audio": 1}``.
+    Raises ConfigError(field, form) on a pair that is not ``KEY=integer``."""
+    out = {}
+    for it in items or []:
+        for pair in it.split(","):
+            k, sep, v = pair.partition("=")
+            if not sep or not v.strip().lstrip("-").isdigit():
+                raise ConfigError(field, form, f"bad value {pair!r}")
+            out[k.strip()] = int(v)
+    return out
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, tuple):
         return ",".join(map(str, value))
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v}" for k, v in value.items())
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return str(value)
 
 
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[operator]
+
+
 @dataclass(frozen=True, kw_only=True)
 class CliSpec:
-    """Base of the in-process bench specs: ``prog`` (the command), the fields (declared with
+    """Base of every bench spec: ``prog`` (the command), the fields (declared with
     :func:`arg`), and the parsing / printing / checking described in the module doc. The
-    parser's description is the bench module's docstring."""
+    parser's description is the bench module's docstring; ``--output-json`` is required when
+    ``output_json_required``."""
     prog: ClassVar[str] = ""
+    output_json_required: ClassVar[bool] = False
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -67,14 +101,21 @@ class CliSpec:
                 object.__setattr__(self, f.name, value := tuple(value))
             if value is None or not m:
                 continue
-            if m["choices"] is not None and value not in m["choices"]:
-                raise ConfigError(f.name, m["choices"], f"got {value!r}")
+            bad = [v for v in (value if isinstance(value, tuple) else (value,))
+                   if m["choices"] is not None and v not in m["choices"]]
+            if bad:
+                raise ConfigError(f.name, m["choices"], f"got {bad[0]!r}")
             if m["min"] is not None and not value >= m["min"]:
                 raise ConfigError(f.name, f">= {m['min']}", f"got {value!r}")
             if m["gt"] is not None and not value > m["gt"]:
                 raise ConfigError(f.name, f"> {m['gt']}", f"got {value!r}")
 
     # -- flags
+    @classmethod
+    def _flag_fields(cls) -> list[dataclasses.Field]:
+        """The fields declared with :func:`arg` (a plain field is no flag)."""
+        return [f for f in dataclasses.fields(cls) if f.metadata]
+
     @classmethod
     def flag(cls, name: str) -> str:
         f = next(f for f in dataclasses.fields(cls) if f.name == name)
@@ -87,38 +128,56 @@ class CliSpec:
         p = argparse.ArgumentParser(prog=cls.prog, description=sys.modules[cls.__module__].__doc__,
                                     formatter_class=argparse.RawDescriptionHelpFormatter)
         hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            kind = hints[f.name]
-            if typing.get_origin(kind) is typing.Union:  # Optional[X] -> X
-                kind = next(a for a in typing.get_args(kind) if a is not type(None))
-            kw: dict[str, Any] = {"dest": f.name, "default": f.default, "help": f.metadata.get("help")}
-            if kind is bool:
-                kw["action"] = "store_true"
+        for f in cls._flag_fields():
+            kind, m = typing.get_origin(hints[f.name]) or hints[f.name], f.metadata
+            if kind is typing.Union:  # Optional[X] -> X
+                kind = next(a for a in typing.get_args(hints[f.name]) if a is not type(None))
+            kw: dict[str, Any] = {"dest": f.name, "default": _default(f), "help": m.get("help")}
+            if kind is bool:  # a switch that flips the default
+                kw["action"] = "store_false" if f.default else "store_true"
+            elif kind is dict:  # repeated KEY=N, turned into the dict by parse()
+                kw.update(action="append", default=None, metavar=m.get("metavar"))
             else:
-                kw["type"] = comma_list if typing.get_origin(kind) is tuple else kind
-                if f.metadata.get("choices") and typing.get_origin(kind) is not tuple:
-                    kw["choices"] = f.metadata["choices"]
-            p.add_argument(cls.flag(f.name), **kw)
-        p.add_argument("--output-json", default=None, help="where to write the result JSON")
+                kw.update(type=comma_list if kind is tuple else kind, metavar=m.get("metavar"))
+                if m.get("choices") and kind is not tuple:
+                    kw["choices"] = m["choices"]
+            p.add_argument(cls.flag(f.name), required=m.get("required", False), **kw)
+        p.add_argument("--output-json", default=None, required=cls.output_json_required,
+                       help="where to write the result JSON")
         return p
 
     @classmethod
+    def parse(cls, argv: Optional[list[str]]) -> tuple[Any, argparse.Namespace]:
+        """``(spec, options)`` from command-line flags; ``options`` holds the flags that are
+        not fields (``output_json``, ...). argparse exits 2 on a malformed flag; the spec
+        raises ConfigError for a value out of its limits."""
+        ns, fields = vars(cls.parser().parse_args(argv)), {}
+        for f in cls._flag_fields():
+            fields[f.name] = ns.pop(f.name)
+            if isinstance(_default(f), dict):
+                fields[f.name] = int_pairs(f.name, fields[f.name], f.metadata["metavar"] or "KEY=N")
+        return cls.from_flags(fields), argparse.Namespace(**ns)
+
+    @classmethod
     def from_argv(cls, argv: Optional[list[str]]):
-        """``(spec, output_json)`` from command-line flags. argparse exits 2 on a malformed
-        flag; the spec raises ConfigError for a value out of its limits."""
-        ns = vars(cls.parser().parse_args(argv))
-        out = ns.pop("output_json")
-        return cls(**ns), out
+        """``(spec, output_json)`` from command-line flags (see :meth:`parse`)."""
+        spec, options = cls.parse(argv)
+        return spec, options.output_json
+
+    @classmethod
+    def from_flags(cls, fields: dict[str, Any]):
+        """The spec of the parsed flags (a subclass maps flags whose meaning spans fields)."""
+        return cls(**fields)
 
     def command(self) -> str:
-        """The command line that repeats this spec: ``prog`` and the flags whose values
-        differ from the defaults (a true switch as the bare flag)."""
+        """The command line that repeats this spec: ``prog`` and the flags that are required
+        or whose values differ from the defaults (a switch as the bare flag), required first."""
         out = [self.prog]
-        for f in dataclasses.fields(self):
+        for f in sorted(self._flag_fields(), key=lambda f: not f.metadata["required"]):
             v = getattr(self, f.name)
-            if v == f.default or v is None or v is False:
+            if v is None or (v == _default(f) and not f.metadata.get("required")):
                 continue
-            out.append(self.flag(f.name) if v is True else f"{self.flag(f.name)} {_fmt(v)}")
+            out.append(self.flag(f.name) if isinstance(v, bool) else f"{self.flag(f.name)} {_fmt(v)}")
         return " ".join(out)
 
     # -- results

@@ -20,8 +20,8 @@ and the library versions; the bench modules print them beside every median.
 Also here: :func:`set_single_thread` (CPU runs on one thread: the development machine has
 two cores shared by several people) and :func:`profile_with_pyspy` (flame graph + speedscope
 profile of a fresh-process command; never fatal). The driver that interleaves variants and
-writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``; the typed specs of the
-in-process benches (paired, workload, wer) are in ``refimpl/bench/cli_spec.py``.
+writes partial results on Ctrl-C is ``refimpl/bench/orchestrate.py``; every bench's typed
+spec derives its flags from ``refimpl/bench/cli_spec.py``.
 """
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
-"""Typed benchmark specs and the drivers that turn a spec into a Result (refimpl.bench.schema).
+"""Typed specs of the fresh-process benches and the drivers that turn a spec into a Result.
 
 Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen spec (a
-``BenchSpec`` subclass whose fields are its CLI flags), ``run_once(spec, variant) -> run``
-(one measured run in this process), ``preflight(spec)`` (checks before any run, e.g. memory),
-``summarize_runs(runs)``, ``headline(result, variant)`` and ``run(spec) -> Result``.
+``BenchSpec`` subclass whose fields are its CLI flags; BenchSpec subclasses
+``refimpl.bench.cli_spec.CliSpec``, so the flags, ``command()``, ``from_params`` and the
+limit checks come from the field declarations, as for the in-process benches),
+``run_once(spec, variant) -> run`` (one measured run in this process), ``preflight(spec)``
+(checks before any run, e.g. memory), ``summarize_runs(runs)``, ``headline(result, variant)``
+and ``run(spec) -> Result``.
 
 * :func:`run_in_process` (what each module's ``run`` calls): an untimed warm-up per variant
   unless ``spec.warmup`` is False, then ``spec.repeats`` rounds with the variants interleaved
@@ -11,8 +14,9 @@ Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen
   runs once for the whole spec (refusing at once) and again before every run (memory others
   hold changes: it waits up to ``spec.memory_wait_s`` for memory, then refuses).
 * :func:`run_fresh`: the same order, each run a NEW Python process
-  (``python -m refimpl.bench.worker --spec JSON --variant V --output-json PATH``), so import caches, allocator state and the processing cache cannot leak
-  between repeats. The spec travels as JSON, the run comes back as JSON.
+  (``python -m refimpl.bench.worker --spec JSON --variant V --output-json PATH``), so import
+  caches, allocator state and the processing cache cannot leak between repeats. The spec
+  travels as JSON, the run comes back as JSON.
 
 Follows vLLM's ``benchmarks/`` conventions (one module per question, ``--output-json``) and
 gpt-fast's typed entry point and naming of hardware and sizes (``env`` of every result).
@@ -26,45 +30,68 @@ import json
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional
+from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from tqdm import tqdm
 
+from refimpl.bench.cli_spec import CliSpec, arg
 from refimpl.bench.common import interleaved, run_in_fresh_process
 from refimpl.bench.schema import Result
 from refimpl.env import collect_env
 
 
+def variants_arg(default: tuple[str, ...], choices: Sequence[str]) -> Any:
+    """The ``variants`` field of a bench: flag ``--variant``, one name or a comma list of
+    ``choices`` measured side by side (``BenchSpec.__post_init__`` checks each name)."""
+    return arg(default, f"one of {', '.join(choices)}, or a comma list measured side by side",
+               flag="--variant", choices=tuple(choices))
+
+
 @dataclass(frozen=True, kw_only=True)
-class BenchSpec:
-    """Fields every benchmark shares: variants (measured side by side), repeats per variant,
-    device, an untimed warm-up, the limit per fresh process (seconds), and how long a run may
-    wait for memory that others hold before it is refused (seconds; see ``_measure``)."""
+class BenchSpec(CliSpec):
+    """Fields every fresh-process benchmark shares: variants (measured side by side), repeats
+    per variant, device, an untimed warm-up, the limit per fresh process (seconds), and how
+    long a run may wait for memory that others hold before it is refused (seconds; see
+    ``_measure``). A CliSpec (refimpl.bench.cli_spec: flags, ``command()``, ``from_params``
+    and the limits come from these declarations), with ``--output-json`` required and
+    ``--in-process``; each subclass sets ``bench`` and ``prog`` and declares ``variants``
+    with :func:`variants_arg`."""
     bench: ClassVar[str] = ""
-    variant_choices: ClassVar[tuple[str, ...]] = ()
-    variants: tuple[str, ...] = ()
-    repeats: int = 3
-    device: str = "auto"
-    warmup: bool = True
-    timeout_s: float = 1800.0
-    memory_wait_s: float = 300.0
+    output_json_required: ClassVar[bool] = True
+    variants: tuple[str, ...] = variants_arg((), ())
+    repeats: int = arg(3, "timed runs per variant, each a fresh process", min=0)
+    device: str = arg("auto", choices=("auto", "cpu", "cuda"))
+    warmup: bool = arg(True, "skip the untimed warm-up process", flag="--no-warmup")
+    timeout_s: float = arg(1800.0, "limit per fresh process (s)", gt=0)
+    memory_wait_s: float = arg(300.0, "how long a run waits for memory others hold before it "
+                               "is refused (s)", min=0)
 
     def __post_init__(self):
         from refimpl.errors import ConfigError, UnknownVariantError
         object.__setattr__(self, "variants", tuple(self.variants))
+        choices = self.variant_choices()
         if not self.variants:
-            raise ConfigError("variants", self.variant_choices, "no variant given")
+            raise ConfigError("variants", choices, "no variant given")
         for v in self.variants:
-            if v not in self.variant_choices:
-                raise UnknownVariantError("variant", self.variant_choices, f"unknown variant {v!r}")
-        if self.repeats < 0:
-            raise ConfigError("repeats", ">= 0", f"got {self.repeats}")
+            if v not in choices:
+                raise UnknownVariantError("variant", choices, f"unknown variant {v!r}")
+        super().__post_init__()
+
+    @classmethod
+    def variant_choices(cls) -> tuple[str, ...]:
+        """The variant names this bench measures (the ``variants`` field's choices)."""
+        return next(f for f in dataclasses.fields(cls) if f.name == "variants").metadata["choices"]
+
+    @classmethod
+    def parser(cls) -> argparse.ArgumentParser:
+        """The CliSpec parser plus ``--in-process`` (not a field: how, not what, to measure)."""
+        p = super().parser()
+        p.add_argument("--in-process", action="store_true",
+                       help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
+        return p
 
     def to_json(self) -> str:
         return json.dumps({"bench": self.bench, "spec": dataclasses.asdict(self)})
-
-    def replace(self, **changes: Any):
-        return dataclasses.replace(self, **changes)
 
     def worker_env(self) -> dict[str, str]:
         """Environment variables set in every fresh worker process of this spec (none here;
@@ -185,33 +212,14 @@ def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Resul
         timeout_s=spec.timeout_s, env=child_env), in_process=False)
 
 
-def add_common_args(p: argparse.ArgumentParser, variants: tuple[str, ...], default: str) -> None:
-    """Flags every bench shares: --variant (one or comma list), --repeats, --device, --output-json."""
-    p.add_argument("--variant", default=default,
-                   help=f"one of {', '.join(variants)}, or a comma list measured side by side")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs per variant, each a fresh process")
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--no-warmup", action="store_true", help="skip the untimed warm-up process")
-    p.add_argument("--timeout-s", type=float, default=1800.0, help="limit per fresh process (s)")
-    p.add_argument("--memory-wait-s", type=float, default=300.0,
-                   help="how long a run waits for memory others hold before it is refused (s)")
-    p.add_argument("--output-json", required=True, help="where to write the result JSON")
-    p.add_argument("--in-process", action="store_true",
-                   help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
-
-
-def common_spec_fields(args: argparse.Namespace) -> dict[str, Any]:
-    """The BenchSpec fields from the shared flags."""
-    return {"variants": tuple(v.strip() for v in args.variant.split(",") if v.strip()),
-            "repeats": args.repeats, "device": args.device, "warmup": not args.no_warmup,
-            "timeout_s": args.timeout_s, "memory_wait_s": args.memory_wait_s}
-
-
-def cli_main(spec: BenchSpec, args: argparse.Namespace) -> Result:
-    """Measure ``spec`` as the flags ask (fresh processes unless --in-process), write the JSON,
-    print one line per variant with the module's ``headline(result, variant)``."""
-    res = run_in_process(spec) if args.in_process else run_fresh(spec)
-    res.write(args.output_json)
+def cli_main(spec_class: type[BenchSpec], argv: Optional[list[str]]) -> Result:
+    """``refimpl bench <spec_class.bench>``: parse ``argv`` into the spec, measure it as the
+    flags ask (fresh processes unless --in-process), write the JSON, print one line per
+    variant with the module's ``headline(result, variant)``. Raises ConfigError for a value
+    out of its limits (argparse exits 2 on a malformed flag)."""
+    spec, options = spec_class.parse(argv)
+    res = run_in_process(spec) if options.in_process else run_fresh(spec)
+    res.write(options.output_json)
     mod = bench_module(spec.bench)
     for v in res.variants:
         print(f"{spec.bench} {v}: {mod.headline(res, v)} on {res.env['device']} ({res.hardware_name})")

@@ -33,14 +33,14 @@ process runs with it off (the worker's environment and numpy's flag at the start
 """
 from __future__ import annotations
 
-import argparse
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from refimpl.bench.cli_spec import arg, int_pairs
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.memory import NUMPY_HUGEPAGE, set_numpy_hugepage, thp_state
-from refimpl.bench.orchestrate import BenchSpec, add_common_args, cli_main, common_spec_fields, run_in_process
+from refimpl.bench.orchestrate import BenchSpec, cli_main, run_in_process, variants_arg
 from refimpl.bench.schema import Result
 from refimpl.config import SUPPORTED_MODELS
 from refimpl.stats import summarize
@@ -55,24 +55,23 @@ PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
 class StartupSpec(BenchSpec):
     """``refimpl bench startup``: one field per flag (tokens, sequences, items per prompt)."""
     bench: ClassVar[str] = "startup"
-    variant_choices: ClassVar[tuple[str, ...]] = tuple(STARTUP_VARIANTS)
-    model: str = "qwen2.5-vl-3b"
-    variants: tuple[str, ...] = ("cache-reset",)
-    max_model_len: Optional[int] = None
-    max_num_batched_tokens: int = 8192
-    max_num_seqs: int = 256
-    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)
-    scale: str = "auto"
-    num_gpu_blocks: Optional[int] = None
-    process_mode: str = "inproc"
-    reset_scope: str = "v0.9.0"
-    numpy_hugepage: str = "off"
-
-    def __post_init__(self):
-        super().__post_init__()
-        if self.numpy_hugepage not in NUMPY_HUGEPAGE:
-            from refimpl.errors import ConfigError
-            raise ConfigError("numpy_hugepage", NUMPY_HUGEPAGE, f"got {self.numpy_hugepage!r}")
+    prog: ClassVar[str] = "refimpl bench startup"
+    model: str = arg("qwen2.5-vl-3b", choices=SUPPORTED_MODELS, required=True)
+    variants: tuple[str, ...] = variants_arg(("cache-reset",), tuple(STARTUP_VARIANTS))
+    max_model_len: Optional[int] = arg(None, "tokens (default: the model's)", min=1)
+    max_num_batched_tokens: int = arg(8192, min=1)
+    max_num_seqs: int = arg(256, min=1)
+    limit_mm_per_prompt: dict[str, int] = arg({}, "items of a modality per prompt (repeatable)",
+                                              metavar="MODALITY=N")
+    scale: str = arg("auto", choices=("auto", "full", "small"))
+    num_gpu_blocks: Optional[int] = arg(None, min=1)
+    process_mode: str = arg("inproc", "engine core in this process, or in a child process "
+                            "(vLLM V1's mp)", choices=("inproc", "mp"))
+    reset_scope: str = arg("v0.9.0", "mp only: what reset_mm_cache clears in the engine-core "
+                           "process", choices=("v0.9.0", "all"))
+    numpy_hugepage: str = arg("off", "numpy's transparent-huge-page madvise of large arrays in "
+                              "the measured processes (off: the call-1 variance source; see "
+                              "refimpl/bench/memory.py)", choices=NUMPY_HUGEPAGE)
 
     def worker_env(self) -> dict[str, str]:
         """``NUMPY_MADVISE_HUGEPAGE`` for each fresh worker (numpy reads it at import): "0"
@@ -84,50 +83,9 @@ Spec = StartupSpec
 
 
 def parse_limits(items: list[str]) -> dict[str, int]:
-    """``["video=0", "image=2"]`` -> ``{"video": 0, "image": 2}``; ConfigError on a bad pair."""
-    from refimpl.errors import ConfigError
-    out = {}
-    for it in items or []:
-        for pair in it.split(","):
-            k, sep, v = pair.partition("=")
-            if not sep or not v.strip().lstrip("-").isdigit():
-                raise ConfigError("limit_mm_per_prompt", "MODALITY=N", f"bad value {pair!r}")
-            out[k.strip()] = int(v)
-    return out
-
-
-def add_engine_args(p: argparse.ArgumentParser) -> None:
-    """The engine flags shared by the start-up and budget benchmarks."""
-    p.add_argument("--model", required=True, choices=SUPPORTED_MODELS)
-    p.add_argument("--max-model-len", type=int, default=None, help="tokens (default: the model's)")
-    p.add_argument("--max-num-batched-tokens", type=int, default=8192)
-    p.add_argument("--max-num-seqs", type=int, default=256)
-    p.add_argument("--limit-mm-per-prompt", action="append", default=[], metavar="MODALITY=N")
-    p.add_argument("--scale", default="auto", choices=("auto", "full", "small"))
-    p.add_argument("--num-gpu-blocks", type=int, default=None)
-    p.add_argument("--numpy-hugepage", default="off", choices=NUMPY_HUGEPAGE,
-                   help="numpy's transparent-huge-page madvise of large arrays in the measured "
-                        "processes (off: the call-1 variance source; see refimpl/bench/memory.py)")
-
-
-def engine_spec_fields(args: argparse.Namespace) -> dict:
-    return {"model": args.model, "max_model_len": args.max_model_len,
-            "max_num_batched_tokens": args.max_num_batched_tokens,
-            "max_num_seqs": args.max_num_seqs, "scale": args.scale,
-            "limit_mm_per_prompt": parse_limits(args.limit_mm_per_prompt),
-            "num_gpu_blocks": args.num_gpu_blocks, "numpy_hugepage": args.numpy_hugepage}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl bench startup", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_engine_args(p)
-    p.add_argument("--process-mode", default="inproc", choices=("inproc", "mp"),
-                   help="engine core in this process, or in a child process (vLLM V1's mp)")
-    p.add_argument("--reset-scope", default="v0.9.0", choices=("v0.9.0", "all"),
-                   help="mp only: what reset_mm_cache clears in the engine-core process")
-    add_common_args(p, tuple(STARTUP_VARIANTS), "cache-reset")
-    return p
+    """``["video=0", "image=2"]`` -> ``{"video": 0, "image": 2}``; ConfigError on a bad pair
+    (what ``--limit-mm-per-prompt`` does; refimpl.bench.cli_spec.int_pairs)."""
+    return int_pairs("limit_mm_per_prompt", items, "MODALITY=N")
 
 
 def make_vllm_config(spec: StartupSpec, **extra):
@@ -203,9 +161,7 @@ def run(spec: StartupSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    cli_main(StartupSpec(**engine_spec_fields(args), **common_spec_fields(args),
-                         process_mode=args.process_mode, reset_scope=args.reset_scope), args)
+    cli_main(StartupSpec, argv)
     return 0
 
 

@@ -19,13 +19,13 @@ Variants: ``refimpl.variants.ENCODER_LEN_VARIANTS``.
 """
 from __future__ import annotations
 
-import argparse
 import time
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from refimpl.bench.cli_spec import arg
 from refimpl.bench.common import set_single_thread
-from refimpl.bench.orchestrate import BenchSpec, add_common_args, cli_main, common_spec_fields, run_in_process
+from refimpl.bench.orchestrate import BenchSpec, cli_main, run_in_process, variants_arg
 from refimpl.bench.schema import Result
 from refimpl.stats import median, summarize
 from refimpl.variants import ENCODER_LEN_VARIANTS
@@ -36,62 +36,38 @@ HF_VARIANT = "hf-generate"
 
 @dataclass(frozen=True, kw_only=True)
 class ThroughputSpec(BenchSpec):
-    """``refimpl bench throughput``: one field per flag (requests, tokens, sequences)."""
+    """``refimpl bench throughput``: one field per flag (requests, tokens, sequences).
+    ``--engine hf`` measures variant ``hf-generate`` whatever ``--variant`` says."""
     bench: ClassVar[str] = "throughput"
-    variant_choices: ClassVar[tuple[str, ...]] = (*ENCODER_LEN_VARIANTS, HF_VARIANT)
-    model: str = "whisper-tiny"
-    engine: str = "refimpl"
-    variants: tuple[str, ...] = ("scheduler-config",)
-    num_requests: int = 64
-    max_tokens: int = 32
-    max_num_seqs: int = 16
-    num_gpu_blocks: Optional[int] = None
-    max_audios_per_step: int = 1
-    scale: str = "auto"
-    warmup_requests: int = 4
-    seed: int = 0
+    prog: ClassVar[str] = "refimpl bench throughput"
+    model: str = arg("whisper-tiny", choices=MODELS)
+    engine: str = arg("refimpl", choices=("refimpl", "hf"))
+    variants: tuple[str, ...] = variants_arg(("scheduler-config",), (*ENCODER_LEN_VARIANTS, HF_VARIANT))
+    num_requests: int = arg(64, min=1)
+    max_tokens: int = arg(32, "output tokens per request", min=1)
+    max_num_seqs: int = arg(16, "batch size (hf: static batch)", min=1)
+    num_gpu_blocks: Optional[int] = arg(None, min=1)
+    max_audios_per_step: int = arg(1, "audios encoded per step under the encoder-batch variant "
+                                   "(PR #29421); the other variants keep 1", min=1)
+    scale: str = arg("auto", choices=("auto", "full", "small"))
+    warmup_requests: int = arg(4, min=0)
+    seed: int = arg(0, min=0)
 
     def __post_init__(self):
         super().__post_init__()
         from refimpl.errors import ConfigError
-        if self.engine not in ("refimpl", "hf"):
-            raise ConfigError("engine", ("refimpl", "hf"), f"unknown engine {self.engine!r}")
         if (self.engine == "hf") != (self.variants == (HF_VARIANT,)):
             raise ConfigError("variants", f"({HF_VARIANT!r},) exactly when engine='hf'",
                               f"engine {self.engine!r} with variants {self.variants}")
 
+    @classmethod
+    def from_flags(cls, fields: dict) -> ThroughputSpec:
+        if fields["engine"] == "hf":
+            fields = {**fields, "variants": (HF_VARIANT,)}
+        return cls(**fields)
+
 
 Spec = ThroughputSpec
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl bench throughput", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default="whisper-tiny", choices=MODELS)
-    p.add_argument("--engine", default="refimpl", choices=("refimpl", "hf"))
-    p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--max-tokens", type=int, default=32, help="output tokens per request")
-    p.add_argument("--max-num-seqs", type=int, default=16, help="batch size (hf: static batch)")
-    p.add_argument("--num-gpu-blocks", type=int, default=None)
-    p.add_argument("--max-audios-per-step", type=int, default=1,
-                   help="audios encoded per step under the encoder-batch variant (PR #29421); "
-                        "the other variants keep 1")
-    p.add_argument("--scale", default="auto", choices=("auto", "full", "small"))
-    p.add_argument("--warmup-requests", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
-    add_common_args(p, tuple(ENCODER_LEN_VARIANTS), "scheduler-config")
-    return p
-
-
-def spec_from_args(args: argparse.Namespace) -> ThroughputSpec:
-    common = common_spec_fields(args)
-    if args.engine == "hf":
-        common["variants"] = (HF_VARIANT,)
-    return ThroughputSpec(model=args.model, engine=args.engine, num_requests=args.num_requests,
-                          max_tokens=args.max_tokens, max_num_seqs=args.max_num_seqs,
-                          num_gpu_blocks=args.num_gpu_blocks, scale=args.scale,
-                          max_audios_per_step=args.max_audios_per_step,
-                          warmup_requests=args.warmup_requests, seed=args.seed, **common)
 
 
 def _prompts(spec: ThroughputSpec) -> list[dict]:
@@ -205,8 +181,7 @@ def run(spec: ThroughputSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    cli_main(spec_from_args(args), args)
+    cli_main(ThroughputSpec, argv)
     return 0
 
 

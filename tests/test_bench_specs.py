@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.bench.budget import BudgetSpec
+from refimpl.bench.cli_spec import command_of
 from refimpl.bench.paired import PairedSpec
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec
@@ -110,6 +111,7 @@ def test_stored_fresh_process_results_rebuild_their_specs(bench, cls):
         res = Result.load(path)
         spec = cls.from_params(res.params)
         assert cls.from_argv([*spec.command().split()[3:], "--output-json", "x"])[0] == spec
+        assert command_of(bench, res.params) == spec.command()  # the reports' "Command:" lines
         for k, v in spec.params().items():
             if k in res.params:
                 assert res.params[k] == (list(v) if isinstance(v, tuple) else v), (path, k)

@@ -28,6 +28,7 @@ from refimpl.analysis.startup_parts import (  # noqa: F401
     parts_table,
 )
 from refimpl.bench.budget import BudgetSpec
+from refimpl.bench.cli_spec import command_of
 from refimpl.bench.orchestrate import wait_for_memory
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec, parse_limits, preflight
@@ -194,8 +195,7 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     head = (f"## Start-up (PR #17935): {p['model']} on {res.hardware_name} ({res.env['device']}), "
             f"max_model_len {p.get('max_model_len') or 'default'}, "
             f"limits {p.get('limit_mm_per_prompt') or 'default'}")
-    parts = [head, "", f"Command: `refimpl bench startup --model {p['model']} --variant "
-             f"{','.join(res.variants)} --repeats {n} ...` (see the JSON beside this file)",
+    parts = [head, "", f"Command: `{command_of(res.bench, p)}` ({n} runs per variant)",
              "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
     if all(v in res.variants and res.runs(v) for v in ("no-cache", "cache-reset")):

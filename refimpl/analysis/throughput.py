@@ -16,6 +16,7 @@ import matplotlib.pyplot as plt
 
 from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
 from refimpl.analysis.throughput_sweep import sweep_figure, sweep_points, sweep_table  # noqa: F401
+from refimpl.bench.cli_spec import command_of
 from refimpl.bench.schema import Result
 from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
 from refimpl.stats import median, ratio_of_medians
@@ -205,9 +206,7 @@ def summary_md(res: Result, out_dir: Path) -> str:
     parts = [f"## Throughput (PRs #24866 / #24989): {p['model']} on {res.hardware_name} "
              f"({res.env['device']}), {p['num_requests']} requests x {p['max_tokens']} tokens, "
              f"batch {p['max_num_seqs']}", "",
-             f"Command: `refimpl bench throughput --model {p['model']} --variant "
-             f"{','.join(res.variants)} --num-requests {p['num_requests']} --max-tokens "
-             f"{p['max_tokens']} --max-num-seqs {p['max_num_seqs']}` (+ `--engine hf`)", "",
+             f"Command: `{command_of(res.bench, p)}` (+ `--engine hf`)", "",
              table(res, hf), "", gains_table(res), "",
              md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
                                               for k, v in g.items()])]

@@ -31,14 +31,6 @@ MAX_MODEL_LEN = 8192
 _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
 
 
-def command(s: StartupStudy, scope: str, repeats: int, max_model_len: Optional[int]) -> str:
-    """The CLI command equal to one scope of ``run_two_process``."""
-    limits = "".join(f" --limit-mm-per-prompt {x}" for x in s.limits)
-    return (f"refimpl bench startup --model {s.model} --variant cache-reset --process-mode mp "
-            f"--reset-scope {scope} --repeats {repeats} --no-warmup --device {s.device}"
-            + (f" --max-model-len {max_model_len}" if max_model_len else "") + limits)
-
-
 def stored_two_process(model: str) -> dict[str, dict]:
     """{"<scope> (stored <file name>)": {"runs", "_path"}} of the committed two-process
     start-up results of ``model`` (results/<hardware>/, runs with ``process_mode`` "mp")."""
@@ -72,7 +64,7 @@ def run_two_process(s: StartupStudy, repeats: int = REPEATS,
             res.write(path)
             rows[f"{scope} (this run)"] = {
                 "runs": res.runs("cache-reset"),
-                "_path": f"{path}, command: {command(s, scope, repeats, max_model_len)}"}
+                "_path": f"{path}, command: {spec.command()}"}
     return rows | stored_two_process(s.model)
 
 

@@ -197,7 +197,7 @@ class CliSpec:
 
 
 def spec_class(bench: str) -> type[CliSpec]:
-    """The spec class of ``bench`` ("paired", "workload" or "wer")."""
+    """The spec class of ``bench`` (any of ``refimpl bench``: "startup", "paired", ...)."""
     import importlib
     return importlib.import_module(f"refimpl.bench.{bench}").Spec
 

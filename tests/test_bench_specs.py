@@ -1,12 +1,13 @@
 """The typed specs of every bench (refimpl/bench/cli_spec.py; the fresh-process ones through
 refimpl/bench/orchestrate.BenchSpec): flags -> spec -> command -> the same spec, stored results rebuild their specs, and every bad value is refused
 before anything runs with a ConfigError naming the field and the limit (the CLI: exit 2)."""
+import re
 from pathlib import Path
 
 import pytest
 
 from refimpl.bench.budget import BudgetSpec
-from refimpl.bench.cli_spec import command_of
+from refimpl.bench.cli_spec import command_of, spec_class
 from refimpl.bench.paired import PairedSpec
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import StartupSpec
@@ -168,6 +169,7 @@ BAD = [  # (spec class, fields, field named, limit text)
     (ThroughputSpec, {"engine": "hf"}, "variants", "hf-generate"),
     (ThroughputSpec, {"num_requests": 0}, "num_requests", ">= 1"),
     (ThroughputSpec, {"max_tokens": 0}, "max_tokens", ">= 1"),
+    (ThroughputSpec, {"max_tokens": 445}, "max_tokens", "<= 444"),
     (ThroughputSpec, {"max_audios_per_step": 0}, "max_audios_per_step", ">= 1"),
     (ThroughputSpec, {"model": "whisper-tiny.en"}, "model", "whisper-large-v3"),
     (WerSpec, {"max_new_tokens": 447}, "max_new_tokens", "<= 446"),
@@ -220,3 +222,25 @@ def test_fresh_process_help(bench, capsys):
     out = capsys.readouterr().out
     assert e.value.code == 0 and f"refimpl bench {bench}" in out
     assert all(f in out for f in ("--variant", "--no-warmup", "--output-json", "--in-process"))
+
+
+def _documented_commands():
+    """(file, bench, args) of the ``refimpl bench`` lines of README.md and the ``run NAME T
+    bench ...`` lines of scripts/gpu_bench.sh (continuations joined, shell variables given
+    sample values, PATH -> x.json)."""
+    shell = {"VL": "qwen2.5-vl-3b", "ASR": "whisper-large-v3", "DEVICE": "cpu"}
+    script = re.sub(r"\$\(\([^)]*\)\)", "80", (ROOT / "scripts/gpu_bench.sh").read_text().replace("\\\n", " "))
+    script = re.sub(r'"?\$\{?(\w+)[^}"\s]*\}?"?', lambda m: shell.get(m[1], "2"), script)
+    for where, text, pattern in [("README.md", (ROOT / "README.md").read_text(), r"^refimpl bench (\w+)(.*)$"),
+                                 ("gpu_bench.sh", script, r"^run \S+ \S+ bench (\w+)(.*)$")]:
+        for m in re.finditer(pattern, text, re.M):
+            yield where, m[1], m[2].split("#")[0].replace(" PATH", " x.json").split()
+
+
+def test_documented_commands_parse():
+    """Every bench command of README.md and scripts/gpu_bench.sh parses into its spec."""
+    seen = set()
+    for where, bench, args in _documented_commands():
+        spec_class(bench).parse(args if "--output-json" in args else [*args, "--output-json", "x"])
+        seen.add((where, bench))
+    assert {(w, b) for w in ("README.md", "gpu_bench.sh") for b in ("startup", "budget", "throughput")} <= seen

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
-from refimpl.bench.cli_spec import arg
+from refimpl.bench.cli_spec import arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.orchestrate import BenchSpec, cli_main, run_in_process, variants_arg
 from refimpl.bench.schema import Result
@@ -59,6 +59,7 @@ class ThroughputSpec(BenchSpec):
         if (self.engine == "hf") != (self.variants == (HF_VARIANT,)):
             raise ConfigError("variants", f"({HF_VARIANT!r},) exactly when engine='hf'",
                               f"engine {self.engine!r} with variants {self.variants}")
+        check_max_tokens("max_tokens", self.max_tokens, self.model)
 
     @classmethod
     def from_flags(cls, fields: dict) -> ThroughputSpec:

@@ -18,8 +18,9 @@ tests/test_whisper_runner.py and tests/test_real_weights.py):
   blocks once into a head-major (2, H, seq_len, D) tensor per layer; every later step runs one
   unmasked SDPA per request on it (``dense_cross_attention``). Cost: one copy per request and
   the extra memory of that copy while the request runs; the reads do not depend on where the
-  blocks lie in the pool. On one CPU thread this SDPA is about 2.7x faster than on the
-  block-layout views below (``scripts/cross_attention_fragmentation.py`` measures both).
+  blocks lie in the pool. On one CPU thread this SDPA is faster than on the block-layout
+  views below (``scripts/cross_attention_read_microbench.py`` times one step of each;
+  ``scripts/cross_attention_fragmentation.py`` serves a workload with each).
 * ``"paged-runs"``: no copy. ``key_segments`` (computed once per request) turns the block
   table into runs of consecutive slots and ``cross_attention`` reads them as views of the
   cache (block-major, so each head's keys are strided by H x D). A request whose blocks form

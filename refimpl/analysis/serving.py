@@ -181,7 +181,7 @@ def engine_over_hf_sentence(results: Sequence[Result]) -> str:
             continue
         state = "resolved" if c["resolved"] else "not resolved"
         out.append(f"{what}: **{c['ratio']:.2f}x** [{c['low']:.2f}, {c['high']:.2f}] "
-                   f"({c['pairs']} pairs, {state})")
+                   f"({c['pairs']} pair{'' if c['pairs'] == 1 else 's'}, {state})")
     return "; ".join(out) or f"requests/s, engine / generate(): {engine_over_hf(results):.2f}x (one run each)"
 
 

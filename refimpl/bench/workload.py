@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['num_output_tokens']} tokens, {r['cpu_s']:.1f} CPU s, {spec.arrival})")
     for c in out.comparisons:
         print(f"{c['variant']} over {c['over']}, {c['metric']}: {c['ratio']:.3f}x "
-              f"[{c['low']:.3f}, {c['high']:.3f}] ({c['pairs']} pairs"
+              f"[{c['low']:.3f}, {c['high']:.3f}] ({c['pairs']} pair{'' if c['pairs'] == 1 else 's'}"
               f"{', resolved' if c['resolved'] else ', not resolved'})")
     if output_json:
         out.write(output_json)

@@ -58,6 +58,7 @@ class CrossAttentionMetadata:
     slot_mapping: torch.Tensor
     query_start_loc_cpu: list[int]
 
+
 class CrossAttentionBuilder:
     """Builds CrossAttentionMetadata every step. ``model_encoder_len``: the model's
     ``max_source_positions`` (tokens), when known, to refuse any other length."""

@@ -44,7 +44,7 @@ from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 MODELS = ("whisper-tiny.en", "whisper-tiny", "whisper-large-v3")
 __all__ = ["WorkItem", "latency_summary", "make_workload", "serve_engine", "serve_hf",
-           "WorkloadSpec", "run", "run_order", "engine_over_hf", "main"]
+           "WorkloadSpec", "run", "run_order", "paired_comparisons", "main"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +79,7 @@ class WorkloadSpec(CliSpec):
     @property
     def label(self) -> str:
         """The variant name in the Result: the engine's variant, or ``hf-generate``."""
-        return "hf-generate" if self.engine == "hf" else self.variant
+        return HF if self.engine == "hf" else self.variant
 
     @property
     def labels(self) -> list[str]:
@@ -133,7 +133,7 @@ def run_order(labels: list[str], repeats: int) -> list[str]:
     return [x for i in range(repeats) for x in (labels if i % 2 == 0 else labels[::-1])]
 
 
-def engine_over_hf(runs: dict[str, list[dict]], variant: str) -> list[dict]:
+def paired_comparisons(runs: dict[str, list[dict]], variant: str) -> list[dict]:
     """``comparisons`` of ``variant`` over generate(), run i paired with run i: requests/s
     (engine / generate()) and CPU seconds (generate() / engine), each the median of the
     per-pair ratios with its bootstrap 95% interval; ``resolved`` needs ``MIN_PAIRS`` pairs."""
@@ -174,7 +174,7 @@ def run(spec: WorkloadSpec, progress: Optional[Callable[[str], None]] = None) ->
     variants = {k: {"runs": v, "summary": {m: summarize([x[m] for x in v])
                                            for m in ("requests_per_s", "output_tokens_per_s", "cpu_s")}}
                 for k, v in runs.items()}
-    comparisons = engine_over_hf(runs, spec.variant) if spec.engine == "both" else []
+    comparisons = paired_comparisons(runs, spec.variant) if spec.engine == "both" else []
     return Result("workload", env, spec.params(), variants, comparisons=comparisons)
 
 

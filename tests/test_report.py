@@ -143,3 +143,15 @@ def test_summary_shows_two_process_memory(tmp_path):
     text = report.summary(tmp_path, "cpu", quick=False)
     row = next(ln for ln in text.splitlines() if ln.startswith(f"| v0.9.0 ({src.name})"))
     assert "| 588 -> 588 |" in row  # P1 keeps its profiling entries under v0.9.0 (MiB)
+
+
+@pytest.mark.parametrize("folder, split", [("cpu-intel-xeon-2c", False), ("cpu-amd-epyc-2c", True)])
+def test_startup_summary_reads_every_committed_layout(folder, split):
+    """Runs from before the per-part timings get a sentence saying so, not a KeyError."""
+    from refimpl.analysis.startup import summary_md
+    from refimpl.bench.schema import Result
+    from refimpl.env import REPO_ROOT
+    res, budget = (Result.load(REPO_ROOT / f"results/{folder}/{b}_qwen2.5-vl-3b.json") for b in ("startup", "budget"))
+    text = summary_md(res, budget)
+    assert ("predate the per-part timings" in text) is not split
+    assert ("hashed for" in text) is split and "Call 1, cache-reset / no-cache" in text

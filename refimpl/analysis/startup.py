@@ -21,6 +21,7 @@ from refimpl.analysis.budget import budget_figure, budget_table, call1_ratio  # 
 from refimpl.analysis.startup_parts import (  # noqa: F401
     PART_COLUMNS,
     call1_explained,
+    has_parts,
     hash_paths_sentence,
     hashing_sentence,
     hashing_share,
@@ -35,6 +36,7 @@ from refimpl.bench.startup import StartupSpec, parse_limits, preflight
 from refimpl.stats import median, summarize
 from refimpl.variants import STARTUP_VARIANTS
 
+NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
 PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
                "capture_model", "scheduler_init", "reset_mm_cache")
 
@@ -198,8 +200,9 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     parts = [head, "", f"Command: `{command_of(res.bench, p)}` ({n} runs per variant)",
              "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
-    if all(v in res.variants and res.runs(v) for v in ("no-cache", "cache-reset")):
-        parts += ["", hashing_sentence(res)]
+    pair = ("no-cache", "cache-reset")
+    if all(v in res.variants and res.runs(v) for v in pair):
+        parts += ["", hashing_sentence(res) if has_parts(res, pair) else NO_PARTS]
     if budget:
         parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, one fresh "
                   "process each):", "", budget_table(budget)]
@@ -207,5 +210,6 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
             r = call1_ratio(budget)
             parts += ["", f"Call 1, cache-reset / no-cache: {r['estimate']:.2f} [{r['low']:.2f}, "
                       f"{r['high']:.2f}] (95% bootstrap interval), min-max ranges "
-                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", call1_explained(budget)]
+                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "",
+                      call1_explained(budget) if has_parts(budget, pair) else NO_PARTS]
     return "\n".join(parts)

@@ -33,6 +33,12 @@ def _cell(values: list) -> str:
     return "-" if any(x is None for x in values) else spread(values)
 
 
+def has_parts(res: Result, variants: tuple[str, ...]) -> bool:
+    """Whether every run of ``variants`` carries the per-part timings (``parts_s``); results
+    written before those timings existed (results/cpu-intel-xeon-2c) do not."""
+    return all("parts_s" in run for v in variants for run in res.runs(v))
+
+
 def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[str, list[float]]:
     """Per part (keys of PART_COLUMNS plus ``total_s``), the seconds of each run of ``variant``:
     the whole start-up, or budget call ``call`` (0-based). All from measured JSON fields."""

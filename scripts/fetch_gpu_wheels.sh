@@ -3,7 +3,8 @@
 #
 # The GPU host's python3 (3.12) already has torch, transformers, tokenizers, numpy, pillow,
 # tqdm and psutil; it may lack blake3 (the processing-cache hash), py-spy (profiles) and
-# espeakng-loader (only for regenerating speech clips). This fetches them as CPython 3.12
+# espeakng-loader (only for regenerating speech clips) and pyzmq (only for `--process-mode mp`,
+# the two-process start-up). This fetches them as CPython 3.12
 # manylinux x86_64 wheels into ./.whl (git-ignored), pinned to the versions in this
 # machine's .venv when it has them, so both machines hash and profile with the same code:
 #
@@ -25,7 +26,7 @@ PY=python3
 [[ -x .venv/bin/python ]] && PY=.venv/bin/python
 
 pkgs=()
-for p in blake3 py-spy espeakng-loader; do
+for p in blake3 py-spy espeakng-loader pyzmq; do
   v="$("$PY" -c "import importlib.metadata as m, sys
 try: print(m.version(sys.argv[1]))
 except m.PackageNotFoundError: pass" "$p")"

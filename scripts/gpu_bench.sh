@@ -33,7 +33,8 @@
 # per-command caps (s; a paired run's --budget-s is its cap minus 40 s of engine builds),
 # ONLY ["startup budget paired encoder_batch workload"] subset to run, DRY_RUN [0] print only (the
 # commands, and the results folder named from nvidia-smi or results/<gpu-name>/; writes nothing),
-# PYTHON [python3].
+# PYTHON [python3], VL_MODEL [qwen2.5-vl-3b], ASR_MODEL [whisper-large-v3] (smaller models only for a
+# CPU smoke run of the script itself, scripts/gpu_host_check.sh).
 #
 # Exit status: 0 if every selected command wrote its JSON, 1 otherwise.
 set -uo pipefail   # no -e: one failing benchmark must not stop the others
@@ -130,8 +131,8 @@ run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.jso
   [[ $rc == 0 ]] || FAILED=1
 }
 
-VL=qwen2.5-vl-3b
-ASR=whisper-large-v3
+VL=${VL_MODEL:-qwen2.5-vl-3b}
+ASR=${ASR_MODEL:-whisper-large-v3}
 run startup "${T_STARTUP:-170}" bench startup --model $VL \
   --variant no-cache,cache-reset,uint8-video,formula,shape-only --device "$DEVICE" \
   --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"

@@ -2,9 +2,10 @@
 
 Each ``bench`` subcommand is one module under ``refimpl/bench`` (one question per module, as
 vLLM's ``benchmarks/``); its flags are documented by ``refimpl bench NAME --help``. A setting
-out of its limits (refimpl's ConfigError, raised by the bench's spec before anything runs) is
-printed as one line naming the field and the limit, and the command exits 2, as argparse does
-for a malformed flag.
+out of its limits (refimpl's ConfigError, raised by the bench's spec before anything runs),
+or a run the machine's memory cannot hold (InsufficientMemoryError, from the bench's memory
+check before the runs), is printed as one line naming the field and the limit, and the command
+exits 2, as argparse does for a malformed flag.
 """
 from __future__ import annotations
 
@@ -36,10 +37,10 @@ def main(argv: list[str] | None = None) -> int:
         if not rest or rest[0] not in BENCHES:
             print(USAGE, file=sys.stderr)
             return 2
-        from refimpl.errors import ConfigError
+        from refimpl.errors import ConfigError, InsufficientMemoryError
         try:
             return importlib.import_module(f"refimpl.bench.{rest[0]}").main(rest[1:]) or 0
-        except ConfigError as e:
+        except (ConfigError, InsufficientMemoryError) as e:
             print(f"refimpl bench {rest[0]}: error: {e}", file=sys.stderr)
             return 2
     if cmd == "report":

@@ -9,6 +9,10 @@ import threading
 
 import psutil
 
+GiB = 1 << 30
+# one step's activations and encoder output, not modelled part by part (check_serving_memory)
+SERVING_MARGIN_BYTES = GiB // 2
+
 
 def peak_rss_bytes() -> int:
     """Peak resident set size of this process so far (bytes; Linux ru_maxrss is KiB)."""
@@ -41,3 +45,42 @@ class RssPeakSampler:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, self._proc.memory_info().rss)
+
+
+def check_serving_memory(vllm_config, available: int | None = None) -> int:
+    """Refuse an encoder-decoder (Whisper) engine on the CPU before its model loads, when what
+    it will hold exceeds the memory available now (``available`` bytes, default psutil's):
+    the weights (``model_loader.parameter_bytes``), the KV cache (``num_gpu_blocks`` x bytes
+    per block, else ``kv_cache_memory_bytes``), the dense-once cross K/V copies at
+    ``max_num_seqs`` (``attention.cross_attention.dense_copy_bytes``) and
+    SERVING_MARGIN_BYTES. Returns the estimated need (bytes). Raises InsufficientMemoryError
+    naming the setting behind the largest part (``max_num_seqs``, ``num_gpu_blocks`` /
+    ``kv_cache_memory_bytes``, or ``scale`` for the weights), with the available bytes as
+    limit. refimpl's (DEVELOPERS.md: told before it starts, not killed); vLLM sizes the KV
+    cache from what the GPU has free instead.
+
+    An upper bound: it counts a copy for every one of ``max_num_seqs`` requests. Measured by
+    ``scripts/serving_memory_check.py 8`` (whisper-large-v3, full scale, float32, 400 blocks,
+    8 requests x 3 tokens): 7.95 GiB over the process's start after loading, peak 9.28 GiB,
+    estimate 11.87 GiB (at most about 3 requests held copies at once in that run)."""
+    from refimpl.attention.cross_attention import dense_copy_bytes
+    from refimpl.errors import InsufficientMemoryError
+    from refimpl.worker.model_loader import parameter_bytes
+    mc, cc = vllm_config.model_config, vllm_config.cache_config
+    d = mc.hf_config_dict
+    itemsize = 2 if mc.dtype in ("float16", "bfloat16") else 4
+    block = 2 * d["decoder_layers"] * cc.block_size * d["d_model"] * itemsize
+    kv_field = "num_gpu_blocks" if cc.num_gpu_blocks else "kv_cache_memory_bytes"
+    parts = {"scale": parameter_bytes(mc),
+             kv_field: cc.num_gpu_blocks * block if cc.num_gpu_blocks else cc.kv_cache_memory_bytes,
+             "max_num_seqs": dense_copy_bytes(vllm_config)}
+    need = sum(parts.values()) + SERVING_MARGIN_BYTES
+    avail = psutil.virtual_memory().available if available is None else available
+    if need > avail:
+        field = max(parts, key=lambda k: parts[k])
+        raise InsufficientMemoryError(field, avail, (
+            f"{mc.model} ({mc.scale} scale, {mc.dtype}) would hold about {need / GiB:.1f} GiB: weights "
+            f"{parts['scale'] / GiB:.1f}, KV cache {parts[kv_field] / GiB:.1f}, cross K/V copies for "
+            f"max_num_seqs={vllm_config.scheduler_config.max_num_seqs} {parts['max_num_seqs'] / GiB:.1f}, "
+            f"margin {SERVING_MARGIN_BYTES / GiB:.1f}; {avail / GiB:.1f} GiB available"))
+    return need

@@ -77,3 +77,69 @@ def test_run_waits_for_memory_others_hold_then_refuses():
     with pytest.raises(InsufficientMemoryError, match="1 GiB available"):
         wait_for_memory(short(10**6), wait_s=0.05, poll_s=0.01)
     assert 1 < len(calls) < 10
+
+
+def test_whisper_engine_on_cpu_refused_before_its_model_loads(monkeypatch):
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from refimpl.engine.llm_engine import LLMEngine
+    from refimpl.memory import check_serving_memory
+    from refimpl.worker import gpu_model_runner
+
+    def cfg(seqs, blocks=None, read="dense-once"):
+        return VllmConfig(ModelConfig("whisper-large-v3", scale="full", device="cpu"),
+                          SchedulerConfig(max_num_seqs=seqs), CacheConfig(num_gpu_blocks=blocks, cross_attention_read=read))
+    need = check_serving_memory(cfg(64), available=1 << 50)
+    assert need > check_serving_memory(cfg(64, read="paged-runs"), available=1 << 50) + 64 * 400 * 2**20
+    with pytest.raises(InsufficientMemoryError, match=r"weights 5\.\d.*max_num_seqs=64.*16\.0 GiB available") as e:
+        check_serving_memory(cfg(64), available=16 * GiB)
+    assert e.value.field == "max_num_seqs" and e.value.limit == 16 * GiB
+    with pytest.raises(InsufficientMemoryError) as e:
+        check_serving_memory(cfg(1, blocks=20000), available=16 * GiB)
+    assert e.value.field == "num_gpu_blocks"
+    with pytest.raises(InsufficientMemoryError) as e:
+        check_serving_memory(cfg(1, read="paged-runs"), available=4 * GiB)
+    assert e.value.field == "scale"
+    loaded = []
+    monkeypatch.setattr(gpu_model_runner, "get_model", lambda mc: loaded.append(mc))
+    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
+    with pytest.raises(InsufficientMemoryError, match="max_num_seqs=256"):
+        LLMEngine.from_args("whisper-large-v3", scale="full", device="cpu", process_mode="inproc", max_num_seqs=256)
+    assert loaded == []
+    assert check_serving_memory(VllmConfig(ModelConfig("whisper-tiny", device="cpu")), available=8 * GiB) < 8 * GiB
+
+
+def test_cuda_kv_sizing_leaves_room_for_the_dense_cross_copies(monkeypatch):
+    import types
+
+    import torch
+
+    from refimpl.attention.cross_attention import dense_copy_bytes
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from refimpl.worker.gpu_model_runner import GPUModelRunner
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 * GiB, 140 * GiB))
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 40 * GiB)
+    avail = {}
+    for read in ("dense-once", "paged-runs"):
+        vc = VllmConfig(ModelConfig("whisper-large-v3", scale="full", device="cpu", dtype="float16"),
+                        SchedulerConfig(max_num_seqs=64), CacheConfig(cross_attention_read=read))
+        runner = types.SimpleNamespace(device=torch.device("cuda"), cache_config=vc.cache_config,
+                                       peak_memory_bytes=10 * GiB, vllm_config=vc)
+        avail[read] = GPUModelRunner.determine_available_memory(runner)  # type: ignore[arg-type]
+    assert avail["paged-runs"] == int(140 * GiB * 0.9) - 10 * GiB
+    copies = 64 * 2 * 32 * 1500 * 1280 * 2  # seqs x (K, V) x layers x positions x d_model x fp16
+    assert avail["paged-runs"] - avail["dense-once"] == copies
+    assert dense_copy_bytes(vc) == 0 and copies == dense_copy_bytes(
+        VllmConfig(vc.model_config, SchedulerConfig(max_num_seqs=64), CacheConfig()))
+
+
+def test_throughput_bench_refuses_before_any_run_and_the_cli_exits_2(monkeypatch, capsys, tmp_path):
+    from refimpl import cli
+    from refimpl.bench import throughput
+    ran = []
+    monkeypatch.setattr(throughput, "run_once", lambda spec, v: ran.append(v))
+    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
+    argv = ["bench", "throughput", "--model", "whisper-large-v3", "--scale", "full", "--max-num-seqs", "64",
+            "--in-process", "--repeats", "1", "--no-warmup", "--output-json", str(tmp_path / "t.json")]
+    assert cli.main(argv) == 2 and ran == [] and not (tmp_path / "t.json").exists()
+    assert "error: max_num_seqs: whisper-large-v3 (full scale, float32)" in capsys.readouterr().err
+    throughput.preflight(throughput.ThroughputSpec(model="whisper-tiny", max_num_seqs=64))  # fits

@@ -21,28 +21,48 @@ def test_workload_is_seeded_mixed_length_and_poisson():
     assert s["e2e_s_p50"] == 2.5 and s["e2e_s_mean"] == 2.5
 
 
+class FakeEngine:  # finishes every request in its first step, same tokens for all
+    def __init__(self, name, log, interrupt_at=None):
+        self.name, self.log, self.pending, self.interrupt_at = name, log, [], interrupt_at
+
+    def add_request(self, rid, prompt, params):
+        if not self.pending:
+            self.log.append(self.name)
+        self.pending.append(str(len(self.pending)))
+        return self.pending[-1]
+
+    def has_unfinished_requests(self):
+        return bool(self.pending)
+
+    def step(self):
+        from refimpl.outputs import RequestOutput
+        if len(self.log) == self.interrupt_at:  # SIGINT in this engine's block
+            raise KeyboardInterrupt
+        out, self.pending = [RequestOutput(r, [1], [7, 8]) for r in self.pending], []
+        return out
+
+
+def test_interrupt_keeps_the_whole_rounds_before_it(monkeypatch, capsys, tmp_path):
+    log = []
+    engines = {"A": FakeEngine("A", log), "B": FakeEngine("B", log, interrupt_at=6)}
+    res = run_paired(engines, [np.zeros(10)] * 2, None, rounds=10)
+    assert log == ["A", "B", "B", "A", "A", "B"] and res["interrupted"]  # round 3 broken off in B
+    assert [len(res["by_variant"][v]["cpu_s"]) for v in "AB"] == [2, 2]
+    assert "keeping the rounds finished so far" in capsys.readouterr().err
+    # during the warm-up: nothing timed, and the Result says so instead of failing
+    from refimpl.bench import paired
+    log.clear()
+    monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
+        "registry": FakeEngine("registry", log, interrupt_at=1), "runner-config": FakeEngine("runner-config", log)})
+    out = paired.run(paired.PairedSpec(variants=("registry", "runner-config"), block_requests=2))
+    assert out.params["interrupted"] and out.params["rounds_run"] == 0 and out.comparisons == []
+    assert all(r["runs"] == [] and r["summary"] == {} for r in out.variants.values())
+    assert type(out).load(out.write(tmp_path / "paired.json")).params["interrupted"]  # schema-valid
+
+
 def test_alternating_order_and_paired_gains():
     assert [block_order(["A", "B", "C"], r) for r in range(3)] == [
         ["A", "B", "C"], ["C", "B", "A"], ["A", "B", "C"]]
-
-    from refimpl.outputs import RequestOutput
-
-    class FakeEngine:  # finishes every request in its first step, same tokens for all
-        def __init__(self, name, log):
-            self.name, self.log, self.pending = name, log, []
-
-        def add_request(self, rid, prompt, params):
-            if not self.pending:
-                self.log.append(self.name)
-            self.pending.append(str(len(self.pending)))
-            return self.pending[-1]
-
-        def has_unfinished_requests(self):
-            return bool(self.pending)
-
-        def step(self):
-            out, self.pending = [RequestOutput(r, [1], [7, 8]) for r in self.pending], []
-            return out
 
     log = []
     res = run_paired({"A": FakeEngine("A", log), "B": FakeEngine("B", log)}, [np.zeros(10)] * 2,

@@ -175,6 +175,21 @@ def gather_cross_kv(kv_cache: torch.Tensor, block_ids: Sequence[int], seq_len: i
     return kv.transpose(1, 2).contiguous()
 
 
+def dense_copy_bytes(vllm_config) -> int:
+    """Most bytes the ``"dense-once"`` read holds outside the KV cache: ``max_num_seqs``
+    running requests x 2 (K, V) x decoder layers x ``max_source_positions`` (1500 for Whisper)
+    x ``d_model`` x dtype bytes, from the model's shipped config (about 18 MiB per request for
+    whisper-tiny in float32, 234 MiB for whisper-large-v3 in float16). 0 under ``"paged-runs"``
+    and for decoder-only models. refimpl's: vLLM's kernels read the blocks and hold no copy."""
+    mc = vllm_config.model_config
+    if not mc.is_encoder_decoder or vllm_config.cache_config.cross_attention_read != "dense-once":
+        return 0
+    d = mc.hf_config_dict
+    itemsize = torch.empty((), dtype=getattr(torch, mc.dtype)).element_size()
+    per_request = 2 * d["decoder_layers"] * d["max_source_positions"] * d["d_model"] * itemsize
+    return vllm_config.scheduler_config.max_num_seqs * per_request
+
+
 def dense_cross_attention(query: torch.Tensor, query_start_loc: Sequence[int],
                           kvs: Sequence[torch.Tensor], *, scale: float = 1.0) -> torch.Tensor:
     """Non-causal attention of flattened ``query`` (T, H, D) on each request's dense cross K/V.

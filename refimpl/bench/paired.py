@@ -34,7 +34,7 @@ In Python: ``run(PairedSpec(variants=("runner-config", "scheduler-config"), budg
 """
 from __future__ import annotations
 
-import gc
+import sys
 import time
 from dataclasses import dataclass
 from typing import ClassVar, Optional
@@ -42,6 +42,7 @@ from typing import ClassVar, Optional
 from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.gains import MIN_PAIRS, abba_sums, gains  # noqa: F401 (public here too)
+from refimpl.bench.serve import serve_block
 from refimpl.bench.workload import MODELS
 from refimpl.errors import ConfigError, UnknownVariantError
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
@@ -81,37 +82,6 @@ def build_engines(model: str, variants: list[str], *, max_num_seqs: int, max_aud
     return engines
 
 
-def serve_block(engine, audios: list, params, gc_mode: str = "collect-disable") -> dict:
-    """Serve one block of requests to completion; wall / CPU / registry seconds, tokens.
-
-    ``gc_mode`` "collect-disable": ``gc.collect()`` before the block, collector off during it
-    (re-enabled after, also on error); "default": the collector as Python runs it."""
-    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    if gc_mode == "collect-disable":
-        gc.collect()
-        gc.disable()
-    try:
-        return _timed_block(engine, audios, params, reg)
-    finally:
-        if gc_mode == "collect-disable":
-            gc.enable()
-
-
-def _timed_block(engine, audios: list, params, reg) -> dict:
-    reg.reset_stats()
-    w0, c0 = time.perf_counter(), time.process_time()
-    ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
-    done, steps = {}, 0
-    while engine.has_unfinished_requests():
-        steps += 1
-        for o in engine.step():
-            done[o.request_id] = o
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    return {"wall_s": wall, "cpu_s": cpu, "registry_s": reg.stats.encdec_s,
-            "registry_calls": reg.stats.encdec_calls, "steps": steps,
-            "tokens": [list(done[i].output_token_ids) for i in ids]}
-
-
 def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
                max_s: float = float("inf"), budget_s: float | None = None,
                gc_mode: str = "collect-disable") -> dict:
@@ -120,27 +90,35 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     (fixed-time design): a round starts only if the elapsed seconds plus the mean round so
     far stay within ``budget_s``, so the timed rounds end inside the budget.
 
+    An interrupt (SIGINT, e.g. ``timeout --signal=INT``) ends the rounds, keeping the whole
+    rounds finished before it.
+
     Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
     "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
-    variant produced the same tokens as the first block).
+    variant produced the same tokens as the first block) and "interrupted".
     """
     variants = list(engines)
     out: dict[str, dict[str, list]] = {
         v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []} for v in variants}
-    ref, identical, t0 = None, True, time.perf_counter()
-    for rnd in range(rounds):
-        elapsed = time.perf_counter() - t0
-        if elapsed > max_s or (budget_s is not None and rnd and elapsed * (rnd + 1) / rnd > budget_s):
-            break
-        for v in block_order(variants, rnd):
-            b = serve_block(engines[v], audios, params, gc_mode)
-            ref = ref or b["tokens"]
-            identical &= b["tokens"] == ref
-            for k in out[v]:
-                out[v][k].append(b[k])
-        if progress:
-            progress(rnd)
-    return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0}
+    ref, identical, interrupted, t0 = None, True, False, time.perf_counter()
+    try:
+        for rnd in range(rounds):
+            elapsed = time.perf_counter() - t0
+            if elapsed > max_s or (budget_s is not None and rnd and elapsed * (rnd + 1) / rnd > budget_s):
+                break
+            blocks = {v: serve_block(engines[v], audios, params, gc_mode) for v in block_order(variants, rnd)}
+            for v, b in blocks.items():  # a round counts only when all its blocks ran
+                ref = ref or b["tokens"]
+                identical &= b["tokens"] == ref
+                for k in out[v]:
+                    out[v][k].append(b[k])
+            if progress:
+                progress(rnd)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted: keeping the rounds finished so far", file=sys.stderr)
+    return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
+            "interrupted": interrupted}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,11 +176,12 @@ def run(spec: PairedSpec, progress=None):
                             num_gpu_blocks=spec.num_gpu_blocks, device=spec.device)
     audios = make_request_audios(spec.block_requests, seed=spec.seed)
     params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos)
-    run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
-    rounds = spec.rounds or (30 if spec.budget_s is None else 1_000_000)
+    warm = run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
+    rounds = 0 if warm["interrupted"] else spec.rounds or (30 if spec.budget_s is None else 1_000_000)
     res = run_paired(engines, audios, params, rounds, progress=progress,
                      max_s=spec.max_benchmark_s or float("inf"), budget_s=spec.budget_s,
                      gc_mode=spec.gc_mode)
+    res["interrupted"] |= warm["interrupted"]
     n = len(res["by_variant"][variants[0]]["cpu_s"])
     table = [r for pairing in ("round", "abba") if n >= (2 if pairing == "abba" else 1)
              for m in ("cpu_s", "wall_s") for r in gains(res["by_variant"], m, spec.against, pairing)]
@@ -229,7 +208,8 @@ def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):
     seconds, registry seconds and calls, steps), wall / CPU seconds summarized, and the gains
     with their intervals as ``comparisons``. ``params``: the spec's fields and the design:
     ``design`` ("fixed-time" with ``budget_s``, or "fixed-rounds"), ``rounds_run``,
-    ``benchmark_s``, ``tokens_identical``."""
+    ``benchmark_s``, ``tokens_identical``, ``interrupted`` (SIGINT ended it: the whole rounds
+    before it are kept; none when it came during the warm-up)."""
     from refimpl.bench.schema import Result
     from refimpl.env import collect_env
     from refimpl.stats import summarize
@@ -237,9 +217,10 @@ def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):
     env = {**collect_env(), "device": spec.device, "in_process": True, "torch_num_threads": threads}
     n = len(by[variants[0]]["wall_s"])
     params = {**spec.params(), "design": "fixed-time" if spec.budget_s is not None else "fixed-rounds",
-              "rounds_run": n, "benchmark_s": res["benchmark_s"], "tokens_identical": res["tokens_identical"]}
+              "rounds_run": n, "benchmark_s": res["benchmark_s"], "tokens_identical": res["tokens_identical"],
+              "interrupted": res["interrupted"]}
     out = {v: {"runs": [{"round": i, **{k: by[v][k][i] for k in by[v]}} for i in range(n)],
                "summary": {"wall_s": summarize(by[v]["wall_s"]), "cpu_s": summarize(by[v]["cpu_s"]),
-                           "tokens_identical": res["tokens_identical"]}}
+                           "tokens_identical": res["tokens_identical"]} if n else {}}
            for v in variants}
-    return Result("paired", env, params, out, comparisons=table)
+    return Result("paired", env, params, out, comparisons=table, missing=[] if n else ["runs"])

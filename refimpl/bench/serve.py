@@ -1,9 +1,11 @@
-"""The serving loops of the workload bench (refimpl/bench/workload.py): the requests, the
-in-process engine fed at each request's arrival time, and transformers' generate() in static
-batches; latency percentiles. See workload.py's docstring for the design.
+"""The serving loops of the benches: for the workload bench (refimpl/bench/workload.py) the
+requests, the in-process engine fed at each request's arrival time, and transformers'
+generate() in static batches, with latency percentiles (design in workload.py's docstring);
+for the paired bench (refimpl/bench/paired.py) one timed block of requests served to completion.
 """
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 
@@ -107,3 +109,34 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
     return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall,
             "requests_per_s": len(work) / wall, "output_tokens_per_s": n_tok / wall,
             **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}
+
+
+def serve_block(engine, audios: list, params, gc_mode: str = "collect-disable") -> dict:
+    """Serve one block of requests to completion; wall / CPU / registry seconds, tokens.
+
+    ``gc_mode`` "collect-disable": ``gc.collect()`` before the block, collector off during it
+    (re-enabled after, also on error); "default": the collector as Python runs it."""
+    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+    if gc_mode == "collect-disable":
+        gc.collect()
+        gc.disable()
+    try:
+        return _timed_block(engine, audios, params, reg)
+    finally:
+        if gc_mode == "collect-disable":
+            gc.enable()
+
+
+def _timed_block(engine, audios: list, params, reg) -> dict:
+    reg.reset_stats()
+    w0, c0 = time.perf_counter(), time.process_time()
+    ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
+    done, steps = {}, 0
+    while engine.has_unfinished_requests():
+        steps += 1
+        for o in engine.step():
+            done[o.request_id] = o
+    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
+    return {"wall_s": wall, "cpu_s": cpu, "registry_s": reg.stats.encdec_s,
+            "registry_calls": reg.stats.encdec_calls, "steps": steps,
+            "tokens": [list(done[i].output_token_ids) for i in ids]}

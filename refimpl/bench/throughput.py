@@ -160,7 +160,15 @@ def run_once(spec: ThroughputSpec, variant: str) -> dict:
 
 
 def preflight(spec: ThroughputSpec) -> None:
-    """Nothing to check before the runs (Whisper's start-up holds no large dummy data)."""
+    """Refuse before any run (InsufficientMemoryError) when the engine's weights, KV cache and
+    dense-once cross K/V copies cannot fit in the memory available on the CPU
+    (``refimpl.memory.check_serving_memory``, which the engine also runs before loading)."""
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from refimpl.memory import check_serving_memory
+    mc = ModelConfig(spec.model, device=spec.device, scale=spec.scale, seed=spec.seed)
+    if spec.engine == "refimpl" and mc.device == "cpu":
+        check_serving_memory(VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+                                        CacheConfig(num_gpu_blocks=spec.num_gpu_blocks)))
 
 
 def summarize_runs(runs: list[dict]) -> dict:

@@ -21,7 +21,8 @@ class CacheConfig:
     cross-attention K/V from its paged blocks. ``"dense-once"``: copied once, when the encoder
     has written them, into a head-major (2, H, 1500, D) tensor per layer that every later step
     reads (a stand-in for a kernel that reads through the block table; extra memory per running
-    request: 2 x 1500 x d_model x decoder layers x dtype bytes). ``"paged-runs"``: read every
+    request: 2 x 1500 x d_model x decoder layers x dtype bytes, ``dense_copy_bytes``, left free
+    when the KV cache is sized on CUDA). ``"paged-runs"``: read every
     step as views of the blocks' runs of consecutive slots, no copy (slower on CPU, and slower as
     the block pool fragments). See refimpl/attention/paged_attention.py."""
     block_size: int = 16

@@ -25,8 +25,9 @@ from typing import Any, Optional
 
 import torch
 
+from refimpl.attention.cross_attention import dense_copy_bytes
 from refimpl.errors import ConfigError, EngineStateError
-from refimpl.memory import RssPeakSampler
+from refimpl.memory import RssPeakSampler, check_serving_memory
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
@@ -73,7 +74,10 @@ class GPUModelRunner:
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
 
     def load_model(self) -> None:
-        """Build the model (random weights, or a local HF directory) on the device."""
+        """Build the model (random weights, or a local HF directory) on the device; a Whisper
+        engine on the CPU is refused first if it cannot fit (``check_serving_memory``)."""
+        if self.device.type == "cpu" and self.model_config.is_encoder_decoder:
+            check_serving_memory(self.vllm_config)
         self.model = get_model(self.model_config)
 
     # ---------------------------------------------------------------- profiling
@@ -184,13 +188,16 @@ class GPUModelRunner:
 
     def determine_available_memory(self) -> int:
         """Bytes for the KV cache: CPU ``kv_cache_memory_bytes``; CUDA
-        ``gpu_memory_utilization * total - profile peak - non-torch memory`` (>= 0)."""
+        ``gpu_memory_utilization * total - profile peak - non-torch memory`` (>= 0), less what
+        the dense-once cross-attention read holds at ``max_num_seqs`` (``dense_copy_bytes``;
+        refimpl's, vLLM has no such copy)."""
         if self.device.type != "cuda":
             return int(self.cache_config.kv_cache_memory_bytes)
         free, total = torch.cuda.mem_get_info(self.device)
         non_torch = max(0, (total - free) - torch.cuda.memory_reserved(self.device))
         peak = self.peak_memory_bytes or torch.cuda.max_memory_allocated(self.device)
-        return max(0, int(total * self.cache_config.gpu_memory_utilization) - peak - non_torch)
+        budget = int(total * self.cache_config.gpu_memory_utilization) - dense_copy_bytes(self.vllm_config)
+        return max(0, budget - peak - non_torch)
 
     def determine_num_blocks(self) -> int:
         """Number of KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when

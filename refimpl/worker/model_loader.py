@@ -73,6 +73,17 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
         w.copy_(sinusoids(*w.shape).to(w.dtype))
 
 
+def parameter_bytes(model_config) -> int:
+    """Bytes the model's parameters take in ``model_config.dtype`` (tied ones once), counted on
+    the meta device, so nothing is allocated; from the shipped config (``hf_config_dict``)."""
+    from transformers.initialization import no_init_weights
+    cfg = build_hf_config(model_config.hf_config_dict)
+    with no_init_weights(), torch.device("meta"):
+        model = _model_class(cfg.model_type)._from_config(cfg, dtype=getattr(torch, model_config.dtype))
+    model.tie_weights()
+    return sum(p.numel() * p.element_size() for p in model.parameters())
+
+
 def get_model(model_config) -> nn.Module:
     """Build the model named by ``model_config`` in eval mode on ``model_config.device``.
 

@@ -62,7 +62,8 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     An upper bound: it counts a copy for every one of ``max_num_seqs`` requests. Measured by
     ``scripts/serving_memory_check.py 8`` (whisper-large-v3, full scale, float32, 400 blocks,
     8 requests x 3 tokens): 8.05 GiB over the process's start after loading, peak 9.47 GiB,
-    estimate 11.87 GiB (at most about 3 requests held copies at once in that run)."""
+    estimate 11.87 GiB (it counts 8 copies; with 3-token requests and one audio encoded per
+    step, fewer requests ran at once)."""
     from refimpl.attention.cross_attention import dense_copy_bytes
     from refimpl.errors import InsufficientMemoryError
     from refimpl.worker.model_loader import parameter_bytes

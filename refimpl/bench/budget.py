@@ -106,8 +106,7 @@ def run(spec: BudgetSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli_main(BudgetSpec, argv)
-    return 0
+    return cli_main(BudgetSpec, argv)
 
 
 if __name__ == "__main__":

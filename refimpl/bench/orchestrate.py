@@ -133,6 +133,12 @@ def _progress(order: list[str], desc: str, label: Callable[[str], str]):
 
 
 def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> Result:
+    """Warm-up then the interleaved runs of ``spec``, each through ``one(variant)``; nothing
+    finished is lost when a run does not finish. Ctrl-C (KeyboardInterrupt) returns the runs
+    finished so far with ``params["interrupted"]`` True. Any other exception of a run
+    (TimeoutError, FreshProcessError, a refimpl error from a worker...) propagates with the
+    Result of the runs finished before it as ``e.partial_result`` (see :func:`partial_result`),
+    ``params["failed"]`` naming the run and the error."""
     mod = bench_module(spec.bench)
     mod.preflight(spec)  # e.g. refuse now rather than be OOM-killed hours later
 
@@ -141,18 +147,31 @@ def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> R
         return one(v)
 
     runs: dict[str, list[dict]] = {v: [] for v in spec.variants}
-    name = spec.bench
+    name, now = spec.bench, ""
     try:
         if spec.warmup:
             for v in _progress(list(spec.variants), f"{name} warm-up",
                                lambda v: f"running {v} (untimed)"):
+                now = f"{v} warm-up"
                 checked(v)
         for v in _progress(interleaved(spec.variants, spec.repeats), name,
                            lambda v: f"running {v} repeat {len(runs[v]) + 1}/{spec.repeats}"):
+            now = f"{v} repeat {len(runs[v]) + 1}/{spec.repeats}"
             runs[v].append(checked(v))
     except KeyboardInterrupt:
         print("interrupted: keeping the runs finished so far", file=sys.stderr)
+        return build_result(spec, runs, in_process, interrupted=True)
+    except Exception as e:
+        e.partial_result = build_result(  # type: ignore[attr-defined]
+            spec, runs, in_process, failed=f"{now}: {type(e).__name__}: {e}")
+        raise
     return build_result(spec, runs, in_process)
+
+
+def partial_result(e: BaseException) -> Optional[Result]:
+    """The Result of the runs that finished before the run that raised ``e`` (``params["failed"]``
+    names that run and the error), or None when ``e`` did not come from a run of a bench."""
+    return getattr(e, "partial_result", None)
 
 
 def wait_for_memory(check: Callable[[], None], wait_s: float, poll_s: float = 5.0) -> None:
@@ -171,8 +190,13 @@ def wait_for_memory(check: Callable[[], None], wait_s: float, poll_s: float = 5.
             time.sleep(poll_s)
 
 
-def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool) -> Result:
-    """The schema's Result of ``runs`` ({variant: [run, ...]}) measured for ``spec``."""
+def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool, *,
+                 interrupted: bool = False, failed: Optional[str] = None) -> Result:
+    """The schema's Result of ``runs`` ({variant: [run, ...]}) measured for ``spec``. Its
+    ``params`` are the spec's fields plus ``interrupted`` (Ctrl-C ended the runs early, as in
+    the paired bench) and ``failed`` (None, or "<run>: <error type>: <message>" of the run
+    that failed): either one marks a partial result, whose variants keep the runs that
+    finished (``missing: ["runs"]`` when a variant has none)."""
     from refimpl.config import resolve_device
     mod = bench_module(spec.bench)
     env = collect_env()
@@ -189,12 +213,14 @@ def build_result(spec: BenchSpec, runs: dict[str, list[dict]], in_process: bool)
                 for v, rs in runs.items()}
     missing = ["runs"] if not all(runs.values()) else []
     return Result(spec.bench, env, {"variants": list(spec.variants), **{
-        k: v for k, v in dataclasses.asdict(spec).items() if k != "variants"}}, variants,
+        k: v for k, v in dataclasses.asdict(spec).items() if k != "variants"},
+        "interrupted": interrupted, "failed": failed}, variants,
         missing=missing)
 
 
 def run_in_process(spec: BenchSpec) -> Result:
-    """Every variant of ``spec`` measured in this process (smoke / QUICK figures)."""
+    """Every variant of ``spec`` measured in this process (smoke / QUICK figures). Ctrl-C and
+    a failing run keep the runs finished so far, as in :func:`run_fresh`."""
     mod = bench_module(spec.bench)
     return _measure(spec, lambda v: mod.run_once(spec, v), in_process=True)
 
@@ -203,7 +229,14 @@ def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Resul
     """Every variant of ``spec`` measured in fresh processes (the figures for tables); each
     worker's environment is this one updated with ``spec.worker_env()``, then ``env``.
 
-    Raises FreshProcessError / TimeoutError (refimpl.bench.common) when a run fails.
+    Nothing finished is lost. Ctrl-C (KeyboardInterrupt) returns the runs finished so far,
+    ``params["interrupted"]`` True. A run that fails raises as it failed - TimeoutError (the
+    worker ran past ``spec.timeout_s``), FreshProcessError (refimpl.bench.common: the worker
+    crashed), the refimpl error a worker raised (e.g. ConfigError, same type, field and
+    limit), InsufficientMemoryError (memory stayed short for ``spec.memory_wait_s``) - with
+    the Result of the runs finished before it attached: ``partial_result(e)``, whose
+    ``params["failed"]`` names the run and the error. A complete Result has
+    ``params["interrupted"]`` False and ``params["failed"]`` None.
     """
     spec_json = spec.to_json()
     child_env = {**spec.worker_env(), **(env or {})}
@@ -212,15 +245,35 @@ def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Resul
         timeout_s=spec.timeout_s, env=child_env), in_process=False)
 
 
-def cli_main(spec_class: type[BenchSpec], argv: Optional[list[str]]) -> Result:
+def cli_main(spec_class: type[BenchSpec], argv: Optional[list[str]]) -> int:
     """``refimpl bench <spec_class.bench>``: parse ``argv`` into the spec, measure it as the
     flags ask (fresh processes unless --in-process), write the JSON, print one line per
     variant with the module's ``headline(result, variant)``. Raises ConfigError for a value
-    out of its limits (argparse exits 2 on a malformed flag)."""
+    out of its limits (argparse exits 2 on a malformed flag), InsufficientMemoryError from the
+    preflight, both before anything runs.
+
+    Returns the exit status: 0; 130 after Ctrl-C (the runs finished so far are written,
+    ``params["interrupted"]`` True); when a run fails, its finished runs are written
+    (``params["failed"]``), one line names the failure on stderr and the status is 2 for a
+    refimpl error (bad setting, memory: as before the runs), else 1."""
+    from refimpl.errors import RefimplError
     spec, options = spec_class.parse(argv)
-    res = run_in_process(spec) if options.in_process else run_fresh(spec)
+    try:
+        res = run_in_process(spec) if options.in_process else run_fresh(spec)
+    except Exception as e:
+        part = partial_result(e)
+        if part is None:
+            raise
+        part.write(options.output_json)
+        n = sum(len(v["runs"]) for v in part.variants.values())
+        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} "
+              f"(kept the {n} finished runs in {options.output_json})", file=sys.stderr)
+        return 2 if isinstance(e, RefimplError) else 1
     res.write(options.output_json)
     mod = bench_module(spec.bench)
     for v in res.variants:
+        if not res.runs(v):
+            print(f"{spec.bench} {v}: no finished run")
+            continue
         print(f"{spec.bench} {v}: {mod.headline(res, v)} on {res.env['device']} ({res.hardware_name})")
-    return res
+    return 130 if res.params["interrupted"] else 0

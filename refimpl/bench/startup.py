@@ -161,8 +161,7 @@ def run(spec: StartupSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli_main(StartupSpec, argv)
-    return 0
+    return cli_main(StartupSpec, argv)
 
 
 if __name__ == "__main__":

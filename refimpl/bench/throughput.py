@@ -190,8 +190,7 @@ def run(spec: ThroughputSpec) -> Result:
 
 
 def main(argv: list[str] | None = None) -> int:
-    cli_main(ThroughputSpec, argv)
-    return 0
+    return cli_main(ThroughputSpec, argv)
 
 
 if __name__ == "__main__":

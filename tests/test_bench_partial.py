@@ -1,0 +1,94 @@
+"""Nothing finished is lost when a fresh-process bench does not finish (refimpl/bench/orchestrate.py):
+a failing run, Ctrl-C, a refimpl error raised in a worker. The run functions are faked: no
+benchmark runs here."""
+import json
+
+import pytest
+
+import refimpl.bench.orchestrate as orch
+import refimpl.bench.throughput as thr
+from refimpl.bench.common import FreshProcessError
+from refimpl.bench.orchestrate import partial_result, run_fresh
+from refimpl.bench.schema import Result, validate
+from refimpl.bench.throughput import ThroughputSpec
+from refimpl.cli import main
+from refimpl.errors import ConfigError
+
+SPEC = ThroughputSpec(variants=("registry", "scheduler-config"), repeats=3, warmup=False)
+ARGV = ["bench", "throughput", "--variant", "registry,scheduler-config", "--repeats", "3", "--no-warmup"]
+
+
+def fake_run(i: int) -> dict:
+    return {"variant": "x", "device": "cpu", "requests_per_s": 1.0 + i, "output_tokens_per_s": 10.0 + i,
+            "registry_s_total": 0.01, "wall_s": 1.0, "torch_num_threads": 1}
+
+
+@pytest.fixture
+def runs_until(monkeypatch):
+    """``runs_until(n, exc)``: worker runs 1..n-1 succeed, run n raises ``exc``."""
+    monkeypatch.setattr(thr, "preflight", lambda spec: None)
+
+    def setup(n: int, exc: BaseException):
+        calls = []
+
+        def fake(module, args, timeout_s=None, *, env=None):
+            calls.append(args)
+            if len(calls) == n:
+                raise exc
+            return fake_run(len(calls))
+        monkeypatch.setattr(orch, "run_in_fresh_process", fake)
+        return calls
+    return setup
+
+
+def test_a_failed_run_keeps_the_runs_finished_before_it(runs_until):
+    runs_until(5, TimeoutError("refimpl.bench.worker ran past 1800.0 s and was killed"))
+    with pytest.raises(TimeoutError) as e:  # the error as it was, for `except TimeoutError`
+        run_fresh(SPEC)
+    res = partial_result(e.value)
+    assert [len(res.runs(v)) for v in SPEC.variants] == [2, 2]  # A B A B done, A failed
+    assert res.params["failed"].startswith("registry repeat 3/3: TimeoutError: refimpl.bench.worker ran past")
+    assert res.params["interrupted"] is False
+    validate(res.to_dict())
+    assert partial_result(ValueError("not from a bench")) is None
+
+
+def test_a_complete_result_says_so(runs_until):
+    runs_until(99, RuntimeError("never"))
+    res = run_fresh(SPEC)
+    assert res.params["failed"] is None and res.params["interrupted"] is False and not res.missing
+
+
+def test_cli_writes_the_finished_runs_and_exits_1(runs_until, tmp_path, capsys):
+    runs_until(2, FreshProcessError("refimpl.bench.worker exited with code 1", 1, "Traceback...\nboom"))
+    out = tmp_path / "t.json"
+    assert main([*ARGV, "--output-json", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("refimpl bench throughput: error: scheduler-config repeat 1/3: FreshProcessError: "
+                       f"refimpl.bench.worker exited with code 1 (kept the 1 finished runs in {out})")
+    res = Result.load(out)
+    assert len(res.runs("registry")) == 1 and res.runs("scheduler-config") == [] and res.missing == ["runs"]
+    assert res.params["failed"].endswith("boom")  # the worker's output tail is kept in the JSON
+
+
+def test_a_refimpl_error_of_a_run_exits_2(runs_until, tmp_path, capsys):
+    runs_until(1, ConfigError("num_gpu_blocks", 23, "too few KV blocks"))
+    out = tmp_path / "t.json"
+    assert main([*ARGV, "--output-json", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("refimpl bench throughput: error: registry repeat 1/3: ConfigError: "
+                              "num_gpu_blocks: too few KV blocks (limit: 23)")
+    assert json.loads(out.read_text())["missing"] == ["runs"]
+
+
+def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, capsys):
+    runs_until(2, KeyboardInterrupt())
+    res = run_fresh(SPEC)  # in Python: the partial Result, marked
+    assert res.params["interrupted"] is True and res.params["failed"] is None
+    assert [len(res.runs(v)) for v in SPEC.variants] == [1, 0]
+    runs_until(2, KeyboardInterrupt())
+    out = tmp_path / "t.json"
+    assert main([*ARGV, "--output-json", str(out)]) == 130
+    res = Result.load(out)
+    assert res.params["interrupted"] is True and len(res.runs("registry")) == 1
+    assert "scheduler-config: no finished run" in capsys.readouterr().out

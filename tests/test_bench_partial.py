@@ -92,3 +92,28 @@ def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, ca
     res = Result.load(out)
     assert res.params["interrupted"] is True and len(res.runs("registry")) == 1
     assert "scheduler-config: no finished run" in capsys.readouterr().out
+
+
+def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_path, monkeypatch):
+    from refimpl.bench import worker
+    from refimpl.bench.common import REFIMPL_ERROR_EXIT, refimpl_error_from_record, run_in_fresh_process
+
+    def refuse(spec, variant):
+        raise ConfigError("num_gpu_blocks", ("x", 2), "1 block holds no request")
+    monkeypatch.setattr(thr, "run_once", refuse)
+    out = tmp_path / "run.json"
+    assert worker.main(["--spec", SPEC.to_json(), "--variant", "registry", "--output-json", str(out)]) \
+        == REFIMPL_ERROR_EXIT
+    rec = json.loads(out.read_text())["refimpl_error"]
+    e = refimpl_error_from_record(rec)
+    assert type(e) is ConfigError and (e.field, e.limit, e.message) == ("num_gpu_blocks", ["x", 2],
+                                                                       "1 block holds no request")
+    # a child exiting REFIMPL_ERROR_EXIT with that record: raised again in the parent, same type
+    (tmp_path / "refimpl_test_refuser.py").write_text(
+        "import argparse, json, sys\nap = argparse.ArgumentParser()\nap.add_argument('--output-json')\n"
+        f"json.dump({{'refimpl_error': {rec!r}}}, open(ap.parse_args().output_json, 'w'))\n"
+        f"sys.exit({REFIMPL_ERROR_EXIT})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(ConfigError, match=r"num_gpu_blocks: 1 block holds no request \(limit: \['x', 2\]\)"):
+        run_in_fresh_process("refimpl_test_refuser", [], timeout_s=60)

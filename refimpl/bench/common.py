@@ -55,6 +55,40 @@ class FreshProcessError(RuntimeError):
         self.output_tail = output_tail
 
 
+# A worker that raised one of refimpl's errors (refimpl.errors.RefimplError) exits with this
+# status after writing {"refimpl_error": refimpl_error_record(e)} to its --output-json; the
+# parent raises the error again (run_in_fresh_process). Any other non-zero exit is a crash.
+REFIMPL_ERROR_EXIT = 3
+
+
+def refimpl_error_record(e: Any) -> dict[str, Any]:
+    """A RefimplError as JSON: its class (``type``, ``module``), ``field``, ``limit`` (as is
+    when JSON can hold it, else its repr) and ``message``."""
+    try:
+        limit = json.loads(json.dumps(e.limit, default=_json_default))
+    except (TypeError, ValueError):
+        limit = repr(e.limit)
+    return {"type": type(e).__name__, "module": type(e).__module__, "field": e.field,
+            "limit": limit, "message": e.message}
+
+
+def refimpl_error_from_record(rec: dict[str, Any]) -> Exception:
+    """The exception of :func:`refimpl_error_record`: the same class when it is a RefimplError
+    of a refimpl module, else a RefimplError, with the same field, limit and message."""
+    import importlib
+
+    from refimpl.errors import RefimplError
+    cls: Any = RefimplError
+    if str(rec.get("module", "")).split(".")[0] == "refimpl":
+        found = getattr(importlib.import_module(rec["module"]), rec["type"], None)
+        if isinstance(found, type) and issubclass(found, RefimplError):
+            cls = found
+    try:
+        return cls(rec["field"], rec["limit"], rec["message"])
+    except TypeError:  # a subclass with another signature
+        return RefimplError(rec["field"], rec["limit"], rec["message"])
+
+
 def slug(text: str) -> str:
     """Lower-case ``text`` with runs of other characters than [a-z0-9.] turned into '-'."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
@@ -96,8 +130,11 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
     wall time. The returned dict is the child's JSON plus a key ``"_fresh_process"`` with
     ``wall_s`` (seconds, parent-side, includes interpreter start and imports) and ``cmd``.
 
-    Raises FreshProcessError if the child exits non-zero or writes no valid JSON object,
-    TimeoutError if it runs past ``timeout_s`` (the child is killed). On KeyboardInterrupt
+    Raises the refimpl error the child raised (same class, field, limit and message) when it
+    exits with REFIMPL_ERROR_EXIT after writing ``{"refimpl_error": record}``
+    (refimpl.bench.worker does), FreshProcessError if the child exits non-zero otherwise or
+    writes no valid JSON object, TimeoutError if it runs past ``timeout_s`` (the child is
+    killed). On KeyboardInterrupt
     the child is killed and the interrupt re-raised.
     """
     fd, tmp = tempfile.mkstemp(prefix="refimpl-bench-", suffix=".json")
@@ -111,6 +148,14 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
                               env=child_env, cwd=os.getcwd())
         wall = time.perf_counter() - t0
         tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
+        if proc.returncode == REFIMPL_ERROR_EXIT and os.path.exists(tmp):
+            try:
+                with open(tmp) as f:
+                    rec = json.load(f)["refimpl_error"]
+            except (OSError, ValueError, KeyError, TypeError):
+                rec = None
+            if rec is not None:
+                raise refimpl_error_from_record(rec)
         if proc.returncode != 0:
             raise FreshProcessError(f"{module} exited with code {proc.returncode}",
                                     proc.returncode, tail)

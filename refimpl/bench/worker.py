@@ -4,7 +4,11 @@
         --variant cache-reset --output-json run.json
 
 Started by ``refimpl.bench.orchestrate.run_fresh`` (and by the py-spy flame graphs of
-``refimpl.analysis``); the spec is ``BenchSpec.to_json()``, the output one run record.
+``refimpl.analysis``); the spec is ``BenchSpec.to_json()``, the output one run record. A
+refimpl error (a bad setting, too little memory...) is written instead as
+``{"refimpl_error": {type, module, field, limit, message}}`` and the worker exits with
+``REFIMPL_ERROR_EXIT`` (3), so the parent raises that same error again; any other exception is
+a crash (its traceback on stderr, exit 1).
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ import argparse
 import sys
 from typing import Optional
 
-from refimpl.bench.common import write_json
+from refimpl.bench.common import REFIMPL_ERROR_EXIT, refimpl_error_record, write_json
 from refimpl.bench.orchestrate import BenchSpec, bench_module, spec_from_json
 
 
@@ -28,8 +32,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--variant", required=True)
     p.add_argument("--output-json", required=True)
     args = p.parse_args(argv)
-    spec = spec_from_json(args.spec)
-    write_json(args.output_json, bench_module(spec.bench).run_once(spec, args.variant))
+    from refimpl.errors import RefimplError
+    try:
+        spec = spec_from_json(args.spec)
+        run = bench_module(spec.bench).run_once(spec, args.variant)
+    except RefimplError as e:
+        write_json(args.output_json, {"refimpl_error": refimpl_error_record(e)})
+        print(f"refimpl error: {type(e).__name__}: {e}", file=sys.stderr)
+        return REFIMPL_ERROR_EXIT
+    write_json(args.output_json, run)
     return 0
 
 

@@ -52,10 +52,11 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     it will hold exceeds the memory available now (``available`` bytes, default psutil's):
     the weights (``model_loader.parameter_bytes``), the KV cache (``num_gpu_blocks`` x bytes
     per block, else ``kv_cache_memory_bytes``), the dense-once cross K/V copies at
-    ``max_num_seqs`` (``attention.cross_attention.dense_copy_bytes``) and
-    SERVING_MARGIN_BYTES. Returns the estimated need (bytes). Raises InsufficientMemoryError
-    naming the setting behind the largest part (``max_num_seqs``, ``num_gpu_blocks`` /
-    ``kv_cache_memory_bytes``, or ``scale`` for the weights), with the available bytes as
+    ``max_num_seqs`` (``attention.cross_attention.dense_copy_bytes``), profile_run's dummy
+    prompt of ``max_num_batched_tokens`` ids (16 bytes each) and SERVING_MARGIN_BYTES.
+    Returns the estimated need (bytes). Raises InsufficientMemoryError naming the setting
+    behind the largest part (``max_num_seqs``, ``num_gpu_blocks`` / ``kv_cache_memory_bytes``,
+    ``max_num_batched_tokens``, or ``scale`` for the weights), with the available bytes as
     limit. refimpl's (DEVELOPERS.md: told before it starts, not killed); vLLM sizes the KV
     cache from what the GPU has free instead.
 
@@ -74,7 +75,10 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     kv_field = "num_gpu_blocks" if cc.num_gpu_blocks else "kv_cache_memory_bytes"
     parts = {"scale": parameter_bytes(mc),
              kv_field: cc.num_gpu_blocks * block if cc.num_gpu_blocks else cc.kv_cache_memory_bytes,
-             "max_num_seqs": dense_copy_bytes(vllm_config)}
+             "max_num_seqs": dense_copy_bytes(vllm_config),
+             # profile_run's dummy decoder prompt: a list of max_num_batched_tokens token ids
+             # (8-byte pointers), built as [0] * n and copied into the prompt
+             "max_num_batched_tokens": 16 * vllm_config.scheduler_config.max_num_batched_tokens}
     need = sum(parts.values()) + SERVING_MARGIN_BYTES
     avail = psutil.virtual_memory().available if available is None else available
     if need > avail:
@@ -83,5 +87,6 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
             f"{mc.model} ({mc.scale} scale, {mc.dtype}) would hold about {need / GiB:.1f} GiB: weights "
             f"{parts['scale'] / GiB:.1f}, KV cache {parts[kv_field] / GiB:.1f}, cross K/V copies for "
             f"max_num_seqs={vllm_config.scheduler_config.max_num_seqs} {parts['max_num_seqs'] / GiB:.1f}, "
-            f"margin {SERVING_MARGIN_BYTES / GiB:.1f}; {avail / GiB:.1f} GiB available"))
+            f"dummy prompt {parts['max_num_batched_tokens'] / GiB:.1f}, margin {SERVING_MARGIN_BYTES / GiB:.1f}; "
+            f"{avail / GiB:.1f} GiB available"))
     return need

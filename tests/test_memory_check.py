@@ -99,6 +99,10 @@ def test_whisper_engine_on_cpu_refused_before_its_model_loads(monkeypatch):
     with pytest.raises(InsufficientMemoryError) as e:
         check_serving_memory(cfg(1, read="paged-runs"), available=4 * GiB)
     assert e.value.field == "scale"
+    huge_dummy = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_batched_tokens=10**9))
+    with pytest.raises(InsufficientMemoryError) as e:  # profile_run's dummy prompt: 10**9 token ids
+        check_serving_memory(huge_dummy, available=8 * GiB)
+    assert e.value.field == "max_num_batched_tokens"
     loaded = []
     monkeypatch.setattr(gpu_model_runner, "get_model", lambda mc: loaded.append(mc))
     monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
@@ -143,3 +147,11 @@ def test_throughput_bench_refuses_before_any_run_and_the_cli_exits_2(monkeypatch
     assert cli.main(argv) == 2 and ran == [] and not (tmp_path / "t.json").exists()
     assert "error: max_num_seqs: whisper-large-v3 (full scale, float32)" in capsys.readouterr().err
     throughput.preflight(throughput.ThroughputSpec(model="whisper-tiny", max_num_seqs=64))  # fits
+
+
+def test_whisper_startup_refused_in_the_parent_before_any_worker():
+    from refimpl.bench import startup
+    with pytest.raises(InsufficientMemoryError) as e:
+        startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_batched_tokens=10**10))
+    assert e.value.field == "max_num_batched_tokens"
+    startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_seqs=16))  # fits

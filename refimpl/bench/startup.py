@@ -137,10 +137,15 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
 
 
 def preflight(spec: StartupSpec) -> None:
-    """Refuse before any run when memory cannot hold the worst variant (InsufficientMemoryError)."""
+    """Refuse before any run when memory cannot hold the worst variant (InsufficientMemoryError):
+    the dummy video and its copies (bench/memory.py); for Whisper on the CPU, what the engine
+    will hold (refimpl.memory.check_serving_memory, which its load_model also runs)."""
     from refimpl.bench.memory import check_memory
-    check_memory(make_vllm_config(spec).model_config,
-                 [get_startup_variant(v) for v in spec.variants], spec.max_num_batched_tokens)
+    from refimpl.memory import check_serving_memory
+    vc = make_vllm_config(spec)
+    check_memory(vc.model_config, [get_startup_variant(v) for v in spec.variants], spec.max_num_batched_tokens)
+    if vc.model_config.is_encoder_decoder and vc.model_config.device == "cpu":
+        check_serving_memory(vc)
 
 
 def summarize_runs(runs: list[dict]) -> dict:

@@ -155,3 +155,10 @@ def test_whisper_startup_refused_in_the_parent_before_any_worker():
         startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_batched_tokens=10**10))
     assert e.value.field == "max_num_batched_tokens"
     startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_seqs=16))  # fits
+
+
+def test_full_scale_weights_on_cpu_count_in_the_startup_estimate():
+    from refimpl.bench.memory import extra_weight_bytes
+    full, small = (ModelConfig("qwen2.5-vl-3b", device="cpu", scale=s) for s in ("full", "small"))
+    assert extra_weight_bytes(small) == 0 and 13 * GiB < extra_weight_bytes(full) < 15 * GiB
+    assert estimate_peak_rss_bytes(full, V["shape-only"]) == estimate_peak_rss_bytes(small, V["shape-only"]) + extra_weight_bytes(full)

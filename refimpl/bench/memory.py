@@ -19,8 +19,9 @@ from refimpl.errors import InsufficientMemoryError
 from refimpl.variants import StartupVariant
 
 GiB = 1 << 30
-# interpreter, torch, transformers, the engine, the dummy image and its copies: 2.25 GiB makes
-# the estimate of a 128k cache-reset start-up (17.7 GiB) what one measured (peak RSS 17.7 GiB,
+# interpreter, torch, transformers, the engine (small-scale weights), the dummy image and its
+# copies: 2.25 GiB makes the estimate of a 128k cache-reset start-up (17.7 GiB) what one
+# measured (peak RSS 17.7 GiB,
 # refimpl bench startup --variant no-cache,...,shape-only --repeats 1 --no-warmup, 2026-11-30);
 # at 1.5 GiB a run passed the check and was then OOM-killed on the shared machine.
 BASE_BYTES = 9 * GiB // 4
@@ -52,14 +53,28 @@ def bytes_per_element(v: StartupVariant) -> int:
     return max(hf, item * (1 + HASH_COPIES[v.hash_byte_path]) + 4)
 
 
+def extra_weight_bytes(model_config) -> int:
+    """Host bytes of the weights beyond the small-scale ones BASE_BYTES holds: the difference
+    of the two ``parameter_bytes`` for a full-scale model on the CPU (14 GiB for Qwen2.5-VL-3B in
+    float32), 0 on CUDA (the weights live on the GPU) and at small scale."""
+    from dataclasses import replace
+
+    from refimpl.worker.model_loader import parameter_bytes
+    if model_config.device != "cpu" or model_config.scale == "small":
+        return 0
+    return parameter_bytes(model_config) - parameter_bytes(replace(model_config, scale="small"))
+
+
 def estimate_peak_rss_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
     """Estimated peak RSS (bytes) of one run of variant ``v``: the largest dummy video is
     built at max_model_len, or only at max_num_batched_tokens (profile run) when max tokens
-    come from the formula; shape-only builds none."""
+    come from the formula; shape-only builds none. Full-scale weights on the CPU add
+    ``extra_weight_bytes``."""
+    base = BASE_BYTES + extra_weight_bytes(model_config)
     if v.shape_only:
-        return BASE_BYTES
+        return base
     seq_len = max_num_batched_tokens if v.max_tokens_by_formula else model_config.max_model_len
-    return BASE_BYTES + dummy_video_elements(model_config, seq_len) * bytes_per_element(v)
+    return base + dummy_video_elements(model_config, seq_len) * bytes_per_element(v)
 
 
 def check_memory(model_config, variants: list[StartupVariant], max_num_batched_tokens: int = 8192,

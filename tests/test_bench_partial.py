@@ -117,3 +117,20 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     with pytest.raises(ConfigError, match=r"num_gpu_blocks: 1 block holds no request \(limit: \['x', 2\]\)"):
         run_in_fresh_process("refimpl_test_refuser", [], timeout_s=60)
+
+
+def test_throughput_refuses_requests_the_memory_cannot_hold(monkeypatch, capsys, tmp_path):
+    from refimpl.errors import InsufficientMemoryError
+    from refimpl.memory import GiB
+    per = 480_000 * 4 + 80 * 3000 * 4  # whisper-tiny: 30 s of float32 audio + its log-mel features
+    assert thr.request_bytes(ThroughputSpec(num_requests=10)) == 10 * per
+    assert thr.request_bytes(ThroughputSpec(num_requests=10, engine="hf", variants=("hf-generate",))) \
+        == 10 * 480_000 * 4
+    thr.preflight(ThroughputSpec(num_requests=64), available=8 * GiB)
+    with pytest.raises(InsufficientMemoryError) as e:
+        thr.preflight(ThroughputSpec(num_requests=100_000), available=8 * GiB)
+    assert e.value.field == "num_requests" and e.value.limit == 8 * GiB and "100000 requests" in str(e.value)
+    monkeypatch.setattr(thr, "run_once", lambda *a: pytest.fail("ran despite too little memory"))
+    assert main(["bench", "throughput", "--num-requests", "100000000", "--in-process",
+                 "--output-json", str(tmp_path / "t.json")]) == 2
+    assert capsys.readouterr().err.startswith("refimpl bench throughput: error: num_requests: 100000000 requests")

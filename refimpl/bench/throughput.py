@@ -159,16 +159,46 @@ def run_once(spec: ThroughputSpec, variant: str) -> dict:
     return {**rec, "torch_num_threads": threads}
 
 
-def preflight(spec: ThroughputSpec) -> None:
+def request_bytes(spec: ThroughputSpec) -> int:
+    """Upper bound of what one run's requests hold at once (bytes): every audio at its longest
+    (``make_request_audios``: up to WHISPER_WINDOW_S = 30 s at 16 kHz, float32, all built
+    before the timed loop) plus, for the refimpl engine, which processes every request at
+    ``add_request``, its log-mel ``input_features`` (preprocessor ``feature_size`` x
+    ``nb_max_frames``, 80 x 3000 for whisper-tiny, float32) held until the request finishes.
+    The HF baseline computes features per batch."""
+    from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
+    from refimpl.config.model import get_preprocessor_dict
+    per = int(WHISPER_WINDOW_S * SAMPLE_RATE) * 4
+    if spec.engine == "refimpl":
+        d = get_preprocessor_dict(spec.model)
+        per += d["feature_size"] * d["nb_max_frames"] * 4
+    return spec.num_requests * per
+
+
+def preflight(spec: ThroughputSpec, available: Optional[int] = None) -> None:
     """Refuse before any run (InsufficientMemoryError) when the engine's weights, KV cache and
     dense-once cross K/V copies cannot fit in the memory available on the CPU
-    (``refimpl.memory.check_serving_memory``, which the engine also runs before loading)."""
+    (``refimpl.memory.check_serving_memory``, which the engine also runs before loading), or
+    when those plus the requests' audios and features (:func:`request_bytes`, held in host
+    memory whatever the device) exceed it: field ``num_requests``, limit the available bytes
+    (``available``, default psutil's)."""
+    import psutil
+
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from refimpl.memory import check_serving_memory
+    from refimpl.errors import InsufficientMemoryError
+    from refimpl.memory import GiB, check_serving_memory
+    avail = psutil.virtual_memory().available if available is None else available
     mc = ModelConfig(spec.model, device=spec.device, scale=spec.scale, seed=spec.seed)
+    engine = 0
     if spec.engine == "refimpl" and mc.device == "cpu":
-        check_serving_memory(VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
-                                        CacheConfig(num_gpu_blocks=spec.num_gpu_blocks)))
+        engine = check_serving_memory(VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+                                                 CacheConfig(num_gpu_blocks=spec.num_gpu_blocks)), avail)
+    req = request_bytes(spec)
+    if engine + req > avail:
+        raise InsufficientMemoryError("num_requests", avail, (
+            f"{spec.num_requests} requests hold up to {req / GiB:.1f} GiB (audio of up to 30 s at 16 kHz "
+            f"float32{', log-mel features' if spec.engine == 'refimpl' else ''}), the engine about "
+            f"{engine / GiB:.1f} GiB; {avail / GiB:.1f} GiB available"))
 
 
 def summarize_runs(runs: list[dict]) -> dict:

@@ -2,7 +2,12 @@
 a failing run, Ctrl-C, a refimpl error raised in a worker. The run functions are faked: no
 benchmark runs here."""
 import json
+import os
+import subprocess
+import sys
+import time
 
+import psutil
 import pytest
 
 import refimpl.bench.orchestrate as orch
@@ -101,9 +106,12 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
     def refuse(spec, variant):
         raise ConfigError("num_gpu_blocks", ("x", 2), "1 block holds no request")
     monkeypatch.setattr(thr, "run_once", refuse)
+    monkeypatch.setattr(worker, "die_with_parent", lambda: calls.append("die_with_parent"))
+    calls: list[str] = []
     out = tmp_path / "run.json"
     assert worker.main(["--spec", SPEC.to_json(), "--variant", "registry", "--output-json", str(out)]) \
         == REFIMPL_ERROR_EXIT
+    assert calls == ["die_with_parent"]
     rec = json.loads(out.read_text())["refimpl_error"]
     e = refimpl_error_from_record(rec)
     assert type(e) is ConfigError and (e.field, e.limit, e.message) == ("num_gpu_blocks", ["x", 2],
@@ -120,17 +128,54 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
 
 
 def test_throughput_refuses_requests_the_memory_cannot_hold(monkeypatch, capsys, tmp_path):
+    import refimpl.memory
     from refimpl.errors import InsufficientMemoryError
     from refimpl.memory import GiB
     per = 480_000 * 4 + 80 * 3000 * 4  # whisper-tiny: 30 s of float32 audio + its log-mel features
     assert thr.request_bytes(ThroughputSpec(num_requests=10)) == 10 * per
     assert thr.request_bytes(ThroughputSpec(num_requests=10, engine="hf", variants=("hf-generate",))) \
         == 10 * 480_000 * 4
-    thr.preflight(ThroughputSpec(num_requests=64), available=8 * GiB)
-    with pytest.raises(InsufficientMemoryError) as e:
-        thr.preflight(ThroughputSpec(num_requests=100_000), available=8 * GiB)
-    assert e.value.field == "num_requests" and e.value.limit == 8 * GiB and "100000 requests" in str(e.value)
+    monkeypatch.setattr(refimpl.memory, "check_serving_memory", lambda config, available: GiB)  # the engine
+    thr.preflight(ThroughputSpec(num_requests=64), available=GiB + 64 * per)
+    with pytest.raises(InsufficientMemoryError) as e:  # the engine's bytes count too
+        thr.preflight(ThroughputSpec(num_requests=64), available=GiB + 64 * per - 1)
+    assert e.value.field == "num_requests" and e.value.limit == GiB + 64 * per - 1
+    assert str(e.value).startswith("num_requests: 64 requests hold up to 0.2 GiB")
     monkeypatch.setattr(thr, "run_once", lambda *a: pytest.fail("ran despite too little memory"))
     assert main(["bench", "throughput", "--num-requests", "100000000", "--in-process",
                  "--output-json", str(tmp_path / "t.json")]) == 2
     assert capsys.readouterr().err.startswith("refimpl bench throughput: error: num_requests: 100000000 requests")
+    assert not (tmp_path / "t.json").exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
+    """A stand-in worker (die_with_parent, then sleep) under a stand-in bench killed by SIGTERM."""
+    pid_file = tmp_path / "worker.pid"
+    (tmp_path / "refimpl_test_sleeper.py").write_text(
+        "import os, sys, time\nfrom refimpl.bench.common import die_with_parent\ndie_with_parent()\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    bench = subprocess.Popen([sys.executable, "-c", "from refimpl.bench.common import run_in_fresh_process; "
+                              "run_in_fresh_process('refimpl_test_sleeper', [], timeout_s=120)"], env=env)
+    try:
+        for _ in range(300):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        worker = psutil.Process(int(pid_file.read_text()))
+        bench.terminate()
+        bench.wait(30)
+        for _ in range(400):  # up to 20 s for the kernel's SIGTERM to end it
+            try:
+                if worker.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            worker.kill()
+            pytest.fail("the worker outlived its bench")
+    finally:
+        if bench.poll() is None:
+            bench.kill()

@@ -89,6 +89,25 @@ def refimpl_error_from_record(rec: dict[str, Any]) -> Exception:
         return RefimplError(rec["field"], rec["limit"], rec["message"])
 
 
+PARENT_PID_ENV = "REFIMPL_PARENT_PID"
+
+
+def die_with_parent() -> None:
+    """Make this fresh-process child end (SIGTERM) when the process that started it ends, even
+    killed (SIGTERM / SIGKILL of ``refimpl report``, a notebook kernel exiting): Linux's
+    ``prctl(PR_SET_PDEATHSIG)``, called first thing by refimpl.bench.worker. If that parent
+    (``REFIMPL_PARENT_PID``, set by :func:`run_in_fresh_process`) is already gone, exits at
+    once. A no-op off Linux or outside run_in_fresh_process."""
+    import ctypes
+    import signal
+    parent = os.environ.pop(PARENT_PID_ENV, None)  # not for this child's own children
+    if not sys.platform.startswith("linux") or not parent:
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != int(parent):  # it ended before the prctl: nobody waits for this run
+        os._exit(1)
+
+
 def slug(text: str) -> str:
     """Lower-case ``text`` with runs of other characters than [a-z0-9.] turned into '-'."""
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
@@ -125,8 +144,9 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
     """Run ``python -m <module> <args> --output-json <tmp>`` in a NEW process; return its JSON.
 
     The child uses this interpreter (``sys.executable``) unless ``python`` names another,
-    inherits the environment updated with ``env``, and its stdout/stderr are captured (the
-    tail is shown on failure). ``timeout_s`` (seconds, None = no limit) bounds the child's
+    inherits the environment updated with ``env`` and ``REFIMPL_PARENT_PID`` (a child that
+    calls :func:`die_with_parent` ends with this process), and its stdout/stderr are
+    captured (the tail is shown on failure). ``timeout_s`` (seconds, None = no limit) bounds the child's
     wall time. The returned dict is the child's JSON plus a key ``"_fresh_process"`` with
     ``wall_s`` (seconds, parent-side, includes interpreter start and imports) and ``cmd``.
 
@@ -141,7 +161,7 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
     os.close(fd)
     os.unlink(tmp)  # the child must create it: an empty leftover must not parse as success
     cmd = [python or sys.executable, "-m", module, *map(str, args), "--output-json", tmp]
-    child_env = {**os.environ, **(env or {})}
+    child_env = {**os.environ, **(env or {}), PARENT_PID_ENV: str(os.getpid())}
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,

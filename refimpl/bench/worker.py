@@ -8,7 +8,8 @@ Started by ``refimpl.bench.orchestrate.run_fresh`` (and by the py-spy flame grap
 refimpl error (a bad setting, too little memory...) is written instead as
 ``{"refimpl_error": {type, module, field, limit, message}}`` and the worker exits with
 ``REFIMPL_ERROR_EXIT`` (3), so the parent raises that same error again; any other exception is
-a crash (its traceback on stderr, exit 1).
+a crash (its traceback on stderr, exit 1). The worker ends when the process that started it
+ends (``common.die_with_parent``), so killing a bench or a report leaves no worker behind.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import argparse
 import sys
 from typing import Optional
 
-from refimpl.bench.common import REFIMPL_ERROR_EXIT, refimpl_error_record, write_json
+from refimpl.bench.common import REFIMPL_ERROR_EXIT, die_with_parent, refimpl_error_record, write_json
 from refimpl.bench.orchestrate import BenchSpec, bench_module, spec_from_json
 
 
@@ -32,6 +33,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--variant", required=True)
     p.add_argument("--output-json", required=True)
     args = p.parse_args(argv)
+    die_with_parent()
     from refimpl.errors import RefimplError
     try:
         spec = spec_from_json(args.spec)

@@ -11,19 +11,30 @@ from __future__ import annotations
 
 import importlib
 import sys
+import textwrap
+
+from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
+
+
+def _variants(names) -> str:
+    """``a | b | c`` on lines of their own, indented to the usage text's description column."""
+    return textwrap.fill(" | ".join(names), 96, initial_indent=" " * 20, subsequent_indent=" " * 20)
+
 
 BENCHES = ("startup", "budget", "throughput", "wer", "workload", "paired")
-USAGE = """usage: refimpl bench {startup,budget,throughput,wer,workload,paired} [options] --output-json PATH
+USAGE = f"""usage: refimpl bench {{{','.join(BENCHES)}}} [options] --output-json PATH
        refimpl report [--quick] [--device auto|cpu|cuda]
 
-  bench startup     engine start-up per phase, variants no-cache | cache-reset | formula
+  bench startup     engine start-up per phase; variants:
+{_variants(STARTUP_VARIANTS)}
   bench budget      N successive compute_encoder_budget calls in one fresh process
-  bench throughput  Whisper serving, variants registry | runner-config | scheduler-config |
-                    encoder-batch (--max-audios-per-step N)
+  bench throughput  Whisper serving; variants (encoder-batch: --max-audios-per-step N):
+{_variants(ENCODER_LEN_VARIANTS)}
   bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
   bench workload    EOS-stopping requests, mixed lengths, all-at-once or Poisson arrivals; TTFT, E2E
   bench paired      variants in one process on identical blocks, A B B A; gains with 95% CIs
   report            run every notebook headless and write reports/latest/
+A variant's vLLM version or PR: refimpl/variants.py; all flags: refimpl bench NAME --help.
 """
 
 

@@ -100,7 +100,8 @@ class EncoderLenVariant:
     encoder_batch: bool = False
 
     def source(self, site: EncoderLenSite) -> EncoderLenSource:
-        """'registry' or 'config' for ``site``. Raises KeyError for an unknown site."""
+        """Where ``site`` reads the encoder length: 'registry', 'config' or 'per-item' (see
+        ``EncoderLenSource``). Raises KeyError for an unknown site."""
         if site not in ENCODER_LEN_SITES:
             raise KeyError(f"unknown encoder-length call site {site!r}; one of {ENCODER_LEN_SITES}")
         return getattr(self, site)

@@ -22,7 +22,6 @@ from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
 from refimpl.stats import median, ratio_of_medians
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
-SPLIT_ORDER = ("schedule", "prepare", "model", "sample", "update")
 # the encoder-length ladder of PRs #24866 / #24989; encoder-batch is measured paired (analysis/serving.py)
 LADDER = ("registry", "runner-config", "scheduler-config")
 
@@ -134,24 +133,6 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
     ax.set_title(f"{p['model']}: {p['num_requests']} requests x {p['max_tokens']} tokens, "
                  f"batch {p['max_num_seqs']}, {res.hardware_name}", fontsize=9)
     save(fig, out_dir, "throughput_variants")
-    return fig
-
-
-def split_figure(res: Result, out_dir: Path):
-    """Stacked bars: ms per step spent in schedule / prepare (incl. metadata build) / model /
-    sample / update, as EngineCore.step() records them, per variant (first run of each)."""
-    fig, ax = plt.subplots(figsize=(7, 3.8))
-    variants = res.variants
-    bottom = [0.0] * len(variants)
-    for part in SPLIT_ORDER:
-        vals = [1e3 * r["runs"][0]["step_split_s"].get(part, 0.0) / max(r["runs"][0]["steps"], 1)
-                for r in variants.values()]
-        ax.bar(list(variants), vals, bottom=bottom, label=part)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylabel("ms per engine step (mean)")
-    ax.set_title("per-step time split")
-    ax.legend(fontsize=8)
-    save(fig, out_dir, "throughput_step_split")
     return fig
 
 

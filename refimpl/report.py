@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from refimpl.env import REPO_ROOT
+from refimpl.errors import ConfigError
 from refimpl.report_progress import clock, terminal_progress
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
@@ -134,22 +135,42 @@ def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None 
     return "\n".join(parts)
 
 
+def select_notebooks(names: list[str] | None) -> list[Path]:
+    """The numbered notebooks of ``NOTEBOOKS_DIR`` (``[0-9]*.ipynb``, sorted), or those named
+    in ``names`` (file names). Raises ConfigError (field ``notebooks``) naming the unknown
+    ones and the notebooks there are."""
+    nb_dir = NOTEBOOKS_DIR
+    nbs = sorted(nb_dir.glob("[0-9]*.ipynb"))
+    if not names:
+        return nbs
+    known = [n.name for n in nbs]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ConfigError("notebooks", f"file names of {nb_dir}: {', '.join(known)}",
+                          f"unknown notebook(s) {', '.join(unknown)}")
+    return [n for n in nbs if n.name in names]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="refimpl report", description=__doc__)
     p.add_argument("--quick", action="store_true", help="QUICK mode of every notebook")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--out-dir", default=str(REPO_ROOT / "reports" / "latest"))
-    p.add_argument("--notebooks", nargs="*", default=None, help="subset of notebook file names")
+    p.add_argument("--notebooks", nargs="*", default=None,
+                   help="subset of notebook file names (e.g. 01_startup_dummy_data_cache.ipynb); "
+                        "an unknown name is refused (exit 2)")
     args = p.parse_args(argv)
+    try:
+        nbs = select_notebooks(args.notebooks)
+    except ConfigError as e:  # before the out dir is emptied
+        print(f"refimpl report: error: {e}", file=sys.stderr)
+        return 2
     from refimpl.config import resolve_device
     device = resolve_device(args.device)
     try:
         out = prepare_out_dir(Path(args.out_dir))
     except ValueError as e:
         p.error(str(e))
-    nbs = sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))
-    if args.notebooks:
-        nbs = [n for n in nbs if n.name in args.notebooks]
     t0 = time.perf_counter()
     status = "wrote"
     finished: list[str] = []

@@ -86,8 +86,10 @@ def test_fresh_process_flags_keep_their_shape():
         BudgetSpec.parse(["--model", "qwen2.5-vl-3b", "--process-mode", "mp", "--output-json", "x"])
     with pytest.raises(ConfigError, match="MODALITY=N"):
         StartupSpec.parse(["--model", "qwen2.5-vl-3b", "--limit-mm-per-prompt", "video", "--output-json", "x"])
-    t = ThroughputSpec.from_argv(["--engine", "hf", "--variant", "registry", "--output-json", "x"])[0]
+    t = ThroughputSpec.from_argv(["--engine", "hf", "--output-json", "x"])[0]
     assert t.variants == ("hf-generate",) and t.command() == "refimpl bench throughput --variant hf-generate --engine hf"
+    with pytest.raises(ConfigError, match="hf-generate"):  # never silently replaced
+        ThroughputSpec.from_argv(["--engine", "hf", "--variant", "registry", "--output-json", "x"])
 
 
 @pytest.mark.parametrize("spec", [
@@ -165,6 +167,8 @@ BAD = [  # (spec class, fields, field named, limit text)
     (StartupSpec, {"process_mode": "thread"}, "process_mode", "mp"),
     (StartupSpec, {"reset_scope": "some"}, "reset_scope", "v0.9.0"),
     (BudgetSpec, {"calls": 0}, "calls", ">= 1"),
+    (PairedSpec, {"rounds": 2, "budget_s": 10.0}, "rounds", "--budget-s"),
+    (WorkloadSpec, {"rate": 0.0}, "rate", "poisson"),
     (ThroughputSpec, {"engine": "vllm"}, "engine", "hf"),
     (ThroughputSpec, {"engine": "hf"}, "variants", "hf-generate"),
     (ThroughputSpec, {"num_requests": 0}, "num_requests", ">= 1"),
@@ -186,8 +190,11 @@ def test_bad_value_names_field_and_limit(cls, fields, field, limit):
         assert isinstance(e.value, UnknownVariantError)
 
 
-def test_rate_is_only_checked_for_poisson_arrivals():
-    assert WorkloadSpec(arrival="all", rate=0.0).rate == 0.0
+def test_rate_is_refused_without_poisson_arrivals():
+    assert WorkloadSpec(arrival="poisson", rate=2.0).rate == 2.0
+    with pytest.raises(ConfigError, match="poisson") as e:
+        WorkloadSpec(arrival="all", rate=2.0)
+    assert e.value.field == "rate"
 
 
 @pytest.mark.parametrize("argv,field", [
@@ -200,6 +207,9 @@ def test_rate_is_only_checked_for_poisson_arrivals():
      "limit_mm_per_prompt"),
     (["budget", "--model", "qwen2.5-vl-3b", "--calls", "0", "--output-json", "x"], "calls"),
     (["throughput", "--num-requests", "0", "--output-json", "x"], "num_requests"),
+    (["throughput", "--engine", "hf", "--variant", "registry", "--output-json", "x"], "variants"),
+    (["workload", "--rate", "2"], "rate"),
+    (["paired", "--rounds", "2", "--budget-s", "10"], "rounds"),
 ])
 def test_cli_prints_the_error_and_exits_2(argv, field, capsys, monkeypatch):
     import refimpl.bench.orchestrate

@@ -126,6 +126,15 @@ def test_bad_input_rejected_engine_keeps_serving(engines):
     assert len(out[0].output_token_ids) == 3
 
 
+def test_whisper_takes_one_audio_per_prompt():
+    """vLLM's Whisper supports {"audio": 1} (get_supported_mm_limits); a larger limit is refused
+    in ModelConfig, not later as a placeholder mismatch in a 3-audio prompt."""
+    assert ModelConfig("whisper-tiny", limit_mm_per_prompt={"audio": 1}).get_mm_limit("audio") == 1
+    with pytest.raises(ConfigError) as exc:
+        ModelConfig("whisper-tiny", limit_mm_per_prompt={"audio": 3})
+    assert exc.value.field == "limit_mm_per_prompt[audio]" and "<= 1" in exc.value.limit
+
+
 @pytest.mark.soak  # a full start-up each (13-30 s here); the fast suite covers the KV sizing
 @pytest.mark.parametrize("process_mode", ["inproc", "mp"])  # in the bad-input table
 def test_too_few_kv_blocks_refused_by_the_setting(process_mode):

@@ -16,7 +16,7 @@ def test_out_dir_outside_reports_is_never_deleted(tmp_path, capsys):
     keep.parent.mkdir()
     keep.write_text("precious")
     with pytest.raises(SystemExit) as ei:
-        report.main(["--out-dir", str(keep.parent), "--notebooks", "none.ipynb"])
+        report.main(["--out-dir", str(keep.parent), "--notebooks", "01_startup_dummy_data_cache.ipynb"])
     assert ei.value.code == 2 and "refusing to delete" in capsys.readouterr().err
     assert keep.read_text() == "precious"
     with pytest.raises(ValueError):  # a file, not a folder
@@ -155,3 +155,35 @@ def test_startup_summary_reads_every_committed_layout(folder, split):
     text = summary_md(res, budget)
     assert ("predate the per-part timings" in text) is not split
     assert ("hashed for" in text) is split and "Call 1, cache-reset / no-cache" in text
+
+
+def test_unknown_notebook_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    import refimpl.report as R
+    from refimpl.errors import ConfigError
+    monkeypatch.setattr(R, "execute", lambda *a, **k: pytest.fail("ran despite an unknown notebook"))
+    out = tmp_path / "out"
+    assert R.main(["--notebooks", "nope.ipynb", "--out-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("refimpl report: error: notebooks:") and "nope.ipynb" in err
+    assert "01_startup_dummy_data_cache.ipynb" in err and not out.exists()  # nothing written
+    with pytest.raises(ConfigError):
+        R.select_notebooks(["01_startup_dummy_data_cache.ipynb", "nope.ipynb"])
+    assert [n.name for n in R.select_notebooks(["02_encoder_len_throughput.ipynb"])] == [
+        "02_encoder_len_throughput.ipynb"]
+
+
+def test_ratio_table_never_resolved_below_min_pairs():
+    """The unpaired ratio tables follow the paired gains' rule: fewer than MIN_PAIRS runs a
+    side is "not resolved" even when the ranges are wholly apart."""
+    from refimpl.analysis import ratio_table
+    from refimpl.bench.gains import MIN_PAIRS
+    from refimpl.bench.schema import Result
+
+    def res(n: int) -> Result:
+        runs = {"slow": [2.0 + 0.01 * i for i in range(n)], "fast": [1.0 + 0.01 * i for i in range(n)]}
+        return Result("throughput", {}, {}, {v: {"runs": [{"x": x} for x in xs], "summary": {}}
+                                             for v, xs in runs.items()})
+    rows = {n: ratio_table(res(n), "x", [("slow", "fast")]).splitlines()[-1] for n in (1, 2, MIN_PAIRS)}
+    assert rows[1].endswith("| - | not resolved (1 run a side) |")
+    assert rows[2].endswith(f"| not resolved (< {MIN_PAIRS} runs a side) |")
+    assert rows[MIN_PAIRS].endswith("| resolved |")

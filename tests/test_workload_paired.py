@@ -145,3 +145,15 @@ def test_engine_and_generate_paired_in_one_process(tmp_path):
     back = Result.load(res.write(tmp_path / "w.json"))
     assert WorkloadSpec.from_params(back.params) == WorkloadSpec(
         engine="both", num_requests=2, max_tokens=6, max_num_seqs=2, warmup_requests=0, repeats=2)
+
+
+def test_gain_line_says_resolved_or_why_not():
+    from refimpl.bench.paired import MIN_PAIRS, gain_line
+    row = {"metric": "cpu_s", "pairing": "round", "variant": "B", "over": "A", "gain": 0.0342,
+           "low": 0.0342, "high": 0.0342, "pairs": 1, "rounds": 1, "resolved": False,
+           "cost_model_gain": 0.0}
+    assert "(95% CI, 1 pair of 1 round, not resolved: < 5 pairs)" in gain_line(row)
+    row.update(pairs=MIN_PAIRS, rounds=MIN_PAIRS, low=-0.01)
+    assert f"{MIN_PAIRS} pairs of {MIN_PAIRS} rounds, not resolved: holds 0)" in gain_line(row)
+    row.update(low=0.01, resolved=True)
+    assert gain_line(row).count("resolved") == 1 and ", resolved)" in gain_line(row)

@@ -38,17 +38,26 @@ def spread(values: Sequence[float]) -> str:
 
 def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "") -> str:
     """Markdown: for each (variant, base) pair, median(metric of variant) / median(metric of
-    base) with a 95% bootstrap interval (refimpl.stats.ratio_of_medians); "unresolved" when the
-    interval holds 1. Pairs with fewer than two runs a side get no interval."""
+    base) with a 95% bootstrap interval (refimpl.stats.ratio_of_medians). The same rule as the
+    paired gains (refimpl.bench.gains.MIN_PAIRS): with fewer than ``MIN_PAIRS`` runs a side the
+    comparison is "not resolved" whatever its interval (with 2 or 3 runs a side the bootstrap
+    medians take a handful of values and the interval is degenerate; even wholly separated
+    ranges of 3 runs a side have a two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved"
+    when the interval excludes 1, "unresolved (interval holds 1)" when not. One run a side
+    gets no interval."""
+    from refimpl.bench.gains import MIN_PAIRS
     rows = []
     for v, base in pairs:
         a, b = res.values(v, metric), res.values(base, metric)
-        if min(len(a), len(b)) < 2:
-            rows.append([f"{v} / {base}", f"{median(a) / median(b):.3f}", "-", "too few runs"])
+        n = min(len(a), len(b))
+        if n < 2:
+            rows.append([f"{v} / {base}", f"{median(a) / median(b):.3f}", "-",
+                         f"not resolved ({n} run a side)"])
             continue
         ci = ratio_of_medians(a, b)
-        rows.append([f"{v} / {base}", f"{ci.estimate:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]",
-                     "resolved" if ci.resolved else "unresolved (interval holds 1)"])
+        state = (f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
+                 else "resolved" if ci.resolved else "unresolved (interval holds 1)")
+        rows.append([f"{v} / {base}", f"{ci.estimate:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]", state])
     return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
 
 

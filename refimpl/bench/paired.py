@@ -15,8 +15,8 @@ this process (process_time; torch on one thread), and the seconds spent inside t
 ``get_encdec_max_encoder_len``. Gain of variant k over k-1 in round r: t(k-1) / t(k) - 1;
 its median over rounds with a paired bootstrap interval (``refimpl.stats.paired``).
 
-Design (written in the JSON's params): ``--rounds R`` (fixed rounds) or ``--budget-s B``
-(fixed time: as many whole rounds as fit in B seconds of timed rounds, the next round started
+Design (written in the JSON's params): ``--rounds R`` (fixed rounds) or ``--budget-s B``,
+never both (ConfigError) (fixed time: as many whole rounds as fit in B seconds of timed rounds, the next round started
 only while the mean round so far still fits). Before the timed rounds every variant serves
 ``--warmup-rounds`` untimed blocks. Each block starts after ``gc.collect()`` with the garbage
 collector off until it ends (``--gc collect-disable``), so no collection lands inside one
@@ -124,17 +124,18 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
 @dataclass(frozen=True, kw_only=True)
 class PairedSpec(CliSpec):
     """``refimpl bench paired``: one field per flag (see module doc). ``rounds`` None: 30, or
-    no limit with ``budget_s``."""
+    no limit with ``budget_s``. Raises ConfigError (field ``rounds``) when both ``rounds`` and
+    ``budget_s`` are given: a run is either fixed-rounds or fixed-time."""
     prog: ClassVar[str] = "refimpl bench paired"
     model: str = arg("whisper-tiny.en", choices=MODELS)
     variants: tuple[str, ...] = arg(
         ("registry", "runner-config", "scheduler-config"), flag="--variant",
         help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
              "encoder-batch@N for N audios per step")
-    rounds: Optional[int] = arg(None, "blocks per variant (A B B A ...); default 30, or no limit "
-                                "with --budget-s", min=1)
+    rounds: Optional[int] = arg(None, "fixed-rounds design: blocks per variant (A B B A ...); "
+                                "default 30; not with --budget-s", min=1)
     budget_s: Optional[float] = arg(None, "fixed-time design: as many whole rounds as fit in this "
-                                    "many seconds", gt=0)
+                                    "many seconds; not with --rounds", gt=0)
     against: str = arg("previous", "gain of each variant over the previous one, or over the first",
                        choices=("previous", "first"))
     block_requests: int = arg(8, "requests per block", min=1)
@@ -153,6 +154,9 @@ class PairedSpec(CliSpec):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.rounds is not None and self.budget_s is not None:
+            raise ConfigError("rounds", "left out with --budget-s (fixed-time design: the budget "
+                              "decides the rounds)", f"got rounds {self.rounds} and budget_s {self.budget_s}")
         if len(self.variants) < 2 or len(set(self.variants)) != len(self.variants):
             raise ConfigError("variants", "two or more distinct labels", f"got {self.variants}")
         for v in self.variants:
@@ -194,13 +198,23 @@ def main(argv: list[str] | None = None) -> int:
     out = run(spec, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
                                              "since start", flush=True))
     for r in out.comparisons:
-        print(f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
-              f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {r['pairs']} pairs of "
-              f"{r['rounds']} rounds); cost model {100 * r['cost_model_gain']:+.2f}%")
+        print(gain_line(r))
     print("tokens identical across variants and blocks:", out.params["tokens_identical"])
     if output_json:
         out.write(output_json)
     return 0
+
+
+def gain_line(r: dict) -> str:
+    """One comparison row of ``gains`` as a line: gain, 95% interval, pairs, whether it is
+    resolved (never below ``MIN_PAIRS`` pairs) and the cost model."""
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+    state = ("resolved" if r["resolved"] else
+             f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS else "not resolved: holds 0")
+    return (f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
+            f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {plural(r['pairs'], 'pair')} of "
+            f"{plural(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")
 
 
 def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):

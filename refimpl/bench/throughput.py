@@ -37,7 +37,9 @@ HF_VARIANT = "hf-generate"
 @dataclass(frozen=True, kw_only=True)
 class ThroughputSpec(BenchSpec):
     """``refimpl bench throughput``: one field per flag (requests, tokens, sequences).
-    ``--engine hf`` measures variant ``hf-generate`` whatever ``--variant`` says."""
+    ``--engine hf`` measures variant ``hf-generate``: ``--variant`` left out or
+    ``hf-generate``. Raises ConfigError (field ``variants``) for any other variant with
+    ``engine='hf'``, or ``hf-generate`` without it."""
     bench: ClassVar[str] = "throughput"
     prog: ClassVar[str] = "refimpl bench throughput"
     model: str = arg("whisper-tiny", choices=MODELS)
@@ -57,13 +59,16 @@ class ThroughputSpec(BenchSpec):
         super().__post_init__()
         from refimpl.errors import ConfigError
         if (self.engine == "hf") != (self.variants == (HF_VARIANT,)):
-            raise ConfigError("variants", f"({HF_VARIANT!r},) exactly when engine='hf'",
-                              f"engine {self.engine!r} with variants {self.variants}")
+            raise ConfigError("variants", f"{HF_VARIANT} (or --variant left out) exactly when "
+                              "engine='hf'", f"engine {self.engine!r} with variants {self.variants}")
         check_max_tokens("max_tokens", self.max_tokens, self.model)
 
     @classmethod
     def from_flags(cls, fields: dict) -> ThroughputSpec:
-        if fields["engine"] == "hf":
+        """``--engine hf`` without ``--variant`` measures hf-generate; an explicit other
+        ``--variant`` is refused by ``__post_init__``."""
+        default = cls.__dataclass_fields__["variants"].default
+        if fields["engine"] == "hf" and fields["variants"] == default:
             fields = {**fields, "variants": (HF_VARIANT,)}
         return cls(**fields)
 

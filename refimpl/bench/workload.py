@@ -59,7 +59,7 @@ class WorkloadSpec(CliSpec):
     max_audios_per_step: int = arg(1, "audios encoded per step under encoder-batch", min=1)
     num_requests: int = arg(64, min=1)
     arrival: str = arg("all", choices=("all", "poisson"))
-    rate: float = arg(1.0, "requests/s for --arrival poisson (> 0)")
+    rate: float = arg(1.0, "requests/s for --arrival poisson (> 0); refused with --arrival all")
     max_tokens: int = arg(96, "cap per request; EOS stops earlier", min=1)
     max_num_seqs: int = arg(16, "batch size (hf: static batch)", min=1)
     num_gpu_blocks: Optional[int] = arg(None, min=1)
@@ -74,6 +74,10 @@ class WorkloadSpec(CliSpec):
             raise UnknownVariantError("variant", tuple(ENCODER_LEN_VARIANTS), f"unknown variant {self.variant!r}")
         if self.arrival == "poisson" and not self.rate > 0:
             raise ConfigError("rate", "> 0 requests/s for arrival 'poisson'", f"got {self.rate}")
+        default_rate = type(self).__dataclass_fields__["rate"].default
+        if self.arrival == "all" and self.rate != default_rate:
+            raise ConfigError("rate", "only with arrival 'poisson' (arrival 'all' sends every "
+                              "request at 0 s)", f"got rate {self.rate} with arrival 'all'")
         check_max_tokens("max_tokens", self.max_tokens, self.model)
 
     @property

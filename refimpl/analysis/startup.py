@@ -141,8 +141,19 @@ def ladder_figure(res: Result, out_dir: Path):
     return fig
 
 
+def _mib(runs: list[dict], key: str) -> str:
+    """'median [min, max]' of ``run[key]`` bytes over ``runs``, in whole MiB ('-' when absent)."""
+    xs = [x[key] / 2**20 for x in runs if x.get(key) is not None]
+    if not xs:
+        return "-"
+    s = summarize(xs)
+    return f"{s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}]"
+
+
 def medians_table(res: Result) -> str:
-    """Markdown: per variant, total start-up median [min, max], HF passes, hits/misses, memory."""
+    """Markdown: per variant, total start-up median [min, max], HF passes, hits/misses and the
+    cache (first run: the same in every run), RSS before -> after reset_mm_cache and peak RSS
+    (median [min, max] over the runs)."""
     rows = []
     for v, r in res.variants.items():
         runs = r["runs"]
@@ -152,7 +163,7 @@ def medians_table(res: Result) -> str:
                      f"{run0.get('cache_hits')}/{run0.get('cache_misses')}",
                      f"{run0.get('cache_bytes_before_reset', 0) / 2**20:.0f}",
                      f"{run0.get('cache_bytes_after_reset', 0) / 2**20:.0f}",
-                     f"{run0.get('rss_before_reset', 0) / 2**20:.0f} -> {run0.get('rss_after_reset', 0) / 2**20:.0f}",
+                     f"{_mib(runs, 'rss_before_reset')} -> {_mib(runs, 'rss_after_reset')}",
                      f"{spread([x['peak_rss_bytes'] / 2**30 for x in runs])}"])
     return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes",
                      "HF calls (all)", "cache hits/misses", "cache MiB before reset",

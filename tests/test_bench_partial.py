@@ -179,3 +179,28 @@ def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
     finally:
         if bench.poll() is None:
             bench.kill()
+
+
+def test_the_analysis_reads_a_partial_result(tmp_path):
+    """A Result interrupted after 2 + 1 + 0 runs: the tables, figure and summaries show the runs
+    that exist and say the result is partial."""
+    import matplotlib
+    matplotlib.use("Agg")
+    from refimpl.analysis import startup as S
+    from refimpl.analysis import throughput as T
+    from refimpl.bench.orchestrate import build_result
+    from refimpl.bench.startup import StartupSpec
+    run = {**fake_run(0), "registry_calls": 3, "steps": 5, "step_time_ms_median": 3.0}
+    res = build_result(ThroughputSpec(variants=("registry", "runner-config", "scheduler-config")),
+                       {"registry": [run, run], "runner-config": [run], "scheduler-config": []}, False,
+                       interrupted=True)
+    text = T.summary_md(res, tmp_path)
+    assert "**Partial result** (runs per variant: registry 2, runner-config 1, scheduler-config 0): interrupted" in text
+    assert "| scheduler-config / runner-config | - | - | no runs of scheduler-config |" in text
+    T.throughput_figure(res, None, tmp_path)
+    srun = {"device": "cpu", "total_s": 2.0, "phases": {"load": 1.0}, "hf_mm_passes": 3, "peak_rss_bytes": 1e9}
+    sres = build_result(StartupSpec(model="qwen2.5-vl-3b", variants=("no-cache", "cache-reset")),
+                        {"no-cache": [srun], "cache-reset": []}, False, failed="cache-reset repeat 1/3: TimeoutError: x")
+    text = S.summary_md(sres)
+    assert "**Partial result** (runs per variant: no-cache 1, cache-reset 0): cache-reset repeat 1/3: TimeoutError" in text
+    assert T.partial_note(build_result(SPEC, {v: [run] for v in SPEC.variants}, False)) == ""

@@ -44,12 +44,16 @@ def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], labe
     medians take a handful of values and the interval is degenerate; even wholly separated
     ranges of 3 runs a side have a two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved"
     when the interval excludes 1, "unresolved (interval holds 1)" when not. One run a side
-    gets no interval."""
+    gets no interval, a side without runs (a partial result) no ratio."""
     from refimpl.bench.gains import MIN_PAIRS
     rows = []
     for v, base in pairs:
         a, b = res.values(v, metric), res.values(base, metric)
         n = min(len(a), len(b))
+        if n == 0:  # a partial result (interrupted, or a run failed): nothing to compare
+            rows.append([f"{v} / {base}", "-", "-", "no runs a side" if not a and not b
+                         else f"no runs of {v if not a else base}"])
+            continue
         if n < 2:
             rows.append([f"{v} / {base}", f"{median(a) / median(b):.3f}", "-",
                          f"not resolved ({n} run a side)"])
@@ -59,6 +63,17 @@ def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], labe
                  else "resolved" if ci.resolved else "unresolved (interval holds 1)")
         rows.append([f"{v} / {base}", f"{ci.estimate:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]", state])
     return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
+
+
+def partial_note(res: Result) -> str:
+    """A markdown line saying that ``res`` is partial (``params["interrupted"]``: Ctrl-C ended
+    its runs; ``params["failed"]``: a run failed, first line of the error), else ''."""
+    runs = ", ".join(f"{v} {len(r['runs'])}" for v, r in res.variants.items())
+    if res.params.get("failed"):
+        return f"**Partial result** (runs per variant: {runs}): {res.params['failed'].splitlines()[0]}"
+    if res.params.get("interrupted"):
+        return f"**Partial result** (runs per variant: {runs}): interrupted (Ctrl-C) before the last run"
+    return ""
 
 
 def stored_results(bench: str) -> list[tuple[str, Result]]:

@@ -16,7 +16,7 @@ from typing import Optional
 
 import matplotlib.pyplot as plt
 
-from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
+from refimpl.analysis import flamegraph, md_table, measure, partial_note, ratio_table, save, spread
 from refimpl.analysis.budget import budget_figure, budget_table, call1_ratio  # noqa: F401
 from refimpl.analysis.startup_parts import (  # noqa: F401
     PART_COLUMNS,
@@ -209,7 +209,7 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
             f"max_model_len {p.get('max_model_len') or 'default'}, "
             f"limits {p.get('limit_mm_per_prompt') or 'default'}")
     parts = [head, "", f"Command: `{command_of(res.bench, p)}` ({n} runs per variant)",
-             "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
+             *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
     pair = ("no-cache", "cache-reset")
     if all(v in res.variants and res.runs(v) for v in pair):

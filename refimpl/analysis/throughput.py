@@ -14,7 +14,7 @@ from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 
-from refimpl.analysis import flamegraph, md_table, measure, ratio_table, save, spread
+from refimpl.analysis import flamegraph, md_table, measure, partial_note, ratio_table, save, spread
 from refimpl.analysis.throughput_sweep import sweep_figure, sweep_points, sweep_table  # noqa: F401
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.schema import Result
@@ -125,8 +125,9 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
     items = list(res.variants.items()) + (list(hf.variants.items()) if hf else [])
     for i, (_v, r) in enumerate(items):
         xs = [x["requests_per_s"] for x in r["runs"]]
-        m = _med(xs)
-        ax.bar(i, m, yerr=[[m - min(xs)], [max(xs) - m]], capsize=4)
+        if xs:  # a partial result may hold a variant without runs: no bar
+            m = _med(xs)
+            ax.bar(i, m, yerr=[[m - min(xs)], [max(xs) - m]], capsize=4)
     ax.set_xticks(range(len(items)), [v for v, _ in items])
     ax.set_ylabel("requests / s")
     p = res.params
@@ -188,7 +189,7 @@ def summary_md(res: Result, out_dir: Path) -> str:
              f"({res.env['device']}), {p['num_requests']} requests x {p['max_tokens']} tokens, "
              f"batch {p['max_num_seqs']}", "",
              f"Command: `{command_of(res.bench, p)}` (+ `--engine hf`)", "",
-             table(res, hf), "", gains_table(res), "",
+             *([partial_note(res), ""] if partial_note(res) else []), table(res, hf), "", gains_table(res), "",
              md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
                                               for k, v in g.items()])]
     sw = out_dir / f"throughput_sweep_{p['model']}.json"

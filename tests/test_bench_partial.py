@@ -204,3 +204,15 @@ def test_the_analysis_reads_a_partial_result(tmp_path):
     text = S.summary_md(sres)
     assert "**Partial result** (runs per variant: no-cache 1, cache-reset 0): cache-reset repeat 1/3: TimeoutError" in text
     assert T.partial_note(build_result(SPEC, {v: [run] for v in SPEC.variants}, False)) == ""
+
+
+def test_an_interrupted_paired_bench_exits_130(monkeypatch, tmp_path):
+    import refimpl.bench.paired as paired
+    spec = paired.PairedSpec(variants=("runner-config", "scheduler-config"))
+    empty = {v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []}
+             for v in spec.variants}
+    monkeypatch.setattr(paired, "run", lambda spec, progress=None: paired.result_of(
+        spec, {"by_variant": empty, "tokens_identical": True, "benchmark_s": 0.0, "interrupted": True}, [], 1))
+    assert main(["bench", "paired", "--variant", "runner-config,scheduler-config",
+                 "--output-json", str(tmp_path / "p.json")]) == 130
+    assert Result.load(tmp_path / "p.json").params["interrupted"] is True

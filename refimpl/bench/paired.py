@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     print("tokens identical across variants and blocks:", out.params["tokens_identical"])
     if output_json:
         out.write(output_json)
-    return 0
+    return 130 if out.params["interrupted"] else 0  # as the fresh-process benches after Ctrl-C
 
 
 def gain_line(r: dict) -> str:

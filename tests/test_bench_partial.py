@@ -216,3 +216,12 @@ def test_an_interrupted_paired_bench_exits_130(monkeypatch, tmp_path):
     assert main(["bench", "paired", "--variant", "runner-config,scheduler-config",
                  "--output-json", str(tmp_path / "p.json")]) == 130
     assert Result.load(tmp_path / "p.json").params["interrupted"] is True
+
+
+def test_a_notebook_s_failed_measurement_leaves_its_finished_runs(runs_until, tmp_path):
+    from refimpl.analysis import measure
+    runs_until(3, TimeoutError("refimpl.bench.worker ran past 1800.0 s and was killed"))
+    with pytest.raises(TimeoutError):
+        measure(SPEC, quick=False, out=tmp_path / "t.json")
+    res = Result.load(tmp_path / "t.json")
+    assert [len(res.runs(v)) for v in SPEC.variants] == [1, 1] and "TimeoutError" in res.params["failed"]

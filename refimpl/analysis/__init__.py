@@ -7,10 +7,10 @@ markdown tables, stored GPU results under ``results/``, saving figures.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from refimpl.bench.common import profile_with_pyspy
-from refimpl.bench.orchestrate import BenchSpec, run_fresh, run_in_process
+from refimpl.bench.orchestrate import BenchSpec, partial_result, run_fresh, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.bench.worker import worker_command
 from refimpl.env import REPO_ROOT
@@ -88,9 +88,22 @@ def stored_results(bench: str) -> list[tuple[str, Result]]:
     return out
 
 
-def measure(spec: BenchSpec, quick: bool) -> Result:
-    """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes."""
-    return run_in_process(spec) if quick else run_fresh(spec)
+def measure(spec: BenchSpec, quick: bool, out: Optional[Path] = None) -> Result:
+    """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes, written
+    to ``out`` (a JSON path) when given - a partial Result too: after Ctrl-C
+    (``params["interrupted"]``), and before a failing run's error propagates
+    (``params["failed"]``, refimpl.bench.orchestrate.partial_result), so a failed notebook
+    still leaves the runs that finished."""
+    try:
+        res = run_in_process(spec) if quick else run_fresh(spec)
+    except Exception as e:
+        part = partial_result(e)
+        if out is not None and part is not None:
+            part.write(out)
+        raise
+    if out is not None:
+        res.write(out)
+    return res
 
 
 def save(fig, out_dir: Path, name: str) -> Path:

@@ -81,9 +81,7 @@ class StartupStudy:
 def run_startup(s: StartupStudy, warmed: bool = False) -> Result:
     """All start-up variants side by side, interleaved; writes ``startup_<model>.json`` in
     ``out_dir``. ``warmed``: the untimed warm-up already ran (e.g. ``flamegraphs``), skip it."""
-    res = measure(s.spec(warmup=False if warmed else None), s.quick)
-    res.write(s.out_dir / f"startup_{s.model}.json")
-    return res
+    return measure(s.spec(warmup=False if warmed else None), s.quick, s.out_dir / f"startup_{s.model}.json")
 
 
 def run_budget(s: StartupStudy, calls: int = 2,
@@ -93,9 +91,7 @@ def run_budget(s: StartupStudy, calls: int = 2,
     warmed the machine): no warm-up of its own."""
     spec = BudgetSpec(**{**dataclasses.asdict(s.spec(warmup=False if warmed else None)),
                          "variants": variants, "repeats": s.budget_repeats}, calls=calls)
-    res = measure(spec, s.quick)
-    res.write(s.out_dir / f"budget_{s.model}.json")
-    return res
+    return measure(spec, s.quick, s.out_dir / f"budget_{s.model}.json")
 
 
 def phases_figure(res: Result, out_dir: Path):

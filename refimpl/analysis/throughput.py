@@ -62,9 +62,7 @@ class ThroughputStudy:
 
 
 def _measure(s: ThroughputStudy, spec: ThroughputSpec, name: str) -> Result:
-    res = measure(spec, s.quick)
-    res.write(s.out_dir / name)
-    return res
+    return measure(spec, s.quick, s.out_dir / name)
 
 
 def run_variants(s: ThroughputStudy) -> Result:

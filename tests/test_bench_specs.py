@@ -23,16 +23,21 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_command_repeats_the_spec():
     s = PairedSpec(variants=["runner-config", "scheduler-config"], budget_s=450)
     assert s.variants == ("runner-config", "scheduler-config")
-    assert s.command() == "refimpl bench paired --variant runner-config,scheduler-config --budget-s 450"
+    assert s.command() == ("refimpl bench paired --variant runner-config,scheduler-config --budget-s 450 "
+                           "--output-json paired_whisper-tiny.en.json")
     t = s.replace(gc_mode="default", ignore_eos=True, max_benchmark_s=12.5)
-    assert t.command().endswith("--ignore-eos --gc default --max-benchmark-s 12.5")
+    assert t.command().endswith("--ignore-eos --gc default --max-benchmark-s 12.5 "
+                                "--output-json paired_whisper-tiny.en.json")
     for spec in (s, t):
-        assert PairedSpec.from_argv(spec.command().split()[3:]) == (spec, None)
+        assert PairedSpec.from_argv(spec.command().split()[3:]) == (spec, "paired_whisper-tiny.en.json")
     w = WorkloadSpec(engine="hf", num_requests=300)
-    assert w.command() == "refimpl bench workload --engine hf --num-requests 300"
+    assert w.command() == ("refimpl bench workload --engine hf --num-requests 300 "
+                           "--output-json workload_whisper-tiny.en.json")
     assert WorkloadSpec.from_argv(["--engine", "hf", "--num-requests", "300", "--output-json", "x.json"]) \
         == (w, "x.json")
-    assert WerSpec().command() == "refimpl bench wer"
+    assert WerSpec().command() == "refimpl bench wer --output-json wer_whisper-tiny.en.json"
+    assert WerSpec().command(output_json="out/w.json", in_process=True) == \
+        "refimpl bench wer --output-json out/w.json"  # wer has no --in-process: it always is
     assert WerSpec.from_argv(["--max-new-tokens", "8"])[0] == WerSpec(max_new_tokens=8)
     with pytest.raises(TypeError, match="budget"):
         PairedSpec(budget=3)
@@ -75,7 +80,8 @@ def test_fresh_process_flags_keep_their_shape():
     assert vars(opts) == {"output_json": "x.json", "in_process": True}
     assert s.command() == ("refimpl bench startup --model qwen2.5-vl-3b --variant no-cache,formula "
                            "--no-warmup --timeout-s 60 --limit-mm-per-prompt video=0,image=2,audio=1 "
-                           "--process-mode mp --reset-scope all --numpy-hugepage on")
+                           "--process-mode mp --reset-scope all --numpy-hugepage on "
+                           "--output-json startup_qwen2.5-vl-3b.json")
     assert StartupSpec.from_argv(["--model", "whisper-tiny", "--output-json", "x"]) == \
         (StartupSpec(model="whisper-tiny"), "x")
     for bad in (argv[2:], argv[:-3],  # --model and --output-json are required
@@ -87,7 +93,8 @@ def test_fresh_process_flags_keep_their_shape():
     with pytest.raises(ConfigError, match="MODALITY=N"):
         StartupSpec.parse(["--model", "qwen2.5-vl-3b", "--limit-mm-per-prompt", "video", "--output-json", "x"])
     t = ThroughputSpec.from_argv(["--engine", "hf", "--output-json", "x"])[0]
-    assert t.variants == ("hf-generate",) and t.command() == "refimpl bench throughput --variant hf-generate --engine hf"
+    assert t.variants == ("hf-generate",) and t.command() == \
+        "refimpl bench throughput --variant hf-generate --engine hf --output-json throughput_whisper-tiny.json"
     with pytest.raises(ConfigError, match="hf-generate"):  # never silently replaced
         ThroughputSpec.from_argv(["--engine", "hf", "--variant", "registry", "--output-json", "x"])
 
@@ -101,7 +108,21 @@ def test_fresh_process_flags_keep_their_shape():
                    scale="small", seed=3, warmup_requests=0),
 ], ids=lambda s: s.command())
 def test_fresh_process_command_repeats_the_spec(spec):
-    assert type(spec).from_argv([*spec.command().split()[3:], "--output-json", "x"]) == (spec, "x")
+    """The printed line runs as printed: --output-json (required) is in it."""
+    assert type(spec).from_argv(spec.command().split()[3:]) == (spec, f"{spec.bench}_{spec.model}.json")
+    argv = spec.command(in_process=True).split()[3:]
+    assert argv[-1] == "--in-process" and type(spec).parse(argv)[1].in_process
+
+
+def test_in_process_results_print_in_process_commands():
+    """summary.md's "Command:" line of a QUICK (in-process) Result says --in-process."""
+    from refimpl.analysis import startup as S
+    res = Result.load(ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b.json")
+    assert "--in-process" not in S.summary_md(res)
+    res.env["in_process"] = True
+    line = next(x for x in S.summary_md(res).splitlines() if x.startswith("Command:"))
+    assert "--output-json startup_qwen2.5-vl-3b.json --in-process`" in line
+    assert command_of("paired", PairedSpec().params(), in_process=True).endswith(".json")
 
 
 @pytest.mark.parametrize("bench,cls", [("startup", StartupSpec), ("budget", BudgetSpec),
@@ -157,7 +178,13 @@ BAD = [  # (spec class, fields, field named, limit text)
     (WerSpec, {"max_new_tokens": 0}, "max_new_tokens", ">= 1"),
     (StartupSpec, {"variants": ()}, "variants", "cache-reset"),
     (StartupSpec, {"variants": ("turbo",)}, "variant", "cache-reset"),
-    (StartupSpec, {"repeats": -1}, "repeats", ">= 0"),
+    (StartupSpec, {"repeats": -1}, "repeats", ">= 1"),
+    (StartupSpec, {"repeats": 0}, "repeats", ">= 1"),
+    (StartupSpec, {"variants": ("no-cache", "no-cache")}, "variants", "distinct"),
+    (StartupSpec, {"variants": ("no-cache", "", "cache-reset")}, "variants", "non-empty"),
+    (BudgetSpec, {"variants": ("cache-reset", "no-cache", "cache-reset")}, "variants", "distinct"),
+    (ThroughputSpec, {"variants": ("registry", "")}, "variants", "non-empty"),
+    (PairedSpec, {"variants": ("registry", "", "runner-config")}, "variants", "non-empty"),
     (StartupSpec, {"timeout_s": 0.0}, "timeout_s", "> 0"),
     (StartupSpec, {"memory_wait_s": -1.0}, "memory_wait_s", ">= 0"),
     (StartupSpec, {"device": "tpu"}, "device", "cuda"),
@@ -210,8 +237,28 @@ def test_rate_is_refused_without_poisson_arrivals():
     (["throughput", "--engine", "hf", "--variant", "registry", "--output-json", "x"], "variants"),
     (["workload", "--rate", "2"], "rate"),
     (["paired", "--rounds", "2", "--budget-s", "10"], "rounds"),
+    (["startup", "--model", "whisper-tiny", "--variant", "no-cache,no-cache", "--output-json", "x"], "variants"),
+    (["startup", "--model", "whisper-tiny", "--variant", "no-cache,,cache-reset", "--output-json", "x"],
+     "variants"),
+    (["paired", "--variant", "registry,runner-config,"], "variants"),
+    (["startup", "--model", "whisper-tiny", "--repeats", "0", "--output-json", "x"], "repeats"),
+    # an --output-json that could not be written at the end: refused before the run
+    (["startup", "--model", "whisper-tiny", "--output-json", "/proc/x.json"], "output_json"),
+    (["startup", "--model", "whisper-tiny", "--output-json", "/tmp"], "output_json"),
+    (["budget", "--model", "whisper-tiny", "--output-json", "/proc/x.json"], "output_json"),
+    (["throughput", "--output-json", "/"], "output_json"),
+    (["workload", "--output-json", "/proc/x.json"], "output_json"),
+    (["workload", "--output-json", "/tmp"], "output_json"),
+    (["paired", "--output-json", "/proc/x.json"], "output_json"),
+    (["wer", "--output-json", "/tmp"], "output_json"),
 ])
 def test_cli_prints_the_error_and_exits_2(argv, field, capsys, monkeypatch):
+    _refused(argv, field, capsys, monkeypatch)
+
+
+def _refused(argv, field, capsys, monkeypatch) -> str:
+    """``refimpl bench ARGV`` exits 2 with one line naming ``field`` and its limit, and no
+    bench runs; returns that stderr."""
     import refimpl.bench.orchestrate
     import refimpl.bench.paired
     import refimpl.bench.wer
@@ -223,6 +270,52 @@ def test_cli_prints_the_error_and_exits_2(argv, field, capsys, monkeypatch):
     assert main(["bench", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"refimpl bench {argv[0]}: error: {field}:") and "limit" in err
+    return err
+
+
+def test_output_json_must_be_a_writable_file_path(tmp_path):
+    """check_output_json: a missing parent folder is fine where it can be created (write_json
+    creates it; nothing is created by the check); a folder, a file as the folder, a device,
+    a folder that takes no file are refused naming output_json."""
+    from refimpl.bench.common import check_output_json
+    check_output_json(tmp_path / "new" / "deeper" / "x.json")
+    (tmp_path / "old.json").write_text("{}")
+    check_output_json(tmp_path / "old.json")  # replaced at the end
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json"]
+    for bad in (tmp_path, tmp_path / "old.json" / "x.json", "/dev/null", "/proc/x.json", "/proc/new/x.json"):
+        with pytest.raises(ConfigError) as e:
+            check_output_json(bad)
+        assert e.value.field == "output_json" and "writable file path" in e.value.limit
+
+
+CUDA_ARGV = [["startup", "--model", "whisper-tiny", "--device", "cuda", "--output-json", "x"],
+             ["budget", "--model", "whisper-tiny", "--device", "cuda", "--output-json", "x"],
+             ["throughput", "--device", "cuda", "--output-json", "x"],
+             ["workload", "--device", "cuda"], ["paired", "--device", "cuda"]]
+
+
+@pytest.mark.parametrize("argv", CUDA_ARGV, ids=lambda a: a[0])
+def test_cuda_without_a_gpu_is_refused_before_anything_runs(argv, capsys, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert "CUDA is not available here" in _refused(argv, "device", capsys, monkeypatch)
+    spec = StartupSpec(device="cuda")  # a GPU Result's spec still rebuilds on a CPU machine
+    assert command_of("startup", spec.params()) == spec.command()
+
+
+def test_report_refuses_cuda_without_a_gpu(tmp_path, capsys, monkeypatch):
+    import torch
+
+    from refimpl.config import resolve_device
+    from refimpl.report import main as report_main
+    import refimpl.report
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(refimpl.report, "execute", lambda *a, **k: pytest.fail("ran despite no CUDA"))
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(SystemExit) as e:
+        report_main(["--device", "cuda", "--out-dir", str(tmp_path / "never-made")])
+    assert e.value.code == 2 and "device: CUDA is not available here" in capsys.readouterr().err
+    assert not (tmp_path / "never-made").exists()
 
 
 @pytest.mark.parametrize("bench", ["startup", "budget", "throughput"])

@@ -204,7 +204,8 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     head = (f"## Start-up (PR #17935): {p['model']} on {res.hardware_name} ({res.env['device']}), "
             f"max_model_len {p.get('max_model_len') or 'default'}, "
             f"limits {p.get('limit_mm_per_prompt') or 'default'}")
-    parts = [head, "", f"Command: `{command_of(res.bench, p)}` ({n} runs per variant)",
+    cmd = command_of(res.bench, p, in_process=res.env.get("in_process", False))
+    parts = [head, "", f"Command: `{cmd}` ({n} runs per variant)",
              *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
     pair = ("no-cache", "cache-reset")

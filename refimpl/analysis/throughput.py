@@ -186,7 +186,8 @@ def summary_md(res: Result, out_dir: Path) -> str:
     parts = [f"## Throughput (PRs #24866 / #24989): {p['model']} on {res.hardware_name} "
              f"({res.env['device']}), {p['num_requests']} requests x {p['max_tokens']} tokens, "
              f"batch {p['max_num_seqs']}", "",
-             f"Command: `{command_of(res.bench, p)}` (+ `--engine hf`)", "",
+             f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}` "
+             "(+ `--engine hf`)", "",
              *([partial_note(res), ""] if partial_note(res) else []), table(res, hf), "", gains_table(res), "",
              md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
                                               for k, v in g.items()])]

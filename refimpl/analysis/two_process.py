@@ -64,7 +64,7 @@ def run_two_process(s: StartupStudy, repeats: int = REPEATS,
             res.write(path)
             rows[f"{scope} (this run)"] = {
                 "runs": res.runs("cache-reset"),
-                "_path": f"{path}, command: {spec.command()}"}
+                "_path": f"{path}, command: {spec.command(output_json=str(path))}"}
     return rows | stored_two_process(s.model)
 
 

@@ -8,17 +8,22 @@ A bench's spec is a frozen dataclass whose fields are its CLI flags, declared on
   is True), a dict a repeated ``KEY=N`` flag; a field declared without ``arg`` is no flag)
   plus ``--output-json``;
 * ``Spec.parse(argv)`` parses flags into ``(spec, options)`` (options: the flags that are not
-  fields, such as ``--output-json``); ``Spec.from_argv(argv)`` into ``(spec, output_json)``;
-* ``spec.command()`` is the command line that repeats the run: the flags whose values differ
-  from the defaults (and the required ones), in field order (results and notebooks print it
-  beside every figure);
+  fields, such as ``--output-json``); ``Spec.from_argv(argv)`` into ``(spec, output_json)``.
+  Every bench's command line goes through ``parse``, which also refuses, before anything
+  runs, what only this machine can tell: a ``device`` absent here (``spec.check_machine()``)
+  and an ``--output-json`` path that could not be written at the end
+  (``refimpl.bench.common.check_output_json``);
+* ``spec.command()`` is the command line that repeats the run, ready to paste: the flags whose
+  values differ from the defaults (and the required ones), in field order, then
+  ``--output-json <bench>_<model>.json`` (the results' naming) and, for a Result measured in
+  one process, ``--in-process`` (results and notebooks print it beside every figure);
 * ``Spec.from_params(params)`` rebuilds the spec from a stored Result's ``params`` (the
   inverse of ``spec.params()``; keys that are not fields, such as ``rounds_run``, are left
   out);
 * ``__post_init__`` checks every field against its limits (``choices``, for a tuple each item;
-  ``min`` for >=, ``gt`` for >) before anything runs and raises refimpl's ConfigError naming
-  the field and the limit (UnknownVariantError for a variant name); ``refimpl.cli`` prints it
-  and exits 2.
+  ``min`` for >=, ``gt`` for >; a comma list's items non-empty and distinct) before anything
+  runs and raises refimpl's ConfigError naming the field and the limit (UnknownVariantError
+  for a variant name); ``refimpl.cli`` prints it and exits 2.
 
 The in-process benches (``paired``, ``workload``, ``wer``) subclass :class:`CliSpec` directly.
 The fresh-process benches (``startup``, ``budget``, ``throughput``) subclass
@@ -54,8 +59,20 @@ def arg(default: Any, help: str = "", *, flag: Optional[str] = None,
 
 
 def comma_list(text: str) -> tuple[str, ...]:
-    """``"a, b,c"`` -> ``("a", "b", "c")`` (empty items dropped)."""
-    return tuple(v.strip() for v in text.split(",") if v.strip())
+    """``"a, b,c"`` -> ``("a", "b", "c")``; an empty item is kept (``"a,,b"`` -> ``("a", "",
+    "b")``) for the spec to refuse (:func:`check_items`), not dropped in silence."""
+    return tuple(v.strip() for v in text.split(","))
+
+
+def check_items(field: str, items: tuple) -> None:
+    """Raise ConfigError(field, ...) when a comma list has an empty or a repeated item (a
+    variant given twice would be measured against itself)."""
+    got = f"got {','.join(map(str, items))!r}"
+    if any(isinstance(v, str) and not v for v in items):
+        raise ConfigError(field, "distinct, non-empty items", f"an empty item: {got}")
+    twice = next((v for i, v in enumerate(items) if v in items[:i]), None)
+    if twice is not None:
+        raise ConfigError(field, "distinct, non-empty items", f"{twice!r} given twice: {got}")
 
 
 def int_pairs(field: str, items: Optional[list[str]], form: str = "KEY=N") -> dict[str, int]:
@@ -93,6 +110,7 @@ class CliSpec:
     ``output_json_required``."""
     prog: ClassVar[str] = ""
     output_json_required: ClassVar[bool] = False
+    in_process_flag: ClassVar[bool] = False  # the parser has ``--in-process`` (BenchSpec)
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -101,6 +119,8 @@ class CliSpec:
                 object.__setattr__(self, f.name, value := tuple(value))
             if value is None or not m:
                 continue
+            if isinstance(value, tuple):
+                check_items(f.name, value)
             bad = [v for v in (value if isinstance(value, tuple) else (value,))
                    if m["choices"] is not None and v not in m["choices"]]
             if bad:
@@ -150,13 +170,20 @@ class CliSpec:
     def parse(cls, argv: Optional[list[str]]) -> tuple[Any, argparse.Namespace]:
         """``(spec, options)`` from command-line flags; ``options`` holds the flags that are
         not fields (``output_json``, ...). argparse exits 2 on a malformed flag; the spec
-        raises ConfigError for a value out of its limits."""
+        raises ConfigError for a value out of its limits, ``check_machine`` for a device
+        absent here, ``refimpl.bench.common.check_output_json`` (field ``output_json``) for
+        a path that could not be written: all before anything runs."""
         ns, fields = vars(cls.parser().parse_args(argv)), {}
         for f in cls._flag_fields():
             fields[f.name] = ns.pop(f.name)
             if isinstance(_default(f), dict):
                 fields[f.name] = int_pairs(f.name, fields[f.name], f.metadata["metavar"] or "KEY=N")
-        return cls.from_flags(fields), argparse.Namespace(**ns)
+        spec = cls.from_flags(fields)
+        spec.check_machine()
+        if ns.get("output_json") is not None:
+            from refimpl.bench.common import check_output_json
+            check_output_json(ns["output_json"])
+        return spec, argparse.Namespace(**ns)
 
     @classmethod
     def from_argv(cls, argv: Optional[list[str]]):
@@ -169,15 +196,32 @@ class CliSpec:
         """The spec of the parsed flags (a subclass maps flags whose meaning spans fields)."""
         return cls(**fields)
 
-    def command(self) -> str:
+    def check_machine(self) -> None:
+        """Checks of this machine rather than of the values: a ``device`` field must name a
+        device present here (``refimpl.config.resolve_device`` raises ConfigError for
+        'cuda' without CUDA). Called by :meth:`parse`, not by ``__post_init__``, so the spec
+        of a Result measured on a GPU still rebuilds on a CPU machine (``from_params``)."""
+        if getattr(self, "device", None) is not None:
+            from refimpl.config import resolve_device
+            resolve_device(self.device)
+
+    def command(self, output_json: Optional[str] = None, in_process: bool = False) -> str:
         """The command line that repeats this spec: ``prog`` and the flags that are required
-        or whose values differ from the defaults (a switch as the bare flag), required first."""
+        or whose values differ from the defaults (a switch as the bare flag), required first,
+        then ``--output-json`` (``output_json``, default ``<bench>_<model>.json``, the
+        results' naming) and ``--in-process`` when ``in_process`` and the bench has that
+        flag. The line runs as printed."""
         out = [self.prog]
         for f in sorted(self._flag_fields(), key=lambda f: not f.metadata["required"]):
             v = getattr(self, f.name)
             if v is None or (v == _default(f) and not f.metadata.get("required")):
                 continue
             out.append(self.flag(f.name) if isinstance(v, bool) else f"{self.flag(f.name)} {_fmt(v)}")
+        model = self.params().get("model")
+        name = "_".join([self.prog.split()[-1], *([model] if model else [])])
+        out.append(f"--output-json {output_json or name + '.json'}")
+        if in_process and self.in_process_flag:
+            out.append("--in-process")
         return " ".join(out)
 
     # -- results
@@ -202,9 +246,11 @@ def spec_class(bench: str) -> type[CliSpec]:
     return importlib.import_module(f"refimpl.bench.{bench}").Spec
 
 
-def command_of(bench: str, params: dict[str, Any]) -> str:
-    """The command line that repeats a stored Result of ``bench`` with these ``params``."""
-    return spec_class(bench).from_params(params).command()
+def command_of(bench: str, params: dict[str, Any], *, in_process: bool = False) -> str:
+    """The command line that repeats a stored Result of ``bench`` with these ``params``
+    (``in_process``: the Result's ``env["in_process"]``, so a QUICK figure's line says
+    ``--in-process``; see ``CliSpec.command``)."""
+    return spec_class(bench).from_params(params).command(in_process=in_process)
 
 
 def max_tokens_limit(model: str) -> int:

@@ -227,6 +227,40 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+OUTPUT_JSON_LIMIT = ("a writable file path: not a folder, in a folder that exists (or can be "
+                     "created) and that this user can write")
+
+
+def check_output_json(path: str | os.PathLike) -> Path:
+    """Refuse, before anything runs, a ``--output-json`` path that :func:`write_json` could not
+    write at the end. Returns ``Path(path)``.
+
+    The path must not be an existing folder (nor any other non-file, e.g. a device); its
+    nearest existing ancestor folder must take a new file: a temporary file is created there
+    and removed at once (``os.access`` would not do: root passes it even on /proc). A missing
+    parent folder is fine when it can be created there, as ``write_json`` creates it; nothing
+    is created now. Raises ConfigError("output_json", OUTPUT_JSON_LIMIT, why).
+    """
+    from refimpl.errors import ConfigError
+    path = Path(path)
+    if path.exists() and not path.is_file():
+        raise ConfigError("output_json", OUTPUT_JSON_LIMIT,
+                          f"{str(path)!r} is {'a folder' if path.is_dir() else 'not a regular file'}")
+    folder = path.absolute().parent
+    while not folder.exists():
+        folder = folder.parent
+    if not folder.is_dir():
+        raise ConfigError("output_json", OUTPUT_JSON_LIMIT, f"{str(folder)!r} is not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
+    except OSError as e:
+        raise ConfigError("output_json", OUTPUT_JSON_LIMIT,
+                          f"cannot write in {str(folder)!r}: {e.strerror}") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
     """Write ``obj`` as indented JSON to ``path`` atomically (temp file + rename).
 

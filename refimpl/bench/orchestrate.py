@@ -34,7 +34,7 @@ from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from tqdm import tqdm
 
-from refimpl.bench.cli_spec import CliSpec, arg
+from refimpl.bench.cli_spec import CliSpec, arg, check_items
 from refimpl.bench.common import interleaved, run_in_fresh_process
 from refimpl.bench.schema import Result
 from refimpl.env import collect_env
@@ -58,8 +58,9 @@ class BenchSpec(CliSpec):
     with :func:`variants_arg`."""
     bench: ClassVar[str] = ""
     output_json_required: ClassVar[bool] = True
+    in_process_flag: ClassVar[bool] = True
     variants: tuple[str, ...] = variants_arg((), ())
-    repeats: int = arg(3, "timed runs per variant, each a fresh process", min=0)
+    repeats: int = arg(3, "timed runs per variant, each a fresh process", min=1)
     device: str = arg("auto", choices=("auto", "cpu", "cuda"))
     warmup: bool = arg(True, "skip the untimed warm-up process", flag="--no-warmup")
     timeout_s: float = arg(1800.0, "limit per fresh process (s)", gt=0)
@@ -72,6 +73,7 @@ class BenchSpec(CliSpec):
         choices = self.variant_choices()
         if not self.variants:
             raise ConfigError("variants", choices, "no variant given")
+        check_items("variants", self.variants)
         for v in self.variants:
             if v not in choices:
                 raise UnknownVariantError("variant", choices, f"unknown variant {v!r}")
@@ -248,9 +250,10 @@ def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Resul
 def cli_main(spec_class: type[BenchSpec], argv: Optional[list[str]]) -> int:
     """``refimpl bench <spec_class.bench>``: parse ``argv`` into the spec, measure it as the
     flags ask (fresh processes unless --in-process), write the JSON, print one line per
-    variant with the module's ``headline(result, variant)``. Raises ConfigError for a value
-    out of its limits (argparse exits 2 on a malformed flag), InsufficientMemoryError from the
-    preflight, both before anything runs.
+    variant with the module's ``headline(result, variant)``. Raises ConfigError, before
+    anything runs, for a value out of its limits, a device absent here or an
+    ``--output-json`` that could not be written (``CliSpec.parse``; argparse exits 2 on a
+    malformed flag), InsufficientMemoryError from the preflight.
 
     Returns the exit status: 0; 130 after Ctrl-C (the runs finished so far are written,
     ``params["interrupted"]`` True); when a run fails, its finished runs are written

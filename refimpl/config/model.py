@@ -80,13 +80,23 @@ def get_preprocessor_dict(model: str) -> dict[str, Any]:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'. Raises ConfigError for others."""
+    """'auto' -> 'cuda' when torch sees a GPU (``torch.cuda.is_available()``), else 'cpu'.
+
+    Raises ConfigError("device", ...) for a name other than auto / cpu / cuda, and for
+    'cuda' on a machine where torch sees no GPU (the limit: the devices available here), so
+    a run asking for CUDA is refused before it starts instead of failing in torch.
+    """
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError("device", ("auto", "cpu", "cuda"), f"unknown device {device!r}")
-    if device == "auto":
-        import torch
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    return device
+    if device == "cpu":
+        return device
+    import torch
+    if torch.cuda.is_available():
+        return "cuda"
+    if device == "cuda":
+        raise ConfigError("device", "the devices available here: auto, cpu",
+                          "CUDA is not available here (torch.cuda.is_available() is False)")
+    return "cpu"
 
 
 @dataclass

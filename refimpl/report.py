@@ -166,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"refimpl report: error: {e}", file=sys.stderr)
         return 2
     from refimpl.config import resolve_device
-    from refimpl.errors import ConfigError
     try:  # --device cuda on a machine without CUDA: refused before any notebook runs
         device = resolve_device(args.device)
     except ConfigError as e:
-        p.error(str(e))
+        print(f"refimpl report: error: {e}", file=sys.stderr)
+        return 2
     try:
         out = prepare_out_dir(Path(args.out_dir))
     except ValueError as e:

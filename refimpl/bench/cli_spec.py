@@ -201,9 +201,10 @@ class CliSpec:
         device present here (``refimpl.config.resolve_device`` raises ConfigError for
         'cuda' without CUDA). Called by :meth:`parse`, not by ``__post_init__``, so the spec
         of a Result measured on a GPU still rebuilds on a CPU machine (``from_params``)."""
-        if getattr(self, "device", None) is not None:
+        device = getattr(self, "device", None)
+        if device is not None:
             from refimpl.config import resolve_device
-            resolve_device(self.device)
+            resolve_device(device)
 
     def command(self, output_json: Optional[str] = None, in_process: bool = False) -> str:
         """The command line that repeats this spec: ``prog`` and the flags that are required

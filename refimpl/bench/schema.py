@@ -18,6 +18,10 @@ per-variant figure: one object per (``variant``, ``over``, ``metric``), e.g. the
 bench's gain with its bootstrap interval. ``missing`` lists the parts a result does not have (``"env"``, ``"runs"``, or a field such
 as ``"env.torch_env"``), for results migrated from an older layout: those are left out,
 never invented. ``validate`` accepts an empty ``env`` or empty ``runs`` only when listed.
+
+A partial result (its runs ended early) keeps the runs that finished and says why in
+``params``: ``interrupted`` true (Ctrl-C; the fresh-process and paired benches write the key
+always), or ``failed``, the run that failed and its error (refimpl.bench.orchestrate).
 """
 from __future__ import annotations
 

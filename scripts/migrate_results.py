@@ -16,8 +16,8 @@ import json
 import sys
 from pathlib import Path
 
+from refimpl.bench.bench_spec import bench_module
 from refimpl.bench.common import write_json
-from refimpl.bench.orchestrate import bench_module
 from refimpl.bench.schema import SCHEMA_VERSION, validate
 
 ENV_KEYS = ("date", "hardware", "versions", "git", "torch_num_threads", "thread_env", "device",

@@ -11,13 +11,12 @@ import pytest
 
 from refimpl.bench import common
 from refimpl.bench.common import (
-    FreshProcessError,
     interleaved,
     profile_with_pyspy,
-    run_in_fresh_process,
     set_single_thread,
     write_json,
 )
+from refimpl.bench.fresh import FreshProcessError, run_in_fresh_process
 from refimpl.stats import summarize
 
 CHILD = textwrap.dedent("""

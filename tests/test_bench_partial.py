@@ -12,7 +12,7 @@ import pytest
 
 import refimpl.bench.orchestrate as orch
 import refimpl.bench.throughput as thr
-from refimpl.bench.common import FreshProcessError
+from refimpl.bench.fresh import FreshProcessError
 from refimpl.bench.orchestrate import partial_result, run_fresh
 from refimpl.bench.schema import Result, validate
 from refimpl.bench.throughput import ThroughputSpec
@@ -101,7 +101,7 @@ def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, ca
 
 def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_path, monkeypatch):
     from refimpl.bench import worker
-    from refimpl.bench.common import REFIMPL_ERROR_EXIT, refimpl_error_from_record, run_in_fresh_process
+    from refimpl.bench.fresh import REFIMPL_ERROR_EXIT, refimpl_error_from_record, run_in_fresh_process
 
     def refuse(spec, variant):
         raise ConfigError("num_gpu_blocks", ("x", 2), "1 block holds no request")
@@ -153,10 +153,10 @@ def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
     """A stand-in worker (die_with_parent, then sleep) under a stand-in bench killed by SIGTERM."""
     pid_file = tmp_path / "worker.pid"
     (tmp_path / "refimpl_test_sleeper.py").write_text(
-        "import os, sys, time\nfrom refimpl.bench.common import die_with_parent\ndie_with_parent()\n"
+        "import os, sys, time\nfrom refimpl.bench.fresh import die_with_parent\ndie_with_parent()\n"
         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    bench = subprocess.Popen([sys.executable, "-c", "from refimpl.bench.common import run_in_fresh_process; "
+    bench = subprocess.Popen([sys.executable, "-c", "from refimpl.bench.fresh import run_in_fresh_process; "
                               "run_in_fresh_process('refimpl_test_sleeper', [], timeout_s=120)"], env=env)
     try:
         for _ in range(300):

@@ -1,5 +1,5 @@
 """The typed specs of every bench (refimpl/bench/cli_spec.py; the fresh-process ones through
-refimpl/bench/orchestrate.BenchSpec): flags -> spec -> command -> the same spec, stored results rebuild their specs, and every bad value is refused
+refimpl/bench/bench_spec.BenchSpec): flags -> spec -> command -> the same spec, stored results rebuild their specs, and every bad value is refused
 before anything runs with a ConfigError naming the field and the limit (the CLI: exit 2)."""
 import re
 from pathlib import Path

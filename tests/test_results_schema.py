@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from refimpl.bench.orchestrate import spec_from_json
+from refimpl.bench.bench_spec import spec_from_json
 from refimpl.bench.schema import Result, SchemaError, validate
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
+from refimpl.bench.bench_spec import BenchSpec
 from refimpl.bench.common import profile_with_pyspy
-from refimpl.bench.orchestrate import BenchSpec, partial_result, run_fresh, run_in_process
+from refimpl.bench.orchestrate import partial_result, run_fresh, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.bench.worker import worker_command
 from refimpl.env import REPO_ROOT

@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
+from refimpl.bench.bench_spec import variants_arg
 from refimpl.bench.cli_spec import arg
 from refimpl.bench.memory import set_numpy_hugepage, thp_state
-from refimpl.bench.orchestrate import cli_main, run_in_process, variants_arg
+from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.bench.startup import PARTS, StartupSpec, make_vllm_config
 from refimpl.stats import summarize

@@ -27,7 +27,7 @@ A bench's spec is a frozen dataclass whose fields are its CLI flags, declared on
 
 The in-process benches (``paired``, ``workload``, ``wer``) subclass :class:`CliSpec` directly.
 The fresh-process benches (``startup``, ``budget``, ``throughput``) subclass
-``refimpl.bench.orchestrate.BenchSpec``, itself a CliSpec whose fields are the repeat design
+``refimpl.bench.bench_spec.BenchSpec``, itself a CliSpec whose fields are the repeat design
 (variants, repeats, warm-up, limits per process), with ``--output-json`` required and
 ``--in-process``: one way to declare, parse, print and check every bench's flags.
 """

@@ -1,4 +1,4 @@
-"""Typed specs of the fresh-process benches and the drivers that turn a spec into a Result.
+"""The drivers that turn a fresh-process bench's spec into a Result.
 
 Each benchmark module (``startup``, ``budget``, ``throughput``) defines a frozen spec (a
 ``BenchSpec`` subclass whose fields are its CLI flags; BenchSpec subclasses
@@ -23,96 +23,18 @@ gpt-fast's typed entry point and naming of hardware and sizes (``env`` of every 
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import importlib
-import json
 import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import Callable, Optional
 
 from tqdm import tqdm
 
-from refimpl.bench.cli_spec import CliSpec, arg, check_items
-from refimpl.bench.common import interleaved, run_in_fresh_process
+from refimpl.bench.bench_spec import BenchSpec, bench_module
+from refimpl.bench.common import interleaved
+from refimpl.bench.fresh import run_in_fresh_process
 from refimpl.bench.schema import Result
 from refimpl.env import collect_env
-
-
-def variants_arg(default: tuple[str, ...], choices: Sequence[str]) -> Any:
-    """The ``variants`` field of a bench: flag ``--variant``, one name or a comma list of
-    ``choices`` measured side by side (``BenchSpec.__post_init__`` checks each name)."""
-    return arg(default, f"one of {', '.join(choices)}, or a comma list measured side by side",
-               flag="--variant", choices=tuple(choices))
-
-
-@dataclass(frozen=True, kw_only=True)
-class BenchSpec(CliSpec):
-    """Fields every fresh-process benchmark shares: variants (measured side by side), repeats
-    per variant, device, an untimed warm-up, the limit per fresh process (seconds), and how
-    long a run may wait for memory that others hold before it is refused (seconds; see
-    ``_measure``). A CliSpec (refimpl.bench.cli_spec: flags, ``command()``, ``from_params``
-    and the limits come from these declarations), with ``--output-json`` required and
-    ``--in-process``; each subclass sets ``bench`` and ``prog`` and declares ``variants``
-    with :func:`variants_arg`."""
-    bench: ClassVar[str] = ""
-    output_json_required: ClassVar[bool] = True
-    in_process_flag: ClassVar[bool] = True
-    variants: tuple[str, ...] = variants_arg((), ())
-    repeats: int = arg(3, "timed runs per variant, each a fresh process", min=1)
-    device: str = arg("auto", choices=("auto", "cpu", "cuda"))
-    warmup: bool = arg(True, "skip the untimed warm-up process", flag="--no-warmup")
-    timeout_s: float = arg(1800.0, "limit per fresh process (s)", gt=0)
-    memory_wait_s: float = arg(300.0, "how long a run waits for memory others hold before it "
-                               "is refused (s)", min=0)
-
-    def __post_init__(self):
-        from refimpl.errors import ConfigError, UnknownVariantError
-        object.__setattr__(self, "variants", tuple(self.variants))
-        choices = self.variant_choices()
-        if not self.variants:
-            raise ConfigError("variants", choices, "no variant given")
-        check_items("variants", self.variants)
-        for v in self.variants:
-            if v not in choices:
-                raise UnknownVariantError("variant", choices, f"unknown variant {v!r}")
-        super().__post_init__()
-
-    @classmethod
-    def variant_choices(cls) -> tuple[str, ...]:
-        """The variant names this bench measures (the ``variants`` field's choices)."""
-        return next(f for f in dataclasses.fields(cls) if f.name == "variants").metadata["choices"]
-
-    @classmethod
-    def parser(cls) -> argparse.ArgumentParser:
-        """The CliSpec parser plus ``--in-process`` (not a field: how, not what, to measure)."""
-        p = super().parser()
-        p.add_argument("--in-process", action="store_true",
-                       help="run the repeats in this process (test/QUICK mode only: not fresh-process figures)")
-        return p
-
-    def to_json(self) -> str:
-        return json.dumps({"bench": self.bench, "spec": dataclasses.asdict(self)})
-
-    def worker_env(self) -> dict[str, str]:
-        """Environment variables set in every fresh worker process of this spec (none here;
-        the start-up spec turns numpy's huge-page madvise off)."""
-        return {}
-
-
-def bench_module(bench: str):
-    """The module of benchmark ``bench`` (``refimpl.bench.<bench>``)."""
-    return importlib.import_module(f"refimpl.bench.{bench}")
-
-
-def spec_from_json(text: str) -> BenchSpec:
-    """Inverse of ``BenchSpec.to_json``. Raises KeyError / TypeError for a malformed spec."""
-    d = json.loads(text)
-    mod = bench_module(d["bench"])
-    fields = {f.name: f for f in dataclasses.fields(mod.Spec)}
-    kw = {k: tuple(v) if isinstance(v, list) and k in fields else v for k, v in d["spec"].items()}
-    return mod.Spec(**kw)
 
 
 def _progress(order: list[str], desc: str, label: Callable[[str], str]):
@@ -233,7 +155,7 @@ def run_fresh(spec: BenchSpec, *, env: Optional[dict[str, str]] = None) -> Resul
 
     Nothing finished is lost. Ctrl-C (KeyboardInterrupt) returns the runs finished so far,
     ``params["interrupted"]`` True. A run that fails raises as it failed - TimeoutError (the
-    worker ran past ``spec.timeout_s``), FreshProcessError (refimpl.bench.common: the worker
+    worker ran past ``spec.timeout_s``), FreshProcessError (refimpl.bench.fresh: the worker
     crashed), the refimpl error a worker raised (e.g. ConfigError, same type, field and
     limit), InsufficientMemoryError (memory stayed short for ``spec.memory_wait_s``) - with
     the Result of the runs finished before it attached: ``partial_result(e)``, whose

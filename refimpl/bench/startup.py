@@ -37,10 +37,11 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from refimpl.bench.bench_spec import BenchSpec, variants_arg
 from refimpl.bench.cli_spec import arg, int_pairs
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.memory import NUMPY_HUGEPAGE, set_numpy_hugepage, thp_state
-from refimpl.bench.orchestrate import BenchSpec, cli_main, run_in_process, variants_arg
+from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.config import SUPPORTED_MODELS
 from refimpl.stats import summarize

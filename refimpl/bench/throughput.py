@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar, Optional
 
+from refimpl.bench.bench_spec import BenchSpec, variants_arg
 from refimpl.bench.cli_spec import arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
-from refimpl.bench.orchestrate import BenchSpec, cli_main, run_in_process, variants_arg
+from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
 from refimpl.stats import median, summarize
 from refimpl.variants import ENCODER_LEN_VARIANTS

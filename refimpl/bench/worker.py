@@ -9,7 +9,7 @@ refimpl error (a bad setting, too little memory...) is written instead as
 ``{"refimpl_error": {type, module, field, limit, message}}`` and the worker exits with
 ``REFIMPL_ERROR_EXIT`` (3), so the parent raises that same error again; any other exception is
 a crash (its traceback on stderr, exit 1). The worker ends when the process that started it
-ends (``common.die_with_parent``), so killing a bench or a report leaves no worker behind.
+ends (``fresh.die_with_parent``), so killing a bench or a report leaves no worker behind.
 """
 from __future__ import annotations
 
@@ -17,8 +17,9 @@ import argparse
 import sys
 from typing import Optional
 
-from refimpl.bench.common import REFIMPL_ERROR_EXIT, die_with_parent, refimpl_error_record, write_json
-from refimpl.bench.orchestrate import BenchSpec, bench_module, spec_from_json
+from refimpl.bench.bench_spec import BenchSpec, bench_module, spec_from_json
+from refimpl.bench.common import write_json
+from refimpl.bench.fresh import REFIMPL_ERROR_EXIT, die_with_parent, refimpl_error_record
 
 
 def worker_command(spec: BenchSpec, variant: str, output_json: str) -> list[str]:

@@ -78,6 +78,9 @@ class WorkloadSpec(CliSpec):
         if self.arrival == "all" and self.rate != default_rate:
             raise ConfigError("rate", "only with arrival 'poisson' (arrival 'all' sends every "
                               "request at 0 s)", f"got rate {self.rate} with arrival 'all'")
+        if self.engine == "hf" and self.variant != type(self).__dataclass_fields__["variant"].default:
+            raise ConfigError("variant", "left out with engine 'hf' (generate() has no encoder-length "
+                              "variant)", f"got {self.variant!r}")
         check_max_tokens("max_tokens", self.max_tokens, self.model)
 
     @property

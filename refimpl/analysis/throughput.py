@@ -177,6 +177,13 @@ def run_sweep(s: ThroughputStudy) -> Result:
     return out
 
 
+def hf_command(hf: Result, output_json: str) -> str:
+    """The command that repeats a stored generate() Result, written to ``output_json`` (the
+    name the report reads it from, so it does not overwrite the engine's JSON)."""
+    spec = ThroughputSpec.from_params(hf.params)
+    return spec.command(output_json=output_json, in_process=hf.env.get("in_process", False))
+
+
 def summary_md(res: Result, out_dir: Path) -> str:
     """The throughput section of reports/latest/summary.md."""
     p = res.params
@@ -186,8 +193,8 @@ def summary_md(res: Result, out_dir: Path) -> str:
     parts = [f"## Throughput (PRs #24866 / #24989): {p['model']} on {res.hardware_name} "
              f"({res.env['device']}), {p['num_requests']} requests x {p['max_tokens']} tokens, "
              f"batch {p['max_num_seqs']}", "",
-             f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}` "
-             "(+ `--engine hf`)", "",
+             f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`"
+             + (f"; generate(): `{hf_command(hf, hf_p.name)}`" if hf else ""), "",
              *([partial_note(res), ""] if partial_note(res) else []), table(res, hf), "", gains_table(res), "",
              md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
                                               for k, v in g.items()])]

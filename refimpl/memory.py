@@ -47,6 +47,30 @@ class RssPeakSampler:
         self.peak = max(self.peak, self._proc.memory_info().rss)
 
 
+def blocks_for_one_request(vllm_config, encoder_len: int | None = None) -> int:
+    """KV blocks one request of ``max_model_len`` needs: its decoder blocks plus the null
+    block, and for an encoder-decoder model its cross blocks for ``encoder_len`` positions
+    (default the model's ``max_source_positions``, 1500 for Whisper: 94 blocks of 16). The
+    bound ``GPUModelRunner.determine_num_blocks`` enforces (123 blocks for Whisper at 448)."""
+    mc, bs = vllm_config.model_config, vllm_config.cache_config.block_size
+    need = -(-mc.max_model_len // bs) + 1
+    if mc.is_encoder_decoder:
+        need += -(-(encoder_len or mc.hf_config_dict["max_source_positions"]) // bs)
+    return need
+
+
+def check_num_gpu_blocks(vllm_config) -> None:
+    """ConfigError (field ``num_gpu_blocks``, limit :func:`blocks_for_one_request`) when a
+    given ``num_gpu_blocks`` cannot hold one request: the start-up check of
+    ``determine_num_blocks``, made from the configs alone so a bench can refuse before any
+    worker starts."""
+    from refimpl.errors import ConfigError
+    num, need = vllm_config.cache_config.num_gpu_blocks, blocks_for_one_request(vllm_config)
+    if num is not None and num < need:
+        raise ConfigError("num_gpu_blocks", need, f"{num} KV blocks cannot hold one request of "
+                          f"max_model_len={vllm_config.model_config.max_model_len} ({need} blocks)")
+
+
 def check_serving_memory(vllm_config, available: int | None = None) -> int:
     """Refuse an encoder-decoder (Whisper) engine on the CPU before its model loads, when what
     it will hold exceeds the memory available now (``available`` bytes, default psutil's):
@@ -60,11 +84,14 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     limit. refimpl's (DEVELOPERS.md: told before it starts, not killed); vLLM sizes the KV
     cache from what the GPU has free instead.
 
-    An upper bound: it counts a copy for every one of ``max_num_seqs`` requests. Measured by
+    An upper bound: it counts a copy for every request that can run at once, ``max_num_seqs``
+    or as many as the KV cache holds (each needs its cross blocks and a decoder block, 95 of
+    16 tokens for Whisper), whichever is fewer. Measured by
     ``scripts/serving_memory_check.py 8`` (whisper-large-v3, full scale, float32, 400 blocks,
     8 requests x 3 tokens): 8.05 GiB over the process's start after loading, peak 9.47 GiB,
-    estimate 11.87 GiB (it counts 8 copies; with 3-token requests and one audio encoded per
-    step, fewer requests ran at once)."""
+    estimate 11.87 GiB when it counted 8 copies (before the KV bound: 400 blocks hold 4
+    requests, 10.0 GiB); with 3-token requests and one audio encoded per step, fewer ran at
+    once."""
     from refimpl.attention.cross_attention import dense_copy_bytes
     from refimpl.errors import InsufficientMemoryError
     from refimpl.worker.model_loader import parameter_bytes
@@ -73,9 +100,12 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     itemsize = 2 if mc.dtype in ("float16", "bfloat16") else 4
     block = 2 * d["decoder_layers"] * cc.block_size * d["d_model"] * itemsize
     kv_field = "num_gpu_blocks" if cc.num_gpu_blocks else "kv_cache_memory_bytes"
-    parts = {"scale": parameter_bytes(mc),
-             kv_field: cc.num_gpu_blocks * block if cc.num_gpu_blocks else cc.kv_cache_memory_bytes,
-             "max_num_seqs": dense_copy_bytes(vllm_config),
+    kv_bytes = cc.num_gpu_blocks * block if cc.num_gpu_blocks else cc.kv_cache_memory_bytes
+    # a running request holds at least its cross blocks and one decoder block
+    cross_blocks = -(-d["max_source_positions"] // cc.block_size)
+    running = min(vllm_config.scheduler_config.max_num_seqs, kv_bytes // block // (cross_blocks + 1))
+    parts = {"scale": parameter_bytes(mc), kv_field: kv_bytes,
+             "max_num_seqs": dense_copy_bytes(vllm_config, running),
              # profile_run's dummy decoder prompt: a list of max_num_batched_tokens token ids
              # (8-byte pointers), built as [0] * n and copied into the prompt
              "max_num_batched_tokens": 16 * vllm_config.scheduler_config.max_num_batched_tokens}
@@ -86,7 +116,8 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
         raise InsufficientMemoryError(field, avail, (
             f"{mc.model} ({mc.scale} scale, {mc.dtype}) would hold about {need / GiB:.1f} GiB: weights "
             f"{parts['scale'] / GiB:.1f}, KV cache {parts[kv_field] / GiB:.1f}, cross K/V copies for "
-            f"max_num_seqs={vllm_config.scheduler_config.max_num_seqs} {parts['max_num_seqs'] / GiB:.1f}, "
+            f"{running} running requests (max_num_seqs={vllm_config.scheduler_config.max_num_seqs}) "
+            f"{parts['max_num_seqs'] / GiB:.1f}, "
             f"dummy prompt {parts['max_num_batched_tokens'] / GiB:.1f}, margin {SERVING_MARGIN_BYTES / GiB:.1f}; "
             f"{avail / GiB:.1f} GiB available"))
     return need

@@ -88,11 +88,15 @@ def test_whisper_engine_on_cpu_refused_before_its_model_loads(monkeypatch):
     def cfg(seqs, blocks=None, read="dense-once"):
         return VllmConfig(ModelConfig("whisper-large-v3", scale="full", device="cpu"),
                           SchedulerConfig(max_num_seqs=seqs), CacheConfig(num_gpu_blocks=blocks, cross_attention_read=read))
-    need = check_serving_memory(cfg(64), available=1 << 50)
-    assert need > check_serving_memory(cfg(64, read="paged-runs"), available=1 << 50) + 64 * 400 * 2**20
-    with pytest.raises(InsufficientMemoryError, match=r"weights 5\.\d.*max_num_seqs=64.*16\.0 GiB available") as e:
-        check_serving_memory(cfg(64), available=16 * GiB)
-    assert e.value.field == "max_num_seqs" and e.value.limit == 16 * GiB
+    def copies(seqs, blocks):  # what the dense-once read adds over paged-runs (bytes)
+        return (check_serving_memory(cfg(seqs, blocks), available=1 << 50)
+                - check_serving_memory(cfg(seqs, blocks, "paged-runs"), available=1 << 50))
+    one = 2 * 32 * 1500 * 1280 * 4  # (K, V) x layers x positions x d_model x float32
+    assert copies(16, 4000) == 16 * one  # max_num_seqs bounds the running requests
+    assert copies(64, 400) == 4 * one    # 400 blocks hold 4 requests (95 blocks each at least)
+    with pytest.raises(InsufficientMemoryError, match=r"weights 5\.\d.*16 running requests.*16\.0 GiB available") as e:
+        check_serving_memory(cfg(16, blocks=4000), available=16 * GiB)
+    assert e.value.field == "num_gpu_blocks" and e.value.limit == 16 * GiB
     with pytest.raises(InsufficientMemoryError) as e:
         check_serving_memory(cfg(1, blocks=20000), available=16 * GiB)
     assert e.value.field == "num_gpu_blocks"
@@ -107,7 +111,8 @@ def test_whisper_engine_on_cpu_refused_before_its_model_loads(monkeypatch):
     monkeypatch.setattr(gpu_model_runner, "get_model", lambda mc: loaded.append(mc))
     monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
     with pytest.raises(InsufficientMemoryError, match="max_num_seqs=256"):
-        LLMEngine.from_args("whisper-large-v3", scale="full", device="cpu", process_mode="inproc", max_num_seqs=256)
+        LLMEngine.from_args("whisper-large-v3", scale="full", device="cpu", process_mode="inproc", max_num_seqs=256,
+                            num_gpu_blocks=4000)
     assert loaded == []
     assert check_serving_memory(VllmConfig(ModelConfig("whisper-tiny", device="cpu")), available=8 * GiB) < 8 * GiB
 
@@ -141,11 +146,13 @@ def test_throughput_bench_refuses_before_any_run_and_the_cli_exits_2(monkeypatch
     from refimpl.bench import throughput
     ran = []
     monkeypatch.setattr(throughput, "run_once", lambda spec, v: ran.append(v))
-    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
+    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory",
+                        lambda: type("VM", (), {"available": 8 * GiB, "total": 24 * GiB})())
     argv = ["bench", "throughput", "--model", "whisper-large-v3", "--scale", "full", "--max-num-seqs", "64",
-            "--in-process", "--repeats", "1", "--no-warmup", "--output-json", str(tmp_path / "t.json")]
+            "--num-gpu-blocks", "4000", "--in-process", "--repeats", "1", "--no-warmup",
+            "--output-json", str(tmp_path / "t.json")]
     assert cli.main(argv) == 2 and ran == [] and not (tmp_path / "t.json").exists()
-    assert "error: max_num_seqs: whisper-large-v3 (full scale, float32)" in capsys.readouterr().err
+    assert "error: num_gpu_blocks: whisper-large-v3 (full scale, float32)" in capsys.readouterr().err
     throughput.preflight(throughput.ThroughputSpec(model="whisper-tiny", max_num_seqs=64))  # fits
 
 
@@ -162,3 +169,16 @@ def test_full_scale_weights_on_cpu_count_in_the_startup_estimate():
     full, small = (ModelConfig("qwen2.5-vl-3b", device="cpu", scale=s) for s in ("full", "small"))
     assert extra_weight_bytes(small) == 0 and 13 * GiB < extra_weight_bytes(full) < 15 * GiB
     assert estimate_peak_rss_bytes(full, V["shape-only"]) == estimate_peak_rss_bytes(small, V["shape-only"]) + extra_weight_bytes(full)
+
+
+def test_too_few_kv_blocks_refused_by_the_throughput_preflight():
+    """The start-up KV check, from the configs alone: no worker starts for --num-gpu-blocks 1."""
+    from refimpl.bench import throughput
+    from refimpl.config import ModelConfig, VllmConfig
+    from refimpl.errors import ConfigError
+    from refimpl.memory import blocks_for_one_request
+    assert blocks_for_one_request(VllmConfig(ModelConfig("whisper-tiny", device="cpu"))) == 28 + 1 + 94
+    with pytest.raises(ConfigError) as e:
+        throughput.preflight(throughput.ThroughputSpec(num_gpu_blocks=122))
+    assert (e.value.field, e.value.limit) == ("num_gpu_blocks", 123)
+    throughput.preflight(throughput.ThroughputSpec(num_gpu_blocks=123))

@@ -175,9 +175,9 @@ def gather_cross_kv(kv_cache: torch.Tensor, block_ids: Sequence[int], seq_len: i
     return kv.transpose(1, 2).contiguous()
 
 
-def dense_copy_bytes(vllm_config) -> int:
-    """Most bytes the ``"dense-once"`` read holds outside the KV cache: ``max_num_seqs``
-    running requests x 2 (K, V) x decoder layers x ``max_source_positions`` (1500 for Whisper)
+def dense_copy_bytes(vllm_config, running: Optional[int] = None) -> int:
+    """Most bytes the ``"dense-once"`` read holds outside the KV cache: ``running`` (default
+    ``max_num_seqs``) running requests x 2 (K, V) x decoder layers x ``max_source_positions`` (1500 for Whisper)
     x ``d_model`` x dtype bytes, from the model's shipped config (about 18 MiB per request for
     whisper-tiny in float32, 234 MiB for whisper-large-v3 in float16). 0 under ``"paged-runs"``
     and for decoder-only models. refimpl's: vLLM's kernels read the blocks and hold no copy."""
@@ -187,7 +187,7 @@ def dense_copy_bytes(vllm_config) -> int:
     d = mc.hf_config_dict
     itemsize = torch.empty((), dtype=getattr(torch, mc.dtype)).element_size()
     per_request = 2 * d["decoder_layers"] * d["max_source_positions"] * d["d_model"] * itemsize
-    return vllm_config.scheduler_config.max_num_seqs * per_request
+    return (vllm_config.scheduler_config.max_num_seqs if running is None else running) * per_request
 
 
 def dense_cross_attention(query: torch.Tensor, query_start_loc: Sequence[int],

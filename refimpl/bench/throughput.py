@@ -187,18 +187,21 @@ def preflight(spec: ThroughputSpec, available: Optional[int] = None) -> None:
     (``refimpl.memory.check_serving_memory``, which the engine also runs before loading), or
     when those plus the requests' audios and features (:func:`request_bytes`, held in host
     memory whatever the device) exceed it: field ``num_requests``, limit the available bytes
-    (``available``, default psutil's)."""
+    (``available``, default psutil's). A ``num_gpu_blocks`` too small for one request is a
+    ConfigError here too (``refimpl.memory.check_num_gpu_blocks``)."""
     import psutil
 
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from refimpl.errors import InsufficientMemoryError
-    from refimpl.memory import GiB, check_serving_memory
+    from refimpl.memory import GiB, check_num_gpu_blocks, check_serving_memory
     avail = psutil.virtual_memory().available if available is None else available
     mc = ModelConfig(spec.model, device=spec.device, scale=spec.scale, seed=spec.seed)
     engine = 0
-    if spec.engine == "refimpl" and mc.device == "cpu":
-        engine = check_serving_memory(VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
-                                                 CacheConfig(num_gpu_blocks=spec.num_gpu_blocks)), avail)
+    if spec.engine == "refimpl":
+        vc = VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+                        CacheConfig(num_gpu_blocks=spec.num_gpu_blocks))
+        check_num_gpu_blocks(vc)
+        engine = check_serving_memory(vc, avail) if mc.device == "cpu" else 0
     req = request_bytes(spec)
     if engine + req > avail:
         raise InsufficientMemoryError("num_requests", avail, (

@@ -27,7 +27,7 @@ import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
 from refimpl.errors import ConfigError, EngineStateError
-from refimpl.memory import RssPeakSampler, check_serving_memory
+from refimpl.memory import RssPeakSampler, blocks_for_one_request, check_serving_memory
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
@@ -205,10 +205,9 @@ class GPUModelRunner:
         cc, mc = self.cache_config, self.model_config
         user_blocks = cc.num_gpu_blocks
         num = user_blocks or self.determine_available_memory() // self.bytes_per_block()
-        need = -(-mc.max_model_len // cc.block_size) + 1
-        if mc.is_encoder_decoder:
-            # the start-up KV memory check: a registry call in vLLM 0.10.2, config after #24989
-            need += -(-self.vllm_config.get_encoder_len("kv_cache") // cc.block_size)
+        # the start-up KV memory check: a registry call in vLLM 0.10.2, config after #24989
+        enc = self.vllm_config.get_encoder_len("kv_cache") if mc.is_encoder_decoder else None
+        need = blocks_for_one_request(self.vllm_config, enc)
         if num < need:  # name the setting the user gave, with its limit in its own unit
             what = f"{num} KV blocks cannot hold one request of max_model_len={mc.max_model_len} ({need} blocks)"
             if user_blocks:

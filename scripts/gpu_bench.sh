@@ -36,7 +36,8 @@
 # PYTHON [python3], VL_MODEL [qwen2.5-vl-3b], ASR_MODEL [whisper-large-v3] (smaller models only for a
 # CPU smoke run of the script itself, scripts/gpu_host_check.sh).
 #
-# Exit status: 0 if every selected command wrote its JSON, 1 otherwise.
+# Exit status: 0 if every selected command finished (exit 0) and wrote its JSON; 1 otherwise (a
+# command stopped at its cap still leaves the JSON of the runs it finished).
 set -uo pipefail   # no -e: one failing benchmark must not stop the others
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

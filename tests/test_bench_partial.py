@@ -15,6 +15,7 @@ import refimpl.bench.throughput as thr
 from refimpl.bench.fresh import FreshProcessError
 from refimpl.bench.orchestrate import partial_result, run_fresh
 from refimpl.bench.schema import Result, validate
+from refimpl.bench.serve import request_bytes
 from refimpl.bench.throughput import ThroughputSpec
 from refimpl.cli import main
 from refimpl.errors import ConfigError
@@ -132,8 +133,8 @@ def test_throughput_refuses_requests_the_memory_cannot_hold(monkeypatch, capsys,
     from refimpl.errors import InsufficientMemoryError
     from refimpl.memory import GiB
     per = 480_000 * 4 + 80 * 3000 * 4  # whisper-tiny: 30 s of float32 audio + its log-mel features
-    assert thr.request_bytes(ThroughputSpec(num_requests=10)) == 10 * per
-    assert thr.request_bytes(ThroughputSpec(num_requests=10, engine="hf", variants=("hf-generate",))) \
+    assert request_bytes(ThroughputSpec().model, 10, True) == 10 * per
+    assert request_bytes(ThroughputSpec().model, 10, False) \
         == 10 * 480_000 * 4
     monkeypatch.setattr(refimpl.memory, "check_serving_memory", lambda config, available: GiB)  # the engine
     thr.preflight(ThroughputSpec(num_requests=64), available=GiB + 64 * per)

@@ -28,6 +28,7 @@ from refimpl.bench.cli_spec import arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
+from refimpl.bench.serve import check_request_memory, request_bytes
 from refimpl.stats import median, summarize
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
@@ -165,22 +166,6 @@ def run_once(spec: ThroughputSpec, variant: str) -> dict:
     return {**rec, "torch_num_threads": threads}
 
 
-def request_bytes(spec: ThroughputSpec) -> int:
-    """Upper bound of what one run's requests hold at once (bytes): every audio at its longest
-    (``make_request_audios``: up to WHISPER_WINDOW_S = 30 s at 16 kHz, float32, all built
-    before the timed loop) plus, for the refimpl engine, which processes every request at
-    ``add_request``, its log-mel ``input_features`` (preprocessor ``feature_size`` x
-    ``nb_max_frames``, 80 x 3000 for whisper-tiny, float32) held until the request finishes.
-    The HF baseline computes features per batch."""
-    from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
-    from refimpl.config.model import get_preprocessor_dict
-    per = int(WHISPER_WINDOW_S * SAMPLE_RATE) * 4
-    if spec.engine == "refimpl":
-        d = get_preprocessor_dict(spec.model)
-        per += d["feature_size"] * d["nb_max_frames"] * 4
-    return spec.num_requests * per
-
-
 def preflight(spec: ThroughputSpec, available: Optional[int] = None) -> None:
     """Refuse before any run (InsufficientMemoryError) when the engine's weights, KV cache and
     dense-once cross K/V copies cannot fit in the memory available on the CPU
@@ -189,25 +174,15 @@ def preflight(spec: ThroughputSpec, available: Optional[int] = None) -> None:
     memory whatever the device) exceed it: field ``num_requests``, limit the available bytes
     (``available``, default psutil's). A ``num_gpu_blocks`` too small for one request is a
     ConfigError here too (``refimpl.memory.check_num_gpu_blocks``)."""
-    import psutil
-
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from refimpl.errors import InsufficientMemoryError
-    from refimpl.memory import GiB, check_num_gpu_blocks, check_serving_memory
-    avail = psutil.virtual_memory().available if available is None else available
+    from refimpl.memory import check_num_gpu_blocks
     mc = ModelConfig(spec.model, device=spec.device, scale=spec.scale, seed=spec.seed)
-    engine = 0
-    if spec.engine == "refimpl":
-        vc = VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
-                        CacheConfig(num_gpu_blocks=spec.num_gpu_blocks))
+    engine = spec.engine == "refimpl"
+    vc = VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs), CacheConfig(num_gpu_blocks=spec.num_gpu_blocks))
+    if engine:
         check_num_gpu_blocks(vc)
-        engine = check_serving_memory(vc, avail) if mc.device == "cpu" else 0
-    req = request_bytes(spec)
-    if engine + req > avail:
-        raise InsufficientMemoryError("num_requests", avail, (
-            f"{spec.num_requests} requests hold up to {req / GiB:.1f} GiB (audio of up to 30 s at 16 kHz "
-            f"float32{', log-mel features' if spec.engine == 'refimpl' else ''}), the engine about "
-            f"{engine / GiB:.1f} GiB; {avail / GiB:.1f} GiB available"))
+    check_request_memory(spec.num_requests, request_bytes(spec.model, spec.num_requests, engine), engine,
+                         [vc] if engine and mc.device == "cpu" else [], available)
 
 
 def summarize_runs(runs: list[dict]) -> dict:

@@ -157,3 +157,110 @@ def test_gain_line_says_resolved_or_why_not():
     assert f"{MIN_PAIRS} pairs of {MIN_PAIRS} rounds, not resolved: holds 0)" in gain_line(row)
     row.update(low=0.01, resolved=True)
     assert gain_line(row).count("resolved") == 1 and ", resolved)" in gain_line(row)
+
+
+def fake_servers(monkeypatch, fail_at, error=KeyboardInterrupt):
+    """workload._servers replaced: each label serves a fixed result; the ``fail_at``-th call
+    (warm-up included, counted from 1) raises ``error``. Returns the log of labels served."""
+    from refimpl.bench import workload
+    log = []
+
+    def server(label):
+        def serve(work):
+            log.append(label)
+            if len(log) == fail_at:
+                raise error("boom") if error is not KeyboardInterrupt else error
+            return {"num_requests": len(work), "num_output_tokens": 4, "wall_s": 1.0, "steps": 2,
+                    "requests_per_s": 2.0 + len(log), "output_tokens_per_s": 4.0,
+                    **latency_summary("ttft_s", [0.1]), **latency_summary("e2e_s", [0.5])}
+        return serve
+    monkeypatch.setattr(workload, "_servers", lambda spec: {k: server(k) for k in spec.labels})
+    return log
+
+
+def test_an_interrupted_workload_keeps_whole_pairs_and_exits_130(monkeypatch, tmp_path, capsys):
+    from refimpl.bench.schema import Result
+    from refimpl.cli import main
+    log = fake_servers(monkeypatch, fail_at=2 + 6)  # warm-up E H, then E H H E E | H interrupted
+    argv = ["bench", "workload", "--model", "whisper-tiny", "--engine", "both", "--num-requests", "2",
+            "--max-tokens", "4", "--repeats", "5", "--output-json", str(tmp_path / "w.json")]
+    assert main(argv) == 130 and len(log) == 8
+    res = Result.load(tmp_path / "w.json")
+    assert res.params["interrupted"] is True and res.params["failed"] is None
+    assert [len(res.runs(v)) for v in ("scheduler-config", "hf-generate")] == [2, 2]  # the 3rd E dropped
+    assert {c["pairs"] for c in res.comparisons} == {2} and not res.missing
+    assert "keeping the runs finished so far" in capsys.readouterr().err
+    fake_servers(monkeypatch, fail_at=2 + 3)  # one pair: comparisons computed, not resolved
+    assert main(argv) == 130
+    assert [c["pairs"] for c in Result.load(tmp_path / "w.json").comparisons] == [1, 1]
+    fake_servers(monkeypatch, fail_at=1)  # in the warm-up: no run, the Result says so
+    assert main(argv) == 130
+    res = Result.load(tmp_path / "w.json")
+    assert res.missing == ["runs"] and res.comparisons == [] and res.variants["hf-generate"]["summary"] == {}
+
+
+def test_a_failed_workload_run_keeps_the_runs_before_it_and_exits_1(monkeypatch, tmp_path, capsys):
+    from refimpl.bench.schema import Result
+    from refimpl.cli import main
+    fake_servers(monkeypatch, fail_at=1 + 2, error=RuntimeError)  # warm-up, repeat 1, repeat 2 fails
+    assert main(["bench", "workload", "--model", "whisper-tiny", "--num-requests", "2", "--max-tokens", "4",
+                 "--repeats", "3", "--output-json", str(tmp_path / "w.json")]) == 1
+    res = Result.load(tmp_path / "w.json")
+    assert res.params["failed"] == "scheduler-config repeat 2/3: RuntimeError: boom"
+    assert not res.params["interrupted"] and len(res.runs("scheduler-config")) == 1
+    assert capsys.readouterr().err.strip().endswith(
+        "error: scheduler-config repeat 2/3: RuntimeError: boom (kept the 1 finished runs in "
+        f"{tmp_path / 'w.json'})")
+
+
+def test_workload_and_paired_refuse_requests_the_memory_cannot_hold(monkeypatch, tmp_path, capsys):
+    import refimpl.memory
+    from refimpl.bench import paired, workload
+    from refimpl.bench.serve import request_bytes
+    from refimpl.cli import main
+    from refimpl.errors import InsufficientMemoryError
+    from refimpl.memory import GiB
+    monkeypatch.setattr(refimpl.memory, "check_serving_memory", lambda config, available: GiB)  # an engine
+    spec = workload.WorkloadSpec(model="whisper-tiny", num_requests=8, warmup_requests=2)
+    need = GiB + request_bytes("whisper-tiny", 8, True) + request_bytes("whisper-tiny", 2, False)
+    workload.preflight(spec, available=need)
+    with pytest.raises(InsufficientMemoryError) as e:
+        workload.preflight(spec, available=need - 1)
+    assert e.value.field == "num_requests" and e.value.limit == need - 1
+    spec = paired.PairedSpec(model="whisper-tiny", variants=("registry", "runner-config"), block_requests=8)
+    need = 2 * GiB + request_bytes("whisper-tiny", 8, True)  # one engine per variant
+    paired.preflight(spec, available=need)
+    with pytest.raises(InsufficientMemoryError) as e:
+        paired.preflight(spec, available=need - 1)
+    assert e.value.field == "block_requests"
+    monkeypatch.setattr(workload, "make_workload", lambda *a, **k: pytest.fail("ran despite too little memory"))
+    monkeypatch.setattr(paired, "build_engines", lambda *a, **k: pytest.fail("ran despite too little memory"))
+    assert main(["bench", "workload", "--model", "whisper-tiny", "--num-requests", "100000000",
+                 "--output-json", str(tmp_path / "w.json")]) == 2
+    assert main(["bench", "paired", "--model", "whisper-tiny", "--block-requests", "100000000",
+                 "--output-json", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("refimpl bench workload: error: num_requests: 100000000 requests hold up to")
+    assert err[1].startswith("refimpl bench paired: error: block_requests: 100000000 requests hold up to")
+    assert not (tmp_path / "w.json").exists() and not (tmp_path / "p.json").exists()
+
+
+def test_paired_main_keeps_whole_rounds_on_ctrl_c_and_while_building(monkeypatch, tmp_path, capsys):
+    from refimpl.bench import paired
+    from refimpl.bench.schema import Result
+    log = []
+    monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
+        "registry": FakeEngine("registry", log), "runner-config": FakeEngine("runner-config", log, interrupt_at=8)})
+    argv = ["--model", "whisper-tiny", "--variant", "registry,runner-config", "--rounds", "10",
+            "--block-requests", "2", "--max-tokens", "4", "--gc", "default", "--output-json", str(tmp_path / "p.json")]
+    assert paired.main(argv) == 130  # warm-up R C, rounds R C | C R | R, then C interrupted
+    res = Result.load(tmp_path / "p.json")
+    assert res.params["interrupted"] and res.params["rounds_run"] == 2 and len(res.runs("registry")) == 2
+
+    def interrupted_build(model, variants, **kw):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(paired, "build_engines", interrupted_build)
+    assert paired.main(argv) == 130
+    res = Result.load(tmp_path / "p.json")
+    assert res.params["interrupted"] and res.params["rounds_run"] == 0 and res.missing == ["runs"]
+    assert "interrupted" in capsys.readouterr().err

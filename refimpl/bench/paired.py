@@ -42,7 +42,7 @@ from typing import ClassVar, Optional
 from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.gains import MIN_PAIRS, abba_sums, gains  # noqa: F401 (public here too)
-from refimpl.bench.serve import serve_block
+from refimpl.bench.serve import check_request_memory, request_bytes, serve_block
 from refimpl.bench.workload import MODELS
 from refimpl.errors import ConfigError, UnknownVariantError
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
@@ -167,18 +167,40 @@ class PairedSpec(CliSpec):
 Spec = PairedSpec
 
 
+def preflight(spec: PairedSpec, available: Optional[int] = None) -> None:
+    """Refuse before anything runs (InsufficientMemoryError, field ``block_requests``, limit the
+    available bytes: ``available``, default psutil's) when the block's audios and log-mel
+    features plus, on the CPU, one engine per variant (``refimpl.memory.check_serving_memory``)
+    exceed the memory available (refimpl.bench.serve.check_request_memory)."""
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    mc = ModelConfig(spec.model, device=spec.device)
+    config = VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+                        CacheConfig(num_gpu_blocks=spec.num_gpu_blocks))
+    check_request_memory(spec.block_requests, request_bytes(spec.model, spec.block_requests, True), True,
+                         [config] * len(spec.variants) if mc.device == "cpu" else [], available,
+                         field="block_requests")
+
+
 def run(spec: PairedSpec, progress=None):
     """One paired measurement in this process (see module doc): engines, untimed warm-up
     rounds, timed rounds; returns the schema's Result (refimpl.bench.schema). ``progress``
-    (optional) is called with the round index after each timed round."""
+    (optional) is called with the round index after each timed round. Raises
+    InsufficientMemoryError before anything runs (:func:`preflight`). Ctrl-C while the engines
+    are built or during the warm-up: a Result of 0 rounds, ``params["interrupted"]`` True."""
     from refimpl.audio import make_request_audios
     from refimpl.sampling_params import SamplingParams
+    preflight(spec)
     threads = set_single_thread()
     variants = list(spec.variants)
-    engines = build_engines(spec.model, variants, max_num_seqs=spec.max_num_seqs,
-                            max_audios_per_step=spec.max_audios_per_step,
-                            num_gpu_blocks=spec.num_gpu_blocks, device=spec.device)
-    audios = make_request_audios(spec.block_requests, seed=spec.seed)
+    try:
+        engines = build_engines(spec.model, variants, max_num_seqs=spec.max_num_seqs,
+                                max_audios_per_step=spec.max_audios_per_step,
+                                num_gpu_blocks=spec.num_gpu_blocks, device=spec.device)
+        audios = make_request_audios(spec.block_requests, seed=spec.seed)
+    except KeyboardInterrupt:  # while building: no round, as after an interrupted warm-up
+        print("interrupted: keeping the rounds finished so far (none)", file=sys.stderr)
+        res = run_paired({v: None for v in variants}, [], None, 0)
+        return result_of(spec, {**res, "interrupted": True}, [], threads)
     params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos)
     warm = run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
     rounds = 0 if warm["interrupted"] else spec.rounds or (30 if spec.budget_s is None else 1_000_000)

@@ -31,6 +31,7 @@ command line of that spec.
 """
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
@@ -44,7 +45,7 @@ from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 MODELS = ("whisper-tiny.en", "whisper-tiny", "whisper-large-v3")
 __all__ = ["WorkItem", "latency_summary", "make_workload", "serve_engine", "serve_hf",
-           "WorkloadSpec", "run", "run_order", "paired_comparisons", "main"]
+           "WorkloadSpec", "preflight", "run", "run_order", "paired_comparisons", "main"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +135,22 @@ def _servers(spec: WorkloadSpec) -> dict[str, Callable[[list[WorkItem]], dict]]:
     return out
 
 
+def preflight(spec: WorkloadSpec, available: Optional[int] = None) -> None:
+    """Refuse before anything runs (InsufficientMemoryError, field ``num_requests``, limit the
+    available bytes: ``available``, default psutil's) when the requests' audios (measured and
+    warm-up), the refimpl engine's log-mel features of every measured request and, on the CPU,
+    the engine itself (``refimpl.memory.check_serving_memory``) exceed the memory available
+    (refimpl.bench.serve.check_request_memory, as ``bench throughput``)."""
+    from refimpl.bench.serve import check_request_memory, request_bytes
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    engine = spec.engine != "hf"
+    mc = ModelConfig(spec.model, device=spec.device)
+    configs = [VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+                          CacheConfig(num_gpu_blocks=spec.num_gpu_blocks))] if engine and mc.device == "cpu" else []
+    req = request_bytes(spec.model, spec.num_requests, engine) + request_bytes(spec.model, spec.warmup_requests, False)
+    check_request_memory(spec.num_requests, req, engine, configs, available)
+
+
 def run_order(labels: list[str], repeats: int) -> list[str]:
     """Measured runs in order: pair i runs ``labels`` forwards when i is even, backwards when
     odd (A B B A ...); one label: ``repeats`` times."""
@@ -159,35 +176,80 @@ def paired_comparisons(runs: dict[str, list[dict]], variant: str) -> list[dict]:
 def run(spec: WorkloadSpec, progress: Optional[Callable[[str], None]] = None) -> Result:
     """``spec.repeats`` measured runs per engine in this process, after an untimed warm-up
     of each (see module doc); a Result (refimpl.bench.schema). ``progress(line)`` is called
-    after each run."""
+    after each run. Raises InsufficientMemoryError (field ``num_requests``) before anything
+    runs when the requests and the engine cannot fit (:func:`preflight`).
+
+    Nothing finished is lost, as in the fresh-process benches (refimpl.bench.orchestrate):
+    Ctrl-C (KeyboardInterrupt) returns the runs finished so far (``--engine both``: whole
+    pairs only) with ``params["interrupted"]`` True; any other exception propagates with that
+    Result as ``e.partial_result`` (``orchestrate.partial_result(e)``), ``params["failed"]``
+    naming the run and the error ("<run>: <error type>: <message>")."""
+    preflight(spec)
+    threads = set_single_thread()
+    runs: dict[str, list[dict]] = {k: [] for k in spec.labels}
+    now = "building the engines"
+    try:
+        work = make_workload(spec.num_requests, spec.seed, spec.arrival, spec.rate)
+        warm = make_workload(spec.warmup_requests, spec.seed + 1000)
+        servers = _servers(spec)
+        for label, serve in servers.items() if warm else ():
+            now = f"{label} warm-up"
+            serve(warm)
+        for label in run_order(list(servers), spec.repeats):
+            now = f"{label} repeat {len(runs[label]) + 1}/{spec.repeats}"
+            c0 = time.process_time()
+            res = servers[label](work)
+            res["cpu_s"] = time.process_time() - c0
+            runs[label].append(res)
+            if progress:
+                progress(f"{label}: {res['requests_per_s']:.3f} req/s, {res['cpu_s']:.1f} CPU s")
+    except KeyboardInterrupt:
+        print("interrupted: keeping the runs finished so far", file=sys.stderr)
+        return _result(spec, runs, threads, interrupted=True)
+    except Exception as e:
+        e.partial_result = _result(  # type: ignore[attr-defined]
+            spec, runs, threads, failed=f"{now}: {type(e).__name__}: {e}")
+        raise
+    return _result(spec, runs, threads)
+
+
+def _result(spec: WorkloadSpec, runs: dict[str, list[dict]], threads: int, *,
+            interrupted: bool = False, failed: Optional[str] = None) -> Result:
+    """The Result of ``runs``; ``params`` add ``interrupted`` and ``failed`` (as
+    orchestrate.build_result). With ``--engine both`` only whole pairs are kept; a variant
+    without runs has an empty summary and the Result ``missing: ["runs"]``."""
     from refimpl.env import collect_env
     from refimpl.stats import summarize
-    threads = set_single_thread()
-    work = make_workload(spec.num_requests, spec.seed, spec.arrival, spec.rate)
-    warm = make_workload(spec.warmup_requests, spec.seed + 1000)
-    servers = _servers(spec)
-    if warm:
-        for serve in servers.values():
-            serve(warm)
-    runs: dict[str, list[dict]] = {k: [] for k in servers}
-    for label in run_order(list(servers), spec.repeats):
-        c0 = time.process_time()
-        res = servers[label](work)
-        res["cpu_s"] = time.process_time() - c0
-        runs[label].append(res)
-        if progress:
-            progress(f"{label}: {res['requests_per_s']:.3f} req/s, {res['cpu_s']:.1f} CPU s")
+    n = min(len(v) for v in runs.values())
+    runs = {k: v[:n] for k, v in runs.items()} if spec.engine == "both" else runs
     env = {**collect_env(), "device": spec.device, "in_process": True, "torch_num_threads": threads}
     variants = {k: {"runs": v, "summary": {m: summarize([x[m] for x in v])
-                                           for m in ("requests_per_s", "output_tokens_per_s", "cpu_s")}}
+                                           for m in ("requests_per_s", "output_tokens_per_s", "cpu_s")} if v else {}}
                 for k, v in runs.items()}
-    comparisons = paired_comparisons(runs, spec.variant) if spec.engine == "both" else []
-    return Result("workload", env, spec.params(), variants, comparisons=comparisons)
+    comparisons = paired_comparisons(runs, spec.variant) if spec.engine == "both" and n else []
+    return Result("workload", env, {**spec.params(), "interrupted": interrupted, "failed": failed}, variants,
+                  comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``refimpl bench workload``; exit status as the other benches (orchestrate.cli_main):
+    0; 130 after Ctrl-C; when a run fails, the finished runs are written (``params["failed"]``)
+    and the status is 2 for a refimpl error, else 1."""
+    from refimpl.bench.orchestrate import partial_result
+    from refimpl.errors import RefimplError
     spec, output_json = WorkloadSpec.from_argv(argv)
-    out = run(spec, progress=lambda line: print(line, flush=True))
+    try:
+        out = run(spec, progress=lambda line: print(line, flush=True))
+    except Exception as e:
+        part = partial_result(e)
+        if part is None:
+            raise
+        if output_json:
+            part.write(output_json)
+        n = sum(len(v["runs"]) for v in part.variants.values())
+        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} (kept the {n} finished runs"
+              f"{f' in {output_json}' if output_json else ''})", file=sys.stderr)
+        return 2 if isinstance(e, RefimplError) else 1
     for variant in out.variants:
         for r in out.runs(variant):
             print(f"workload {spec.model} {variant}: {r['requests_per_s']:.3f} req/s, "
@@ -201,4 +263,4 @@ def main(argv: list[str] | None = None) -> int:
               f"{', resolved' if c['resolved'] else ', not resolved'})")
     if output_json:
         out.write(output_json)
-    return 0
+    return 130 if out.params["interrupted"] else 0

@@ -37,32 +37,40 @@ def spread(values: Sequence[float]) -> str:
     return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
 
 
+def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b") -> dict:
+    """median(a) / median(b) with the resolution rule of the paired gains
+    (refimpl.bench.gains.MIN_PAIRS): {"estimate": ratio or None, "low", "high": 95% bootstrap
+    interval (refimpl.stats.ratio_of_medians) or None, "n": runs of the smaller side, "state":
+    a word}. A side without runs (a partial result) has no ratio ("no runs of <name>"); one run a
+    side no interval; fewer than ``MIN_PAIRS`` runs a side is "not resolved (< 5 runs a side)"
+    whatever its interval (with 2 or 3 runs a side the bootstrap medians take a handful of
+    values and the interval is degenerate; even wholly separated ranges of 3 runs a side have a
+    two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved" when the interval
+    excludes 1, "unresolved (interval holds 1)" when not."""
+    from refimpl.bench.gains import MIN_PAIRS
+    n = min(len(a), len(b))
+    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
+    if n == 0:  # a partial result (interrupted, or a run failed): nothing to compare
+        out["state"] = "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"
+    elif n < 2:
+        out.update(estimate=median(a) / median(b), state=f"not resolved ({n} run a side)")
+    else:
+        ci = ratio_of_medians(a, b)
+        out.update(estimate=ci.estimate, low=ci.low, high=ci.high,
+                   state=(f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
+                          else "resolved" if ci.resolved else "unresolved (interval holds 1)"))
+    return out
+
+
 def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "") -> str:
     """Markdown: for each (variant, base) pair, median(metric of variant) / median(metric of
-    base) with a 95% bootstrap interval (refimpl.stats.ratio_of_medians). The same rule as the
-    paired gains (refimpl.bench.gains.MIN_PAIRS): with fewer than ``MIN_PAIRS`` runs a side the
-    comparison is "not resolved" whatever its interval (with 2 or 3 runs a side the bootstrap
-    medians take a handful of values and the interval is degenerate; even wholly separated
-    ranges of 3 runs a side have a two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved"
-    when the interval excludes 1, "unresolved (interval holds 1)" when not. One run a side
-    gets no interval, a side without runs (a partial result) no ratio."""
-    from refimpl.bench.gains import MIN_PAIRS
+    base) with a 95% bootstrap interval and whether it is resolved (``compare``: fewer than
+    ``MIN_PAIRS`` runs a side is never resolved; a side without runs gets no ratio)."""
     rows = []
     for v, base in pairs:
-        a, b = res.values(v, metric), res.values(base, metric)
-        n = min(len(a), len(b))
-        if n == 0:  # a partial result (interrupted, or a run failed): nothing to compare
-            rows.append([f"{v} / {base}", "-", "-", "no runs a side" if not a and not b
-                         else f"no runs of {v if not a else base}"])
-            continue
-        if n < 2:
-            rows.append([f"{v} / {base}", f"{median(a) / median(b):.3f}", "-",
-                         f"not resolved ({n} run a side)"])
-            continue
-        ci = ratio_of_medians(a, b)
-        state = (f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
-                 else "resolved" if ci.resolved else "unresolved (interval holds 1)")
-        rows.append([f"{v} / {base}", f"{ci.estimate:.3f}", f"[{ci.low:.3f}, {ci.high:.3f}]", state])
+        c = compare(res.values(v, metric), res.values(base, metric), v, base)
+        rows.append([f"{v} / {base}", "-" if c["estimate"] is None else f"{c['estimate']:.3f}",
+                     "-" if c["low"] is None else f"[{c['low']:.3f}, {c['high']:.3f}]", c["state"]])
     return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
 
 

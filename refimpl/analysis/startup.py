@@ -115,12 +115,18 @@ def phases_figure(res: Result, out_dir: Path):
 def ladder_figure(res: Result, out_dir: Path):
     """The start-up ladder: per variant in STARTUP_VARIANTS order (0.8.5 -> 0.9.0 -> later
     fixes -> formula -> shape-only), median start-up seconds with min-max whiskers and HF
-    passes written on each bar (left), median peak RSS GiB with min-max (right). Saved as
+    passes written on each bar (left), median peak RSS GiB with min-max (right). Variants
+    without runs (a partial result) are left out and named in the title. Saved as
     startup_ladder."""
     variants = res.variants
     names = [v for v in STARTUP_VARIANTS if v in variants and variants[v]["runs"]]
+    left_out = [v for v in variants if v not in names]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
     for axis, key, scale, label in ((ax, "total_s", 1, "start-up s"), (ax2, "peak_rss_bytes", 2**30, "peak RSS GiB")):
+        if not names:  # a partial result without a run (e.g. Ctrl-C in the warm-up)
+            axis.text(0.5, 0.5, "no runs", ha="center", va="center", transform=axis.transAxes)
+            axis.set_ylabel(label)
+            continue
         stats = [summarize(x / scale for x in res.values(v, key)) for v in names]
         meds = [st["median"] for st in stats]
         err = [[st["median"] - st["min"] for st in stats], [st["max"] - st["median"] for st in stats]]
@@ -131,7 +137,8 @@ def ladder_figure(res: Result, out_dir: Path):
             for b, v in zip(bars, names):
                 axis.annotate(f"{res.runs(v)[0]['hf_mm_passes']} HF", (b.get_x() + b.get_width() / 2, 0),
                               xytext=(0, 3), textcoords="offset points", ha="center", color="white", fontsize=8)
-    fig.suptitle(f"{res.params['model']} start-up per variant on {res.hardware_name} ({res.env['device']})")
+    fig.suptitle(f"{res.params['model']} start-up per variant on {res.hardware_name} ({res.env['device']})"
+                 + (f"; no runs of {', '.join(left_out)}" if left_out else ""))
     fig.tight_layout()
     save(fig, out_dir, "startup_ladder")
     return fig
@@ -149,11 +156,14 @@ def _mib(runs: list[dict], key: str) -> str:
 def medians_table(res: Result) -> str:
     """Markdown: per variant, total start-up median [min, max], HF passes, hits/misses and the
     cache (first run: the same in every run), RSS before -> after reset_mm_cache and peak RSS
-    (median [min, max] over the runs)."""
+    (median [min, max] over the runs); "no runs" and "-" for a variant without runs."""
     rows = []
     for v, r in res.variants.items():
         runs = r["runs"]
-        run0 = runs[0] if runs else {}
+        if not runs:  # a partial result: this variant has no run
+            rows.append([v, "-", 0, "no runs", *["-"] * 6])
+            continue
+        run0 = runs[0]
         rows.append([v, spread([x["total_s"] for x in runs]), len(runs),
                      run0.get("hf_mm_passes"), run0.get("hf_processor_calls"),
                      f"{run0.get('cache_hits')}/{run0.get('cache_misses')}",
@@ -217,7 +227,7 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
         if all(v in budget.variants and len(budget.runs(v)) >= 2 for v in ("no-cache", "cache-reset")):
             r = call1_ratio(budget)
             parts += ["", f"Call 1, cache-reset / no-cache: {r['estimate']:.2f} [{r['low']:.2f}, "
-                      f"{r['high']:.2f}] (95% bootstrap interval), min-max ranges "
+                      f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "",
                       call1_explained(budget) if has_parts(budget, pair) else NO_PARTS]
     return "\n".join(parts)

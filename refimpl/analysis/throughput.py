@@ -14,12 +14,12 @@ from typing import Optional, Sequence
 
 import matplotlib.pyplot as plt
 
-from refimpl.analysis import flamegraph, md_table, measure, partial_note, ratio_table, save, spread
+from refimpl.analysis import compare, flamegraph, md_table, measure, partial_note, ratio_table, save, spread
 from refimpl.analysis.throughput_sweep import sweep_figure, sweep_points, sweep_table  # noqa: F401
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.schema import Result
 from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
-from refimpl.stats import median, ratio_of_medians
+from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 # the encoder-length ladder of PRs #24866 / #24989; encoder-batch is measured paired (analysis/serving.py)
@@ -81,16 +81,20 @@ def _med(xs):
 
 
 def table(res: Result, hf: Optional[Result] = None) -> str:
-    """Markdown: req/s and tok/s median [min, max], registry calls and share of wall time."""
+    """Markdown: req/s and tok/s median [min, max], registry calls and share of wall time
+    ("no runs" for a variant without runs)."""
     rows = []
     items = list(res.variants.items()) + (list(hf.variants.items()) if hf else [])
     for v, r in items:
         runs = r["runs"]
+        if not runs:  # a partial result: this variant has no run
+            rows.append([v, "no runs", "-", 0, "-", "-", "-", "-"])
+            continue
         rows.append([v, spread([x["requests_per_s"] for x in runs]),
                      spread([x["output_tokens_per_s"] for x in runs]), len(runs),
-                     runs[0]["registry_calls"] if runs else "-",
+                     runs[0]["registry_calls"],
                      f"{100 * _med([x['registry_s_total'] / x['wall_s'] for x in runs]):.1f}%",
-                     runs[0]["steps"] if runs else "-",
+                     runs[0]["steps"],
                      f"{_med([x.get('step_time_ms_median', x.get('batch_time_ms_median', 0)) for x in runs]):.1f}"])
     return md_table(["variant", "req/s median [min, max]", "out tok/s", "runs", "registry calls",
                      "registry share of wall", "steps (hf: batches)", "ms per step (hf: batch)"], rows)
@@ -103,18 +107,36 @@ def gains_table(res: Result) -> str:
     return ratio_table(res, "requests_per_s", list(zip(order[1:], order)), "req/s")
 
 
-def gains(res: Result, hf: Optional[Result] = None) -> dict[str, float]:
-    """Measured ratios of median req/s: runner-config/registry, scheduler-config/runner-config,
-    and the engine (scheduler-config) over transformers generate()."""
-    m = {v: _med(res.values(v, "requests_per_s")) for v in res.variants}
+def gains(res: Result, hf: Optional[Result] = None) -> dict[str, dict]:
+    """Measured ratios of median req/s: runner-config over registry, scheduler-config over
+    runner-config (as gains: ratio - 1), and the engine (scheduler-config) over transformers
+    generate() (as a ratio); each a ``refimpl.analysis.compare`` dict of the ratio (estimate,
+    low, high, n, state): no ratio for a side without runs, and fewer than MIN_PAIRS runs a
+    side is "not resolved" whatever the value."""
+    v = res.variants
     out = {}
-    if "registry" in m and "runner-config" in m:
-        out["runner-config over registry"] = m["runner-config"] / m["registry"] - 1
-    if "runner-config" in m and "scheduler-config" in m:
-        out["scheduler-config over runner-config"] = m["scheduler-config"] / m["runner-config"] - 1
-    if hf and "scheduler-config" in m:
-        out["engine / hf generate() (ratio)"] = m["scheduler-config"] / _med(hf.values(HF_VARIANT, "requests_per_s"))
+    for cur, base in (("runner-config", "registry"), ("scheduler-config", "runner-config")):
+        if cur in v and base in v:
+            out[f"{cur} over {base}"] = compare(res.values(cur, "requests_per_s"),
+                                                res.values(base, "requests_per_s"), cur, base)
+    if hf and "scheduler-config" in v:
+        out["engine / hf generate() (ratio)"] = compare(
+            res.values("scheduler-config", "requests_per_s"), hf.values(HF_VARIANT, "requests_per_s"),
+            "scheduler-config", HF_VARIANT)
     return out
+
+
+def gains_md(g: dict[str, dict]) -> str:
+    """Markdown of ``gains``: each value (a gain in %, the engine over generate() as a ratio)
+    with its 95% interval and state; "-" where a side has no runs."""
+    def fmt(k: str, x: Optional[float]) -> str:
+        if x is None:
+            return "-"
+        return f"{x:.2f}x" if "ratio" in k else f"{100 * (x - 1):+.1f}%"
+    return md_table(["measured", "value", "95% CI", ""],
+                    [[k, fmt(k, c["estimate"]),
+                      "-" if c["low"] is None else f"[{fmt(k, c['low'])}, {fmt(k, c['high'])}]", c["state"]]
+                     for k, c in g.items()])
 
 
 def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
@@ -147,7 +169,9 @@ def run_sweep(s: ThroughputStudy) -> Result:
     Each point is a throughput Result (``throughput_sweep_<model>_t<N>.json``); the sweep is a
     Result of bench ``throughput-sweep`` with one variant per point (``max_tokens=N``) whose
     runs are the point's runs and whose summary holds: measured ``gain`` (ratio of median
-    req/s - 1, with its 95% interval ``gain_low`` / ``gain_high``), and the model gain =
+    req/s - 1, None when a side has no runs, with its 95% interval ``gain_low`` /
+    ``gain_high``), ``n`` (runs of the smaller side) and ``state`` (refimpl.analysis.compare:
+    fewer than MIN_PAIRS runs a side is not resolved), and the model gain =
     registry seconds per request (measured in runner-config: the scheduler's per-admission
     calls) / wall seconds per request (scheduler-config)."""
     points, env = {}, {}
@@ -160,14 +184,13 @@ def run_sweep(s: ThroughputStudy) -> Result:
         rc, sc = r.runs("runner-config"), r.runs("scheduler-config")
         cost = _med(x["registry_s_total"] / x["num_requests"] for x in rc)
         work = _med(x["wall_s"] / x["num_requests"] for x in sc)
+        c = compare(r.values("scheduler-config", "requests_per_s"),
+                    r.values("runner-config", "requests_per_s"), "scheduler-config", "runner-config")
         summary = {"max_tokens": t, "registry_s_per_request": cost, "work_s_per_request": work,
-                   "model_gain": cost / work, "n": len(sc),
-                   "gain": _med(r.values("scheduler-config", "requests_per_s"))
-                   / _med(r.values("runner-config", "requests_per_s")) - 1}
-        if min(len(rc), len(sc)) >= 2:
-            ci = ratio_of_medians(r.values("scheduler-config", "requests_per_s"),
-                                  r.values("runner-config", "requests_per_s"))
-            summary.update(gain_low=ci.low - 1, gain_high=ci.high - 1)
+                   "model_gain": cost / work, "n": c["n"], "state": c["state"],
+                   "gain": None if c["estimate"] is None else c["estimate"] - 1}
+        if c["low"] is not None:
+            summary.update(gain_low=c["low"] - 1, gain_high=c["high"] - 1)
         points[f"max_tokens={t}"] = {"runs": rc + sc, "summary": summary}
     out = Result("throughput-sweep", env, {
         "model": s.model, "variants": ["runner-config", "scheduler-config"],
@@ -196,8 +219,7 @@ def summary_md(res: Result, out_dir: Path) -> str:
              f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`"
              + (f"; generate(): `{hf_command(hf, hf_p.name)}`" if hf else ""), "",
              *([partial_note(res), ""] if partial_note(res) else []), table(res, hf), "", gains_table(res), "",
-             md_table(["measured", "value"], [[k, f"{100 * v:+.1f}%" if "ratio" not in k else f"{v:.2f}x"]
-                                              for k, v in g.items()])]
+             gains_md(g)]
     sw = out_dir / f"throughput_sweep_{p['model']}.json"
     if sw.exists():
         parts += ["", "Sweep (gain of scheduler-config over runner-config by output length):", "",

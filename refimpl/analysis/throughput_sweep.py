@@ -21,21 +21,39 @@ def sweep_points(sweep: Result) -> list[dict]:
     return sorted((v["summary"] for v in sweep.variants.values()), key=lambda p: p["max_tokens"])
 
 
+def _state(p: dict) -> str:
+    """A point's state: stored by run_sweep, or (older sweeps) the rule of
+    ``refimpl.analysis.compare`` from its runs and interval."""
+    from refimpl.bench.gains import MIN_PAIRS
+    if "state" in p:
+        return p["state"]
+    if p["n"] < MIN_PAIRS:
+        return f"not resolved (< {MIN_PAIRS} runs a side)"
+    return "unresolved (interval holds 1)" if p.get("gain_low", -1) <= 0 <= p.get("gain_high", 1) else "resolved"
+
+
+def _has_gain(p: dict) -> bool:
+    return p.get("gain") is not None and p["gain"] == p["gain"]  # None or NaN: a side had no runs
+
+
 def sweep_table(sweep: Result) -> str:
-    """Markdown: per output length, work and registry seconds per request, measured and model gain."""
+    """Markdown: per output length, work and registry seconds per request, measured gain with
+    its 95% interval and state ("-" when a side has no runs), model gain, runs a side."""
     def gain(p):
+        if not _has_gain(p):
+            return "-"
         ci = f" [{100 * p['gain_low']:+.1f}, {100 * p['gain_high']:+.1f}]" if "gain_low" in p else ""
         return f"{100 * p['gain']:+.1f}%{ci}"
     return md_table(["max_tokens", "work s/request", "registry s/request",
-                     "measured gain [95% CI]", "model gain", "runs"],
+                     "measured gain [95% CI]", "", "model gain", "runs"],
                     [[p["max_tokens"], p["work_s_per_request"], p["registry_s_per_request"],
-                      gain(p), f"{100 * p['model_gain']:+.1f}%", p["n"]] for p in sweep_points(sweep)])
+                      gain(p), _state(p), f"{100 * p['model_gain']:+.1f}%", p["n"]] for p in sweep_points(sweep)])
 
 
 def sweep_figure(sweep: Result, out_dir: Path):
     """Measured gain of scheduler-config over runner-config vs work per request, with the model."""
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
-    pts = sweep_points(sweep)
+    pts = [p for p in sweep_points(sweep) if _has_gain(p)]  # a point without runs: no marker
     w = [p["work_s_per_request"] for p in pts]
     err = [[100 * (p["gain"] - p.get("gain_low", p["gain"])) for p in pts],
            [100 * (p.get("gain_high", p["gain"]) - p["gain"]) for p in pts]]

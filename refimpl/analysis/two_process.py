@@ -77,12 +77,15 @@ def memory_table(records: dict[str, dict]) -> str:
     """Markdown: per row, median [min, max] over the runs of P0's and P1's processing-cache
     MiB and RSS MiB before -> after the reset; then a table of the transport probe (bytes
     of one request with and without a mirror hit, ms to serialise it in P0, to decode both
-    in P1) where the runs have one."""
+    in P1) where the runs have one. A row without runs shows "no runs"."""
     head = ["row", "runs", "max_model_len", "limits"] + [
         f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _COLS]
     rows, trows = [], []
     for label, rec in records.items():
         runs = rec["runs"]
+        if not runs:  # a partial result (interrupted or failed before a start-up finished)
+            rows.append([label, 0, "-", "-"] + ["no runs"] * len(_COLS))
+            continue
         s = summarize_two_process(runs)
         limits = runs[0].get("limit_mm_per_prompt") or {}
         rows.append([label, len(runs), runs[0].get("max_model_len"),

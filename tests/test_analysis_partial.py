@@ -1,0 +1,86 @@
+"""The notebooks' tables and figures on partial results (a variant without runs) and on too few
+runs a side to call a comparison resolved (refimpl.bench.gains.MIN_PAIRS). Synthetic Results
+built from the committed ones: no benchmark runs here."""
+import copy
+
+import matplotlib
+import pytest
+
+from refimpl.bench.gains import MIN_PAIRS
+from refimpl.bench.schema import Result
+from refimpl.env import REPO_ROOT
+
+matplotlib.use("Agg")
+STORED = REPO_ROOT / "results/cpu-amd-epyc-2c"
+NOT_RESOLVED = f"not resolved (< {MIN_PAIRS} runs a side)"
+
+
+def _with_runs(name: str, runs_of: dict[str, int], **params) -> Result:
+    """The committed ``name`` with ``runs_of[variant]`` runs per variant (copies of its runs)."""
+    res = Result.load(STORED / name)
+    variants = {}
+    for v, n in runs_of.items():
+        src = res.runs(v)
+        variants[v] = {"runs": [copy.deepcopy(src[i % len(src)]) for i in range(n)], "summary": {}}
+    return Result(res.bench, res.env, {**res.params, **params}, variants)
+
+
+def _row(md: str, start: str) -> str:
+    return next(ln for ln in md.splitlines() if ln.startswith(f"| {start}"))
+
+
+def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp_path):
+    from refimpl.analysis.throughput import summary_md
+    two = summary_md(_with_runs("throughput_whisper-tiny.json",
+                                {"registry": 2, "runner-config": 2, "scheduler-config": 2}), tmp_path)
+    row = _row(two, "runner-config over registry")
+    assert "%" in row and row.endswith(f"| {NOT_RESOLVED} |")
+    part = summary_md(_with_runs("throughput_whisper-tiny.json",
+                                 {"registry": 2, "runner-config": 0, "scheduler-config": 2},
+                                 interrupted=True), tmp_path)
+    assert "nan" not in part
+    assert _row(part, "runner-config over registry").endswith("| - | - | no runs of runner-config |")
+    assert _row(part, "scheduler-config over runner-config").endswith("| no runs of runner-config |")
+
+
+def test_sweep_table_labels_points_from_too_few_runs():
+    from refimpl.analysis.throughput_sweep import sweep_table
+    base = {"max_tokens": 8, "work_s_per_request": 0.1, "registry_s_per_request": 0.01, "model_gain": 0.1}
+    pts = {"a": {**base, "gain": 0.5, "gain_low": 0.4, "gain_high": 0.6, "n": 2},
+           "b": {**base, "max_tokens": 64, "gain": None, "n": 0, "state": "no runs of runner-config"}}
+    md = sweep_table(Result("throughput-sweep", {}, {}, {k: {"runs": [], "summary": p} for k, p in pts.items()}))
+    assert f"| +50.0% [+40.0, +60.0] | {NOT_RESOLVED} |" in _row(md, "8 ")
+    assert "| - | no runs of runner-config |" in _row(md, "64 ")
+
+
+def test_startup_views_of_a_result_without_runs(tmp_path):
+    from refimpl.analysis.startup import budget_figure, budget_table, ladder_figure, medians_table
+    empty = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 0, "cache-reset": 0}, interrupted=True)
+    ladder_figure(empty, tmp_path)  # Ctrl-C in the warm-up: no run at all
+    assert (tmp_path / "startup_ladder.png").exists()
+    one = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 2, "cache-reset": 0}, interrupted=True)
+    fig = ladder_figure(one, tmp_path)
+    assert "no runs of cache-reset" in fig._suptitle.get_text()
+    row = _row(medians_table(one), "cache-reset")
+    assert "None" not in row and row == "| cache-reset | - | 0 | no runs | - | - | - | - | - | - |"
+    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": 2, "cache-reset": 0}, interrupted=True)
+    assert _row(budget_table(budget), "cache-reset") == "| cache-reset | - | - | no runs |"
+    fig = budget_figure(budget, tmp_path)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["call 1", "call 2"]
+    budget_figure(_with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": 0}), tmp_path)
+
+
+@pytest.mark.parametrize("n", [2, MIN_PAIRS])
+def test_call1_ratio_states_resolution(n):
+    from refimpl.analysis.startup import call1_ratio
+    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": n, "cache-reset": n})
+    for i, run in enumerate(budget.runs("cache-reset")):
+        run["calls_s"][0] = 20.0 + 0.1 * i
+    for i, run in enumerate(budget.runs("no-cache")):
+        run["calls_s"][0] = 10.0 + 0.1 * i
+    assert call1_ratio(budget)["state"] == (NOT_RESOLVED if n < MIN_PAIRS else "resolved")
+
+
+def test_memory_table_row_without_runs():
+    from refimpl.analysis.two_process import memory_table
+    assert _row(memory_table({"v0.9.0 (this run)": {"runs": []}}), "v0.9.0").endswith("| no runs |")

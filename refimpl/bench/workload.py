@@ -192,9 +192,10 @@ def run(spec: WorkloadSpec, progress: Optional[Callable[[str], None]] = None) ->
         work = make_workload(spec.num_requests, spec.seed, spec.arrival, spec.rate)
         warm = make_workload(spec.warmup_requests, spec.seed + 1000)
         servers = _servers(spec)
-        for label, serve in servers.items() if warm else ():
+        for label, serve in servers.items():
             now = f"{label} warm-up"
-            serve(warm)
+            if warm:
+                serve(warm)
         for label in run_order(list(servers), spec.repeats):
             now = f"{label} repeat {len(runs[label]) + 1}/{spec.repeats}"
             c0 = time.process_time()

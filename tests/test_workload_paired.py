@@ -22,8 +22,8 @@ def test_workload_is_seeded_mixed_length_and_poisson():
 
 
 class FakeEngine:  # finishes every request in its first step, same tokens for all
-    def __init__(self, name, log, interrupt_at=None):
-        self.name, self.log, self.pending, self.interrupt_at = name, log, [], interrupt_at
+    def __init__(self, name, log, interrupt_at=None, error=KeyboardInterrupt):
+        self.name, self.log, self.pending, self.interrupt_at, self.error = name, log, [], interrupt_at, error
 
     def add_request(self, rid, prompt, params):
         if not self.pending:
@@ -36,8 +36,8 @@ class FakeEngine:  # finishes every request in its first step, same tokens for a
 
     def step(self):
         from refimpl.outputs import RequestOutput
-        if len(self.log) == self.interrupt_at:  # SIGINT in this engine's block
-            raise KeyboardInterrupt
+        if len(self.log) == self.interrupt_at:  # SIGINT (or ``error``) in this engine's block
+            raise self.error
         out, self.pending = [RequestOutput(r, [1], [7, 8]) for r in self.pending], []
         return out
 
@@ -264,3 +264,27 @@ def test_paired_main_keeps_whole_rounds_on_ctrl_c_and_while_building(monkeypatch
     res = Result.load(tmp_path / "p.json")
     assert res.params["interrupted"] and res.params["rounds_run"] == 0 and res.missing == ["runs"]
     assert "interrupted" in capsys.readouterr().err
+
+
+def test_a_failed_paired_block_keeps_the_whole_rounds_before_it_and_exits_1(monkeypatch, tmp_path, capsys):
+    from refimpl.bench import paired
+    from refimpl.bench.schema import Result
+    log = []
+    monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
+        "registry": FakeEngine("registry", log),
+        "runner-config": FakeEngine("runner-config", log, interrupt_at=8, error=RuntimeError("boom"))})
+    argv = ["--model", "whisper-tiny", "--variant", "registry,runner-config", "--rounds", "10",
+            "--block-requests", "2", "--max-tokens", "4", "--gc", "default", "--output-json", str(tmp_path / "p.json")]
+    assert paired.main(argv) == 1  # warm-up R C, rounds R C | C R | R, then C fails
+    res = Result.load(tmp_path / "p.json")
+    assert res.params["failed"] == "round 3: RuntimeError: boom" and res.params["rounds_run"] == 2
+    assert not res.params["interrupted"] and len(res.runs("runner-config")) == 2 and res.comparisons
+    assert capsys.readouterr().err.strip().endswith(
+        f"error: round 3: RuntimeError: boom (kept the 2 finished rounds in {tmp_path / 'p.json'})")
+
+    def failed_build(model, variants, **kw):
+        raise RuntimeError("no engine")
+    monkeypatch.setattr(paired, "build_engines", failed_build)
+    assert paired.main(argv) == 1
+    res = Result.load(tmp_path / "p.json")
+    assert res.params["failed"] == "building the engines: RuntimeError: no engine" and res.missing == ["runs"]

@@ -91,7 +91,8 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     far stay within ``budget_s``, so the timed rounds end inside the budget.
 
     An interrupt (SIGINT, e.g. ``timeout --signal=INT``) ends the rounds, keeping the whole
-    rounds finished before it.
+    rounds finished before it. Any other exception of a block propagates with those rounds as
+    ``e.paired_rounds`` (this function's dict, plus ``failed``: "round <r>: <type>: <message>").
 
     Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
     "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
@@ -117,6 +118,11 @@ def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
     except KeyboardInterrupt:
         interrupted = True
         print("interrupted: keeping the rounds finished so far", file=sys.stderr)
+    except Exception as e:
+        e.paired_rounds = {  # type: ignore[attr-defined]
+            "by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
+            "interrupted": False, "failed": f"round {len(out[variants[0]]['wall_s']) + 1}: {type(e).__name__}: {e}"}
+        raise
     return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
             "interrupted": interrupted}
 
@@ -186,39 +192,71 @@ def run(spec: PairedSpec, progress=None):
     rounds, timed rounds; returns the schema's Result (refimpl.bench.schema). ``progress``
     (optional) is called with the round index after each timed round. Raises
     InsufficientMemoryError before anything runs (:func:`preflight`). Ctrl-C while the engines
-    are built or during the warm-up: a Result of 0 rounds, ``params["interrupted"]`` True."""
+    are built or during the warm-up: a Result of 0 rounds, ``params["interrupted"]`` True. Any
+    other exception propagates with the Result of the whole rounds before it as
+    ``e.partial_result`` (``orchestrate.partial_result(e)``), ``params["failed"]`` naming
+    where ("building the engines", "warm-up" or "round <r>") and the error."""
     from refimpl.audio import make_request_audios
     from refimpl.sampling_params import SamplingParams
     preflight(spec)
     threads = set_single_thread()
     variants = list(spec.variants)
+    none = run_paired(dict.fromkeys(variants), [], None, 0)  # no round: the Result of an early stop
+    now = "building the engines"
     try:
         engines = build_engines(spec.model, variants, max_num_seqs=spec.max_num_seqs,
                                 max_audios_per_step=spec.max_audios_per_step,
                                 num_gpu_blocks=spec.num_gpu_blocks, device=spec.device)
         audios = make_request_audios(spec.block_requests, seed=spec.seed)
+        params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos)
+        now = "warm-up"
+        warm = run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
     except KeyboardInterrupt:  # while building: no round, as after an interrupted warm-up
         print("interrupted: keeping the rounds finished so far (none)", file=sys.stderr)
-        res = run_paired({v: None for v in variants}, [], None, 0)
-        return result_of(spec, {**res, "interrupted": True}, [], threads)
-    params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.ignore_eos)
-    warm = run_paired(engines, audios, params, spec.warmup_rounds, gc_mode=spec.gc_mode)  # untimed
+        return result_of(spec, {**none, "interrupted": True}, [], threads)
+    except Exception as e:
+        e.partial_result = result_of(  # type: ignore[attr-defined]
+            spec, {**none, "failed": f"{now}: {type(e).__name__}: {e}"}, [], threads)
+        raise
     rounds = 0 if warm["interrupted"] else spec.rounds or (30 if spec.budget_s is None else 1_000_000)
-    res = run_paired(engines, audios, params, rounds, progress=progress,
-                     max_s=spec.max_benchmark_s or float("inf"), budget_s=spec.budget_s,
-                     gc_mode=spec.gc_mode)
+    failed: Optional[Exception] = None
+    try:
+        res = run_paired(engines, audios, params, rounds, progress=progress,
+                         max_s=spec.max_benchmark_s or float("inf"), budget_s=spec.budget_s,
+                         gc_mode=spec.gc_mode)
+    except Exception as e:
+        res, failed = e.paired_rounds, e  # type: ignore[attr-defined]
     res["interrupted"] |= warm["interrupted"]
     n = len(res["by_variant"][variants[0]]["cpu_s"])
     table = [r for pairing in ("round", "abba") if n >= (2 if pairing == "abba" else 1)
              for m in ("cpu_s", "wall_s") for r in gains(res["by_variant"], m, spec.against, pairing)]
+    if failed is not None:
+        failed.partial_result = result_of(spec, res, table, threads)  # type: ignore[attr-defined]
+        raise failed
     return result_of(spec, res, table, threads)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``refimpl bench paired``; exit status as the other benches (orchestrate.cli_main): 0;
+    130 after Ctrl-C; when a block fails, the whole rounds before it are written
+    (``params["failed"]``) and the status is 2 for a refimpl error, else 1."""
+    from refimpl.bench.orchestrate import partial_result
+    from refimpl.errors import RefimplError
     spec, output_json = PairedSpec.from_argv(argv)
     t0 = time.perf_counter()
-    out = run(spec, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
-                                             "since start", flush=True))
+    try:
+        out = run(spec, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
+                                                 "since start", flush=True))
+    except Exception as e:
+        part = partial_result(e)
+        if part is None:
+            raise
+        if output_json:
+            part.write(output_json)
+        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} (kept the "
+              f"{part.params['rounds_run']} finished rounds{f' in {output_json}' if output_json else ''})",
+              file=sys.stderr)
+        return 2 if isinstance(e, RefimplError) else 1
     for r in out.comparisons:
         print(gain_line(r))
     print("tokens identical across variants and blocks:", out.params["tokens_identical"])
@@ -245,7 +283,8 @@ def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):
     with their intervals as ``comparisons``. ``params``: the spec's fields and the design:
     ``design`` ("fixed-time" with ``budget_s``, or "fixed-rounds"), ``rounds_run``,
     ``benchmark_s``, ``tokens_identical``, ``interrupted`` (SIGINT ended it: the whole rounds
-    before it are kept; none when it came during the warm-up)."""
+    before it are kept; none when it came during the warm-up), ``failed`` (None, or
+    "[warm-up ]round <r>: <error type>: <message>" of the block that raised)."""
     from refimpl.bench.schema import Result
     from refimpl.env import collect_env
     from refimpl.stats import summarize
@@ -254,7 +293,7 @@ def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):
     n = len(by[variants[0]]["wall_s"])
     params = {**spec.params(), "design": "fixed-time" if spec.budget_s is not None else "fixed-rounds",
               "rounds_run": n, "benchmark_s": res["benchmark_s"], "tokens_identical": res["tokens_identical"],
-              "interrupted": res["interrupted"]}
+              "interrupted": res["interrupted"], "failed": res.get("failed")}
     out = {v: {"runs": [{"round": i, **{k: by[v][k][i] for k in by[v]}} for i in range(n)],
                "summary": {"wall_s": summarize(by[v]["wall_s"]), "cpu_s": summarize(by[v]["cpu_s"]),
                            "tokens_identical": res["tokens_identical"]} if n else {}}

@@ -13,9 +13,9 @@ import pytest
 import refimpl.bench.orchestrate as orch
 import refimpl.bench.throughput as thr
 from refimpl.bench.fresh import FreshProcessError
+from refimpl.bench.memory import request_bytes
 from refimpl.bench.orchestrate import partial_result, run_fresh
 from refimpl.bench.schema import Result, validate
-from refimpl.bench.serve import request_bytes
 from refimpl.bench.throughput import ThroughputSpec
 from refimpl.cli import main
 from refimpl.errors import ConfigError

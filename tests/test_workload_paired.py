@@ -216,7 +216,7 @@ def test_a_failed_workload_run_keeps_the_runs_before_it_and_exits_1(monkeypatch,
 def test_workload_and_paired_refuse_requests_the_memory_cannot_hold(monkeypatch, tmp_path, capsys):
     import refimpl.memory
     from refimpl.bench import paired, workload
-    from refimpl.bench.serve import request_bytes
+    from refimpl.bench.memory import request_bytes
     from refimpl.cli import main
     from refimpl.errors import InsufficientMemoryError
     from refimpl.memory import GiB

@@ -46,3 +46,31 @@ def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous",
                      "cost_model_gain": float(model), "rounds": len(a[metric]),
                      "pairs": n})
     return rows
+
+
+def gain_line(r: dict) -> str:
+    """One comparison row of ``gains`` as a line: gain, 95% interval, pairs, whether it is
+    resolved (never below ``MIN_PAIRS`` pairs) and the cost model."""
+    def plural(n: int, word: str) -> str:
+        return f"{n} {word}{'' if n == 1 else 's'}"
+    state = ("resolved" if r["resolved"] else
+             f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS else "not resolved: holds 0")
+    return (f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
+            f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {plural(r['pairs'], 'pair')} of "
+            f"{plural(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")
+
+
+def paired_comparisons(runs: dict[str, list[dict]], variant: str, baseline: str) -> list[dict]:
+    """``comparisons`` of ``variant`` (the engine) over ``baseline`` (generate(), bench
+    workload --engine both), run i paired with run i: requests/s (engine / generate()) and CPU
+    seconds (generate() / engine), each the median of the per-pair ratios with its bootstrap
+    95% interval; ``resolved`` needs ``MIN_PAIRS`` pairs."""
+    from refimpl.stats import paired
+    e, h = runs[variant], runs[baseline]
+    rows = []
+    for metric, a, b in (("requests_per_s", e, h), ("cpu_s", h, e)):
+        iv = paired([x[metric] for x in a], [x[metric] for x in b], kind="ratio")
+        rows.append({"variant": variant, "over": baseline, "metric": metric, "ratio": iv.estimate,
+                     "low": iv.low, "high": iv.high, "pairs": len(a),
+                     "resolved": iv.resolved and len(a) >= MIN_PAIRS})
+    return rows

@@ -10,8 +10,14 @@ full copies (3 in vLLM 0.9.0, 2 in 0.9.2, none later) next to the cached float32
 (4 frames): ``refimpl bench budget --model qwen2.5-vl-3b --variant
 no-cache,cache-reset,hash-nocopy,hash-stream,uint8-video --calls 2 --repeats 1 --no-warmup
 --max-model-len 50000``. No vLLM counterpart.
+
+Also here, for the serving benches (throughput, workload, paired): :func:`request_bytes` (the
+requests' audio and log-mel features, held in host memory) and :func:`check_request_memory`
+(those plus each engine's ``refimpl.memory.check_serving_memory`` against what is available).
 """
 from __future__ import annotations
+
+from typing import Sequence
 
 import psutil
 
@@ -132,3 +138,40 @@ def set_numpy_hugepage(enabled: bool) -> bool:
     if not hasattr(mod, "_set_madvise_hugepage"):
         return False
     return bool(mod._set_madvise_hugepage(enabled))
+
+
+def request_bytes(model: str, num_requests: int, features: bool) -> int:
+    """Upper bound of what ``num_requests`` requests hold at once (bytes): every audio at its
+    longest (``make_request_audios``: up to WHISPER_WINDOW_S = 30 s at 16 kHz, float32, all
+    built before the timed loop) plus, with ``features`` (the refimpl engine, which processes
+    every request at ``add_request``), its log-mel ``input_features`` (preprocessor
+    ``feature_size`` x ``nb_max_frames``, 80 x 3000 for whisper-tiny, float32) held until the
+    request finishes. The HF baseline computes features per batch."""
+    from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
+    from refimpl.config.model import get_preprocessor_dict
+    per = int(WHISPER_WINDOW_S * SAMPLE_RATE) * 4
+    if features:
+        d = get_preprocessor_dict(model)
+        per += d["feature_size"] * d["nb_max_frames"] * 4
+    return num_requests * per
+
+
+def check_request_memory(num_requests: int, requests: int, features: bool, engine_configs: Sequence = (),
+                         available: int | None = None, field: str = "num_requests") -> None:
+    """Refuse before any run (InsufficientMemoryError naming ``field``, limit the
+    available bytes: ``available``, default psutil's) when the engines of ``engine_configs``
+    (VllmConfigs of refimpl engines on the CPU: weights, KV cache, cross K/V copies, by
+    ``refimpl.memory.check_serving_memory``, which also refuses each alone) plus ``requests``
+    bytes of requests (:func:`request_bytes`, host memory whatever the device) exceed it.
+    ``features``: whether ``requests`` counts log-mel features (for the message)."""
+    import psutil
+
+    from refimpl.errors import InsufficientMemoryError
+    from refimpl.memory import GiB, check_serving_memory
+    avail = psutil.virtual_memory().available if available is None else available
+    engine = sum(check_serving_memory(c, avail) for c in engine_configs)
+    if engine + requests > avail:
+        raise InsufficientMemoryError(field, avail, (
+            f"{num_requests} requests hold up to {requests / GiB:.1f} GiB (audio of up to 30 s at 16 kHz "
+            f"float32{', log-mel features' if features else ''}), the engine{'s' if len(engine_configs) > 1 else ''} "
+            f"about {engine / GiB:.1f} GiB; {avail / GiB:.1f} GiB available"))

@@ -41,16 +41,12 @@ from typing import ClassVar, Optional
 
 from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
-from refimpl.bench.gains import MIN_PAIRS, abba_sums, gains  # noqa: F401 (public here too)
-from refimpl.bench.serve import check_request_memory, request_bytes, serve_block
+from refimpl.bench.gains import MIN_PAIRS, abba_sums, gain_line, gains  # noqa: F401 (public here too)
+from refimpl.bench.memory import check_request_memory, request_bytes
+from refimpl.bench.serve import block_order, run_paired  # noqa: F401 (public here too)
 from refimpl.bench.workload import MODELS
 from refimpl.errors import ConfigError, UnknownVariantError
 from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
-
-
-def block_order(variants: list[str], rnd: int) -> list[str]:
-    """Round ``rnd``'s order: forward on even rounds, reversed on odd (A B, B A, A B, ...)."""
-    return list(variants) if rnd % 2 == 0 else list(reversed(variants))
 
 
 def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
@@ -80,51 +76,6 @@ def build_engines(model: str, variants: list[str], *, max_num_seqs: int, max_aud
                                          max_audios_per_step=n, process_mode="inproc",
                                          disable_mm_preprocessor_cache=True)
     return engines
-
-
-def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
-               max_s: float = float("inf"), budget_s: float | None = None,
-               gc_mode: str = "collect-disable") -> dict:
-    """Up to ``rounds`` rounds of one block per variant in alternating order; per-variant lists.
-    Stops after the round during which ``max_s`` wall seconds have passed. ``budget_s``
-    (fixed-time design): a round starts only if the elapsed seconds plus the mean round so
-    far stay within ``budget_s``, so the timed rounds end inside the budget.
-
-    An interrupt (SIGINT, e.g. ``timeout --signal=INT``) ends the rounds, keeping the whole
-    rounds finished before it. Any other exception of a block propagates with those rounds as
-    ``e.paired_rounds`` (this function's dict, plus ``failed``: "round <r>: <type>: <message>").
-
-    Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
-    "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
-    variant produced the same tokens as the first block) and "interrupted".
-    """
-    variants = list(engines)
-    out: dict[str, dict[str, list]] = {
-        v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []} for v in variants}
-    ref, identical, interrupted, t0 = None, True, False, time.perf_counter()
-    try:
-        for rnd in range(rounds):
-            elapsed = time.perf_counter() - t0
-            if elapsed > max_s or (budget_s is not None and rnd and elapsed * (rnd + 1) / rnd > budget_s):
-                break
-            blocks = {v: serve_block(engines[v], audios, params, gc_mode) for v in block_order(variants, rnd)}
-            for v, b in blocks.items():  # a round counts only when all its blocks ran
-                ref = ref or b["tokens"]
-                identical &= b["tokens"] == ref
-                for k in out[v]:
-                    out[v][k].append(b[k])
-            if progress:
-                progress(rnd)
-    except KeyboardInterrupt:
-        interrupted = True
-        print("interrupted: keeping the rounds finished so far", file=sys.stderr)
-    except Exception as e:
-        e.paired_rounds = {  # type: ignore[attr-defined]
-            "by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
-            "interrupted": False, "failed": f"round {len(out[variants[0]]['wall_s']) + 1}: {type(e).__name__}: {e}"}
-        raise
-    return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
-            "interrupted": interrupted}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,7 +128,7 @@ def preflight(spec: PairedSpec, available: Optional[int] = None) -> None:
     """Refuse before anything runs (InsufficientMemoryError, field ``block_requests``, limit the
     available bytes: ``available``, default psutil's) when the block's audios and log-mel
     features plus, on the CPU, one engine per variant (``refimpl.memory.check_serving_memory``)
-    exceed the memory available (refimpl.bench.serve.check_request_memory)."""
+    exceed the memory available (refimpl.bench.memory.check_request_memory)."""
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     mc = ModelConfig(spec.model, device=spec.device)
     config = VllmConfig(mc, SchedulerConfig(max_num_seqs=spec.max_num_seqs),
@@ -263,18 +214,6 @@ def main(argv: list[str] | None = None) -> int:
     if output_json:
         out.write(output_json)
     return 130 if out.params["interrupted"] else 0  # as the fresh-process benches after Ctrl-C
-
-
-def gain_line(r: dict) -> str:
-    """One comparison row of ``gains`` as a line: gain, 95% interval, pairs, whether it is
-    resolved (never below ``MIN_PAIRS`` pairs) and the cost model."""
-    def plural(n: int, word: str) -> str:
-        return f"{n} {word}{'' if n == 1 else 's'}"
-    state = ("resolved" if r["resolved"] else
-             f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS else "not resolved: holds 0")
-    return (f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
-            f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {plural(r['pairs'], 'pair')} of "
-            f"{plural(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")
 
 
 def result_of(spec: PairedSpec, res: dict, table: list[dict], threads: int):

@@ -6,9 +6,9 @@ for the paired bench (refimpl/bench/paired.py) one timed block of requests serve
 from __future__ import annotations
 
 import gc
+import sys
 import time
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -143,38 +143,51 @@ def _timed_block(engine, audios: list, params, reg) -> dict:
             "tokens": [list(done[i].output_token_ids) for i in ids]}
 
 
-def request_bytes(model: str, num_requests: int, features: bool) -> int:
-    """Upper bound of what ``num_requests`` requests hold at once (bytes): every audio at its
-    longest (``make_request_audios``: up to WHISPER_WINDOW_S = 30 s at 16 kHz, float32, all
-    built before the timed loop) plus, with ``features`` (the refimpl engine, which processes
-    every request at ``add_request``), its log-mel ``input_features`` (preprocessor
-    ``feature_size`` x ``nb_max_frames``, 80 x 3000 for whisper-tiny, float32) held until the
-    request finishes. The HF baseline computes features per batch."""
-    from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
-    from refimpl.config.model import get_preprocessor_dict
-    per = int(WHISPER_WINDOW_S * SAMPLE_RATE) * 4
-    if features:
-        d = get_preprocessor_dict(model)
-        per += d["feature_size"] * d["nb_max_frames"] * 4
-    return num_requests * per
+def block_order(variants: list[str], rnd: int) -> list[str]:
+    """Round ``rnd``'s order: forward on even rounds, reversed on odd (A B, B A, A B, ...)."""
+    return list(variants) if rnd % 2 == 0 else list(reversed(variants))
 
 
-def check_request_memory(num_requests: int, requests: int, features: bool, engine_configs: Sequence = (),
-                         available: int | None = None, field: str = "num_requests") -> None:
-    """Refuse before any run (InsufficientMemoryError naming ``field``, limit the
-    available bytes: ``available``, default psutil's) when the engines of ``engine_configs``
-    (VllmConfigs of refimpl engines on the CPU: weights, KV cache, cross K/V copies, by
-    ``refimpl.memory.check_serving_memory``, which also refuses each alone) plus ``requests``
-    bytes of requests (:func:`request_bytes`, host memory whatever the device) exceed it.
-    ``features``: whether ``requests`` counts log-mel features (for the message)."""
-    import psutil
+def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
+               max_s: float = float("inf"), budget_s: float | None = None,
+               gc_mode: str = "collect-disable") -> dict:
+    """Up to ``rounds`` rounds of one block per variant in alternating order; per-variant lists.
+    Stops after the round during which ``max_s`` wall seconds have passed. ``budget_s``
+    (fixed-time design): a round starts only if the elapsed seconds plus the mean round so
+    far stay within ``budget_s``, so the timed rounds end inside the budget.
 
-    from refimpl.errors import InsufficientMemoryError
-    from refimpl.memory import GiB, check_serving_memory
-    avail = psutil.virtual_memory().available if available is None else available
-    engine = sum(check_serving_memory(c, avail) for c in engine_configs)
-    if engine + requests > avail:
-        raise InsufficientMemoryError(field, avail, (
-            f"{num_requests} requests hold up to {requests / GiB:.1f} GiB (audio of up to 30 s at 16 kHz "
-            f"float32{', log-mel features' if features else ''}), the engine{'s' if len(engine_configs) > 1 else ''} "
-            f"about {engine / GiB:.1f} GiB; {avail / GiB:.1f} GiB available"))
+    An interrupt (SIGINT, e.g. ``timeout --signal=INT``) ends the rounds, keeping the whole
+    rounds finished before it. Any other exception of a block propagates with those rounds as
+    ``e.paired_rounds`` (this function's dict, plus ``failed``: "round <r>: <type>: <message>").
+
+    Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
+    "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
+    variant produced the same tokens as the first block) and "interrupted".
+    """
+    variants = list(engines)
+    out: dict[str, dict[str, list]] = {
+        v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []} for v in variants}
+    ref, identical, interrupted, t0 = None, True, False, time.perf_counter()
+    try:
+        for rnd in range(rounds):
+            elapsed = time.perf_counter() - t0
+            if elapsed > max_s or (budget_s is not None and rnd and elapsed * (rnd + 1) / rnd > budget_s):
+                break
+            blocks = {v: serve_block(engines[v], audios, params, gc_mode) for v in block_order(variants, rnd)}
+            for v, b in blocks.items():  # a round counts only when all its blocks ran
+                ref = ref or b["tokens"]
+                identical &= b["tokens"] == ref
+                for k in out[v]:
+                    out[v][k].append(b[k])
+            if progress:
+                progress(rnd)
+    except KeyboardInterrupt:
+        interrupted = True
+        print("interrupted: keeping the rounds finished so far", file=sys.stderr)
+    except Exception as e:
+        e.paired_rounds = {  # type: ignore[attr-defined]
+            "by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
+            "interrupted": False, "failed": f"round {len(out[variants[0]]['wall_s']) + 1}: {type(e).__name__}: {e}"}
+        raise
+    return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
+            "interrupted": interrupted}

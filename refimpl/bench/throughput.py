@@ -26,9 +26,9 @@ from typing import ClassVar, Optional
 from refimpl.bench.bench_spec import BenchSpec, variants_arg
 from refimpl.bench.cli_spec import arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
+from refimpl.bench.memory import check_request_memory, request_bytes
 from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
-from refimpl.bench.serve import check_request_memory, request_bytes
 from refimpl.stats import median, summarize
 from refimpl.variants import ENCODER_LEN_VARIANTS
 

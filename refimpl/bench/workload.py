@@ -38,6 +38,7 @@ from typing import Callable, ClassVar, Optional
 
 from refimpl.bench.cli_spec import CliSpec, arg, check_max_tokens
 from refimpl.bench.common import set_single_thread
+from refimpl.bench.gains import paired_comparisons
 from refimpl.bench.schema import Result
 from refimpl.bench.serve import WorkItem, latency_summary, make_workload, serve_engine, serve_hf
 from refimpl.errors import ConfigError, UnknownVariantError
@@ -140,8 +141,8 @@ def preflight(spec: WorkloadSpec, available: Optional[int] = None) -> None:
     available bytes: ``available``, default psutil's) when the requests' audios (measured and
     warm-up), the refimpl engine's log-mel features of every measured request and, on the CPU,
     the engine itself (``refimpl.memory.check_serving_memory``) exceed the memory available
-    (refimpl.bench.serve.check_request_memory, as ``bench throughput``)."""
-    from refimpl.bench.serve import check_request_memory, request_bytes
+    (refimpl.bench.memory.check_request_memory, as ``bench throughput``)."""
+    from refimpl.bench.memory import check_request_memory, request_bytes
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     engine = spec.engine != "hf"
     mc = ModelConfig(spec.model, device=spec.device)
@@ -155,22 +156,6 @@ def run_order(labels: list[str], repeats: int) -> list[str]:
     """Measured runs in order: pair i runs ``labels`` forwards when i is even, backwards when
     odd (A B B A ...); one label: ``repeats`` times."""
     return [x for i in range(repeats) for x in (labels if i % 2 == 0 else labels[::-1])]
-
-
-def paired_comparisons(runs: dict[str, list[dict]], variant: str) -> list[dict]:
-    """``comparisons`` of ``variant`` over generate(), run i paired with run i: requests/s
-    (engine / generate()) and CPU seconds (generate() / engine), each the median of the
-    per-pair ratios with its bootstrap 95% interval; ``resolved`` needs ``MIN_PAIRS`` pairs."""
-    from refimpl.bench.gains import MIN_PAIRS
-    from refimpl.stats import paired
-    e, h = runs[variant], runs[HF]
-    rows = []
-    for metric, a, b in (("requests_per_s", e, h), ("cpu_s", h, e)):
-        iv = paired([x[metric] for x in a], [x[metric] for x in b], kind="ratio")
-        rows.append({"variant": variant, "over": HF, "metric": metric, "ratio": iv.estimate,
-                     "low": iv.low, "high": iv.high, "pairs": len(a),
-                     "resolved": iv.resolved and len(a) >= MIN_PAIRS})
-    return rows
 
 
 def run(spec: WorkloadSpec, progress: Optional[Callable[[str], None]] = None) -> Result:
@@ -227,7 +212,7 @@ def _result(spec: WorkloadSpec, runs: dict[str, list[dict]], threads: int, *,
     variants = {k: {"runs": v, "summary": {m: summarize([x[m] for x in v])
                                            for m in ("requests_per_s", "output_tokens_per_s", "cpu_s")} if v else {}}
                 for k, v in runs.items()}
-    comparisons = paired_comparisons(runs, spec.variant) if spec.engine == "both" and n else []
+    comparisons = paired_comparisons(runs, spec.variant, HF) if spec.engine == "both" and n else []
     return Result("workload", env, {**spec.params(), "interrupted": interrupted, "failed": failed}, variants,
                   comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
 

@@ -92,6 +92,23 @@ def _measure(spec: BenchSpec, one: Callable[[str], dict], in_process: bool) -> R
     return build_result(spec, runs, in_process)
 
 
+def failed_run_status(e: Exception, prog: str, output_json: Optional[str], kept: str = "runs") -> int:
+    """What a bench's CLI does when a run raised ``e``: write the partial Result it carries
+    (:func:`partial_result`) to ``output_json``, print one line naming the failure and how many
+    finished ``kept`` ("runs", or "rounds" for the paired bench) it holds, and return the exit
+    status: 2 for a refimpl error, else 1. Re-raises ``e`` when it carries no partial Result."""
+    from refimpl.errors import RefimplError
+    part = partial_result(e)
+    if part is None:
+        raise e
+    if output_json:
+        part.write(output_json)
+    n = part.params["rounds_run"] if kept == "rounds" else sum(len(v["runs"]) for v in part.variants.values())
+    print(f"{prog}: error: {part.params['failed'].splitlines()[0]} (kept the {n} finished {kept}"
+          f"{f' in {output_json}' if output_json else ''})", file=sys.stderr)
+    return 2 if isinstance(e, RefimplError) else 1
+
+
 def partial_result(e: BaseException) -> Optional[Result]:
     """The Result of the runs that finished before the run that raised ``e`` (``params["failed"]``
     names that run and the error), or None when ``e`` did not come from a run of a bench."""
@@ -181,19 +198,11 @@ def cli_main(spec_class: type[BenchSpec], argv: Optional[list[str]]) -> int:
     ``params["interrupted"]`` True); when a run fails, its finished runs are written
     (``params["failed"]``), one line names the failure on stderr and the status is 2 for a
     refimpl error (bad setting, memory: as before the runs), else 1."""
-    from refimpl.errors import RefimplError
     spec, options = spec_class.parse(argv)
     try:
         res = run_in_process(spec) if options.in_process else run_fresh(spec)
     except Exception as e:
-        part = partial_result(e)
-        if part is None:
-            raise
-        part.write(options.output_json)
-        n = sum(len(v["runs"]) for v in part.variants.values())
-        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} "
-              f"(kept the {n} finished runs in {options.output_json})", file=sys.stderr)
-        return 2 if isinstance(e, RefimplError) else 1
+        return failed_run_status(e, spec.prog, options.output_json)
     res.write(options.output_json)
     mod = bench_module(spec.bench)
     for v in res.variants:

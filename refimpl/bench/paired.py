@@ -191,23 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     """``refimpl bench paired``; exit status as the other benches (orchestrate.cli_main): 0;
     130 after Ctrl-C; when a block fails, the whole rounds before it are written
     (``params["failed"]``) and the status is 2 for a refimpl error, else 1."""
-    from refimpl.bench.orchestrate import partial_result
-    from refimpl.errors import RefimplError
+    from refimpl.bench.orchestrate import failed_run_status
     spec, output_json = PairedSpec.from_argv(argv)
     t0 = time.perf_counter()
     try:
         out = run(spec, progress=lambda r: print(f"round {r + 1} done, {time.perf_counter() - t0:.0f} s "
                                                  "since start", flush=True))
     except Exception as e:
-        part = partial_result(e)
-        if part is None:
-            raise
-        if output_json:
-            part.write(output_json)
-        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} (kept the "
-              f"{part.params['rounds_run']} finished rounds{f' in {output_json}' if output_json else ''})",
-              file=sys.stderr)
-        return 2 if isinstance(e, RefimplError) else 1
+        return failed_run_status(e, spec.prog, output_json, kept="rounds")
     for r in out.comparisons:
         print(gain_line(r))
     print("tokens identical across variants and blocks:", out.params["tokens_identical"])

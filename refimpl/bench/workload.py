@@ -221,21 +221,12 @@ def main(argv: list[str] | None = None) -> int:
     """``refimpl bench workload``; exit status as the other benches (orchestrate.cli_main):
     0; 130 after Ctrl-C; when a run fails, the finished runs are written (``params["failed"]``)
     and the status is 2 for a refimpl error, else 1."""
-    from refimpl.bench.orchestrate import partial_result
-    from refimpl.errors import RefimplError
+    from refimpl.bench.orchestrate import failed_run_status
     spec, output_json = WorkloadSpec.from_argv(argv)
     try:
         out = run(spec, progress=lambda line: print(line, flush=True))
     except Exception as e:
-        part = partial_result(e)
-        if part is None:
-            raise
-        if output_json:
-            part.write(output_json)
-        n = sum(len(v["runs"]) for v in part.variants.values())
-        print(f"{spec.prog}: error: {part.params['failed'].splitlines()[0]} (kept the {n} finished runs"
-              f"{f' in {output_json}' if output_json else ''})", file=sys.stderr)
-        return 2 if isinstance(e, RefimplError) else 1
+        return failed_run_status(e, spec.prog, output_json)
     for variant in out.variants:
         for r in out.runs(variant):
             print(f"workload {spec.model} {variant}: {r['requests_per_s']:.3f} req/s, "

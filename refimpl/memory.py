@@ -92,12 +92,14 @@ def check_serving_memory(vllm_config, available: int | None = None) -> int:
     estimate 11.87 GiB when it counted 8 copies (before the KV bound: 400 blocks hold 4
     requests, 10.0 GiB); with 3-token requests and one audio encoded per step, fewer ran at
     once."""
+    import torch
+
     from refimpl.attention.cross_attention import dense_copy_bytes
     from refimpl.errors import InsufficientMemoryError
     from refimpl.worker.model_loader import parameter_bytes
     mc, cc = vllm_config.model_config, vllm_config.cache_config
     d = mc.hf_config_dict
-    itemsize = 2 if mc.dtype in ("float16", "bfloat16") else 4
+    itemsize = getattr(torch, mc.dtype).itemsize
     block = 2 * d["decoder_layers"] * cc.block_size * d["d_model"] * itemsize
     kv_field = "num_gpu_blocks" if cc.num_gpu_blocks else "kv_cache_memory_bytes"
     kv_bytes = cc.num_gpu_blocks * block if cc.num_gpu_blocks else cc.kv_cache_memory_bytes

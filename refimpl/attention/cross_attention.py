@@ -185,7 +185,7 @@ def dense_copy_bytes(vllm_config, running: Optional[int] = None) -> int:
     if not mc.is_encoder_decoder or vllm_config.cache_config.cross_attention_read != "dense-once":
         return 0
     d = mc.hf_config_dict
-    itemsize = torch.empty((), dtype=getattr(torch, mc.dtype)).element_size()
+    itemsize = getattr(torch, mc.dtype).itemsize
     per_request = 2 * d["decoder_layers"] * d["max_source_positions"] * d["d_model"] * itemsize
     return (vllm_config.scheduler_config.max_num_seqs if running is None else running) * per_request
 

@@ -18,6 +18,8 @@ Left out: quantisation, sharded / tensor-parallel loading, safetensors streaming
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -75,13 +77,21 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
 
 def parameter_bytes(model_config) -> int:
     """Bytes the model's parameters take in ``model_config.dtype`` (tied ones once), counted on
-    the meta device, so nothing is allocated; from the shipped config (``hf_config_dict``)."""
+    the meta device, so nothing is allocated; from the shipped config (``hf_config_dict``).
+    Cached per (model, scale, dtype): the memory checks call it before every run."""
+    return _parameter_bytes(model_config.model, model_config.scale, model_config.dtype)
+
+
+@functools.lru_cache(maxsize=None)
+def _parameter_bytes(model: str, scale: str, dtype: str) -> int:
     from transformers.initialization import no_init_weights
-    cfg = build_hf_config(model_config.hf_config_dict)
+
+    from refimpl.config import get_config_dict
+    cfg = build_hf_config(get_config_dict(model, scale))
     with no_init_weights(), torch.device("meta"):
-        model = _model_class(cfg.model_type)._from_config(cfg, dtype=getattr(torch, model_config.dtype))
-    model.tie_weights()
-    return sum(p.numel() * p.element_size() for p in model.parameters())
+        m = _model_class(cfg.model_type)._from_config(cfg, dtype=getattr(torch, dtype))
+    m.tie_weights()
+    return sum(p.numel() * p.element_size() for p in m.parameters())
 
 
 def get_model(model_config) -> nn.Module:

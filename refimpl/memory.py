@@ -1,62 +1,14 @@
-"""Process memory probes (bytes): the CPU stand-in for the CUDA memory profiling of
-``vllm/utils`` (``memory_profiling``, ``MemorySnapshot``), which reads torch.cuda counters.
-Linux only for ``peak_rss_bytes`` (``ru_maxrss`` in KiB).
-"""
+"""The harness's memory refusals for a serving engine (measuring half; the mechanism never
+imports this module). The process probes are in ``refimpl.utils.mem_utils``."""
 from __future__ import annotations
 
-import resource
-import threading
-
 import psutil
+
+from refimpl.core.kv_cache_utils import blocks_for_one_request
 
 GiB = 1 << 30
 # one step's activations and encoder output, not modelled part by part (check_serving_memory)
 SERVING_MARGIN_BYTES = GiB // 2
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (bytes; Linux ru_maxrss is KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def rss_bytes() -> int:
-    """Current resident set size of this process (bytes)."""
-    return psutil.Process().memory_info().rss
-
-
-class RssPeakSampler:
-    """Samples this process's RSS every ``interval`` seconds in a thread; ``peak`` in bytes."""
-
-    def __init__(self, interval: float = 0.005):
-        self._proc, self._interval = psutil.Process(), interval
-        self.peak = self._proc.memory_info().rss
-        self._stop = threading.Event()
-
-    def _loop(self):
-        while not self._stop.wait(self._interval):
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    def __enter__(self):
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
-
-
-def blocks_for_one_request(vllm_config, encoder_len: int | None = None) -> int:
-    """KV blocks one request of ``max_model_len`` needs: its decoder blocks plus the null
-    block, and for an encoder-decoder model its cross blocks for ``encoder_len`` positions
-    (default the model's ``max_source_positions``, 1500 for Whisper: 94 blocks of 16). The
-    bound ``GPUModelRunner.determine_num_blocks`` enforces (123 blocks for Whisper at 448)."""
-    mc, bs = vllm_config.model_config, vllm_config.cache_config.block_size
-    need = -(-mc.max_model_len // bs) + 1
-    if mc.is_encoder_decoder:
-        need += -(-(encoder_len or mc.hf_config_dict["max_source_positions"]) // bs)
-    return need
 
 
 def check_num_gpu_blocks(vllm_config) -> None:

@@ -14,8 +14,9 @@ import torch
 
 from refimpl.audio import make_request_audios
 from refimpl.engine.llm_engine import LLMEngine
-from refimpl.memory import RssPeakSampler, check_serving_memory, rss_bytes
+from refimpl.memory import check_serving_memory
 from refimpl.sampling_params import SamplingParams
+from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
 
 def main(seqs: int) -> dict:

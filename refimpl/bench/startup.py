@@ -140,7 +140,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
 def preflight(spec: StartupSpec) -> None:
     """Refuse before any run when memory cannot hold the worst variant (InsufficientMemoryError):
     the dummy video and its copies (bench/memory.py); for Whisper on the CPU, what the engine
-    will hold (refimpl.memory.check_serving_memory, which its load_model also runs)."""
+    will hold (refimpl.memory.check_serving_memory)."""
     from refimpl.bench.memory import check_memory
     from refimpl.memory import check_serving_memory
     vc = make_vllm_config(spec)

@@ -169,7 +169,7 @@ def run_once(spec: ThroughputSpec, variant: str) -> dict:
 def preflight(spec: ThroughputSpec, available: Optional[int] = None) -> None:
     """Refuse before any run (InsufficientMemoryError) when the engine's weights, KV cache and
     dense-once cross K/V copies cannot fit in the memory available on the CPU
-    (``refimpl.memory.check_serving_memory``, which the engine also runs before loading), or
+    (``refimpl.memory.check_serving_memory``), or
     when those plus the requests' audios and features (:func:`request_bytes`, held in host
     memory whatever the device) exceed it: field ``num_requests``, limit the available bytes
     (``available``, default psutil's). A ``num_gpu_blocks`` too small for one request is a

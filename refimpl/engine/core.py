@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from refimpl.config import VllmConfig
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
-from refimpl.memory import peak_rss_bytes, rss_bytes
+from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
 from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_variant
 
 

@@ -33,7 +33,7 @@ from typing import Any, Optional
 
 from refimpl.engine.core import EngineCore  # light: torch is imported later
 from refimpl.errors import RefimplError
-from refimpl.memory import rss_bytes
+from refimpl.utils.mem_utils import rss_bytes
 
 RESET_SCOPES = ("v0.9.0", "all")
 

@@ -21,7 +21,7 @@ from refimpl.engine.core_client import SyncMPClient
 from refimpl.engine.core_proc import RESET_SCOPES, EngineCoreRequest
 from refimpl.engine.mm_input_cache import MIRROR_FAULTS, MirroredProcessingCache
 from refimpl.errors import ConfigError, EngineStateError, InvalidInputError
-from refimpl.memory import rss_bytes
+from refimpl.utils.mem_utils import rss_bytes
 from refimpl.variants import get_startup_variant
 
 

@@ -26,8 +26,9 @@ from typing import Any, Optional
 import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
+from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, EngineStateError
-from refimpl.memory import RssPeakSampler, blocks_for_one_request, check_serving_memory
+from refimpl.utils.mem_utils import RssPeakSampler
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
@@ -74,10 +75,7 @@ class GPUModelRunner:
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
 
     def load_model(self) -> None:
-        """Build the model (random weights, or a local HF directory) on the device; a Whisper
-        engine on the CPU is refused first if it cannot fit (``check_serving_memory``)."""
-        if self.device.type == "cpu" and self.model_config.is_encoder_decoder:
-            check_serving_memory(self.vllm_config)
+        """Build the model (random weights, or a local HF directory) on the device."""
         self.model = get_model(self.model_config)
 
     # ---------------------------------------------------------------- profiling

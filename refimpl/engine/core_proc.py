@@ -89,8 +89,10 @@ class EngineCoreProc(EngineCore):
         return self.mm_registry.stats.as_dict()
 
     def runner_state(self) -> dict[str, int]:
-        """req_id -> bytes the model runner holds for that request (WhisperRunner.state_bytes)."""
-        return self.model_runner.whisper_runner.state_bytes()
+        """req_id -> bytes the model runner holds for that request (WhisperRunner.state_bytes;
+        {} for a model this engine only starts up)."""
+        runner = self.model_runner.whisper_runner
+        return {} if runner is None else runner.state_bytes()
 
     def mirror_keys(self) -> list[str]:
         return self.mm_input_cache_server.keys()

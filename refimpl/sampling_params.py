@@ -82,7 +82,7 @@ class SamplingParams:
 
     def clone(self) -> "SamplingParams":
         """A checked copy: later changes to this object do not reach a queued request."""
-        return dataclasses.replace(self, stop_token_ids=list(self.stop_token_ids))
+        return dataclasses.replace(self)  # __post_init__ copies stop_token_ids and checks
 
     @property
     def greedy(self) -> bool:

@@ -109,16 +109,16 @@ def test_finished_and_aborted_requests_leave_no_runner_state(engine, audios, ref
 def test_drain_from_preempted_state(engine, audios, ref):
     """Two requests growing past one self-attention block preempt the later one; the runner
     keeps a preempted request's state (its generator), so an abort must still free it."""
-    for rid, a in (("p", 0), ("q", 1)):
+    for rid, a in (("pp", 0), ("qq", 1)):
         engine.add_request(rid, _prompt(audios[a]), _greedy(MAX_K))
     s = engine.scheduler
     while not any(r.status == RequestStatus.PREEMPTED for r in s.waiting):
         engine.step()
     (pre,) = [r for r in s.waiting if r.status == RequestStatus.PREEMPTED]
     assert pre.request_id in engine.model_runner.whisper_runner.requests  # kept while preempted
-    engine.abort_request([pre.external_req_id])
-    other = {"p": "q", "q": "p"}[pre.external_req_id]
-    assert [(o.request_id, o.output_token_ids) for o in drain(engine)] == [(other, ref[{"p": 0, "q": 1}[other]])]
+    engine.abort_request(pre.external_req_id)  # one id, not an iterable of ids
+    other = {"pp": "qq", "qq": "pp"}[pre.external_req_id]
+    assert [(o.request_id, o.output_token_ids) for o in drain(engine)] == [(other, ref[{"pp": 0, "qq": 1}[other]])]
     assert_idle_and_empty(engine)
 
 

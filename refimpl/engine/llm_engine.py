@@ -162,10 +162,11 @@ class LLMEngine:
             pass
         return rid
 
-    def abort_request(self, request_ids: Iterable[str]) -> None:
-        """Abort requests (the user's ids; unknown ones are skipped); their KV blocks go back to
-        the pool."""
-        self.engine_core.abort_requests(self.output_processor.abort_requests(request_ids))
+    def abort_request(self, request_ids: str | Iterable[str]) -> None:
+        """Abort requests (the user's ids, or one id; unknown ones are skipped); their KV blocks
+        go back to the pool."""
+        ids = [request_ids] if isinstance(request_ids, str) else request_ids
+        self.engine_core.abort_requests(self.output_processor.abort_requests(ids))
 
     def step(self) -> list:
         """One engine step. Returns the RequestOutputs of requests that finished in it (under

@@ -8,11 +8,15 @@ against vLLM's behaviour still catches ours.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 
 class RefimplError(Exception):
-    """Base class. ``field`` names the input or setting at fault, ``limit`` the bound it broke."""
+    """Base class. ``field`` names the input or setting at fault, ``limit`` the bound it broke.
+    ``request_id``: the request refused, when the engine refuses one of several in flight (the
+    two-process engine's asynchronous refusals; the user's id, set by ``LLMEngine.step``)."""
+
+    request_id: Optional[str] = None
 
     def __init__(self, field: str, limit: Any, message: str):
         self.field = field

@@ -20,10 +20,13 @@ class ModelRunnerOutput:
     req_id_to_index: req_id -> row in ``sampled_token_ids``.
     sampled_token_ids: per row, the token ids sampled this step (usually one; empty for
         a request whose prefill chunk did not reach the end of its prompt).
+    req_errors: req_id -> why the runner could not set up that request's state (it ran no
+        row this step; the scheduler finishes it with status FINISHED_ERROR).
     """
     req_ids: list[str]
     req_id_to_index: dict[str, int]
     sampled_token_ids: list[list[int]]
+    req_errors: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, tokens: dict[str, list[int]]) -> "ModelRunnerOutput":
@@ -39,8 +42,9 @@ class RequestOutput:
     """A request's result: original prompt, every output token so far, why it finished.
 
     finish_reason: None while running, else "stop" (EOS / stop token), "length"
-    (max_tokens or max_model_len) or "abort". num_preemptions: times the request was
-    preempted (recomputed from scratch) on the way.
+    (max_tokens or max_model_len), "abort" or "error" (``error`` says why; the engine served
+    the other requests on). num_preemptions: times the request was preempted (recomputed from
+    scratch) on the way.
     """
     request_id: str
     prompt_token_ids: list[int]
@@ -49,6 +53,7 @@ class RequestOutput:
     num_preemptions: int = 0
     text: Optional[str] = None
     metrics: dict = field(default_factory=dict)
+    error: Optional[str] = None
 
     @property
     def finished(self) -> bool:

@@ -32,6 +32,7 @@ class RequestStatus(enum.IntEnum):
     FINISHED_STOPPED = enum.auto()
     FINISHED_LENGTH_CAPPED = enum.auto()
     FINISHED_ABORTED = enum.auto()
+    FINISHED_ERROR = enum.auto()  # the runner could not set up its state (newer vLLM's name)
 
     @staticmethod
     def is_finished(status: "RequestStatus") -> bool:
@@ -44,7 +45,8 @@ class RequestStatus(enum.IntEnum):
 
 _FINISHED_REASONS = {RequestStatus.FINISHED_STOPPED: "stop",
                      RequestStatus.FINISHED_LENGTH_CAPPED: "length",
-                     RequestStatus.FINISHED_ABORTED: "abort"}
+                     RequestStatus.FINISHED_ABORTED: "abort",
+                     RequestStatus.FINISHED_ERROR: "error"}
 
 
 def _encoder_len_of(item: dict[str, Any]) -> int:
@@ -58,7 +60,10 @@ def _encoder_len_of(item: dict[str, Any]) -> int:
 class Request:
     """One request. Token counts are in tokens; ``arrival_time`` in seconds (time.time()).
 
-    Raises InvalidInputError for an empty / non-int prompt or mismatched encoder inputs.
+    ``request_id`` is unique per submission (``LLMEngine`` makes it from the user's id, as
+    vLLM's ``InputProcessor.assign_request_id``); ``external_req_id`` is the user's id
+    (default: ``request_id``). Raises InvalidInputError for an empty / non-int prompt or
+    mismatched encoder inputs.
     """
 
     def __init__(self, request_id: str, prompt_token_ids: list[int],
@@ -67,7 +72,8 @@ class Request:
                  mm_hashes: Optional[list[str]] = None,
                  mm_positions: Optional[list[PlaceholderRange]] = None,
                  eos_token_id: Optional[int] = None,
-                 arrival_time: Optional[float] = None):
+                 arrival_time: Optional[float] = None,
+                 external_req_id: Optional[str] = None):
         if not isinstance(request_id, str) or not request_id:
             raise InvalidInputError("request_id", "a non-empty str", f"got {request_id!r}")
         prompt = list(prompt_token_ids or [])
@@ -76,6 +82,7 @@ class Request:
         if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in prompt):
             raise InvalidInputError("prompt_token_ids", "ints >= 0", "non-integer token id")
         self.request_id = request_id
+        self.external_req_id = request_id if external_req_id is None else external_req_id
         self.sampling_params = sampling_params or SamplingParams()
         self.eos_token_id = eos_token_id
         self.arrival_time = time.time() if arrival_time is None else arrival_time

@@ -119,7 +119,8 @@ def test_engine_equals_generate_on_real_weights_stopping_at_eos(model, hf_tokens
         while engine.has_unfinished_requests():
             so = engine.scheduler.schedule()
             encoded.append(len(so.scheduled_encoder_inputs))
-            for o in engine.scheduler.update_from_output(so, engine.model_runner.execute_model(so)):
+            done = engine.scheduler.update_from_output(so, engine.model_runner.execute_model(so))
+            for o in engine.output_processor.process_outputs(done):  # the scheduler's ids -> ours
                 outs[o.request_id] = o
         assert max(encoded) == n, variant
         for name, _ in clips:

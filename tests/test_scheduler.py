@@ -222,7 +222,7 @@ def test_request_derives_whisper_encoder_len_and_validates():
 def test_request_that_can_never_fit_the_kv_cache_is_refused():
     s = create_scheduler(num_blocks=1 + CROSS + 1)  # one self-attention block left: 16 tokens
     import torch
-    audio = [{"input_features": torch.zeros(1, 3000)}]
+    audio = [{"input_features": torch.zeros(80, 3000)}]
     s.add_request(Request("fits", WHISPER_PROMPT, SamplingParams(max_tokens=12), mm_inputs=audio))
     with pytest.raises(SamplingParamsError) as e:
         s.add_request(Request("never", WHISPER_PROMPT, SamplingParams(max_tokens=13), mm_inputs=audio))

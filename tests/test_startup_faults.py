@@ -146,8 +146,9 @@ def test_refused_reset_keeps_cache_and_inputs_and_outputs():
                 assert ei.value.field == "reset_mm_cache"
                 refused += 1
                 assert list(REG.processing_cache._data) == entries and REG.cache_bytes() == nbytes > 0
+                in_flight = {r.external_req_id: r for r in engine.scheduler.requests.values()}
                 for i in range(len(audios)):
-                    req = engine.scheduler.requests.get(f"{tag}{i}")
+                    req = in_flight.get(f"{tag}{i}")
                     if req is not None:  # still in flight: its input is intact
                         assert torch.equal(req.mm_inputs[0]["input_features"], fresh[i])
             for o in engine.step():

@@ -29,6 +29,9 @@ WHISPER = "whisper-tiny"
 QWEN = "qwen2.5-vl-3b"
 WHISPER_PROMPT = [50258, 50259, 50359, 50363]  # <|startoftranscript|><|en|><|transcribe|><|notimestamps|>
 ENCODER_LEN = 1500
+# One stand-in log-mel of the shape admission checks (80 mel bins x 3000 frames), shared by
+# every Whisper request the helpers make (no copy per request).
+WHISPER_FEATURES = torch.zeros(80, 2 * ENCODER_LEN)
 
 
 class FakeRegistry:
@@ -84,15 +87,15 @@ def create_requests(num_requests: int, *, model: str = WHISPER, max_tokens: int 
                     prompt_len: Optional[int] = None, ignore_eos: bool = True,
                     prefix: str = "req", num_mm_items: int = 0, mm_len: int = 64,
                     **sp_kw) -> list[Request]:
-    """Whisper requests: the 4-token decoder prompt and one tiny stand-in audio item declared
-    as 1500 encoder tokens. Decoder-only requests: ``prompt_len`` tokens and optionally
+    """Whisper requests: the 4-token decoder prompt and one stand-in audio item (zeros of the
+    real feature shape) of 1500 encoder tokens. Decoder-only requests: ``prompt_len`` tokens and optionally
     ``num_mm_items`` image placeholders of ``mm_len`` tokens spread over the prompt."""
     reqs = []
     for i in range(num_requests):
         sp = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, **sp_kw)
         if model.startswith("whisper"):
             prompt = WHISPER_PROMPT[:prompt_len] if prompt_len else list(WHISPER_PROMPT)
-            mm = [{"input_features": torch.zeros(2, 6)}]
+            mm = [{"input_features": WHISPER_FEATURES}]
             pos = [PlaceholderRange(0, ENCODER_LEN)]
         else:
             n = prompt_len or 32

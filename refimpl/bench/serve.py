@@ -73,9 +73,9 @@ def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
         finished = engine.step()
         steps += 1
         t = time.perf_counter()
-        for r in sched.running:
-            if r.request_id not in first and r.num_output_tokens > 0:
-                first[r.request_id] = t
+        for r in sched.running:  # the scheduler's ids are per submission; ours are the user's
+            if r.external_req_id not in first and r.num_output_tokens > 0:
+                first[r.external_req_id] = t
         for o in finished:
             first.setdefault(o.request_id, t)
             done[o.request_id] = t

@@ -164,19 +164,31 @@ class EngineCore:
         self.scheduler.add_request(request)
 
     def abort_requests(self, request_ids: list[str]) -> None:
-        """Finish the requests as aborted; their KV blocks go back to the pool."""
+        """Finish the requests as aborted; their KV blocks go back to the pool (and the runner's
+        state of them, at once when nothing else is unfinished)."""
         from refimpl.request import RequestStatus
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
+        self._drain_finished()
 
     def has_unfinished_requests(self) -> bool:
         return self.scheduler.has_unfinished_requests()
 
+    def _drain_finished(self) -> None:
+        """Hand the runner the ids of finished requests when no step would follow (nothing is
+        unfinished), so that it frees their state now (vLLM PR #14388: the busy loop steps
+        while ``has_finished_requests()``; an in-process caller's loop stops before that step)."""
+        if self.scheduler.has_finished_requests() and not self.scheduler.has_unfinished_requests():
+            self.model_runner.execute_model(self.scheduler.schedule())
+
     def step(self) -> list:
-        """One engine step: schedule, run the model, update. Returns finished RequestOutputs.
+        """One engine step: schedule, run the model, update. Returns finished RequestOutputs
+        (those the runner could not set up with finish_reason "error").
 
         Appends the step's StepTimings to ``self.step_timings`` (the runner's prepare /
         model / sample seconds of this step, the scheduler's around them).
         """
+        if not self.scheduler.has_requests():
+            return []
         t0 = time.perf_counter()
         scheduler_output = self.scheduler.schedule()
         t1 = time.perf_counter()
@@ -193,6 +205,7 @@ class EngineCore:
         self.step_timings.append(StepTimings(
             schedule=t1 - t0, update=t3 - t2, num_scheduled_tokens=n,
             **{k: runner_t.get(k, 0.0) - before.get(k, 0.0) for k in ("prepare", "model", "sample")}))
+        self._drain_finished()
         return outputs
 
 

@@ -62,7 +62,7 @@ class TransportStats:
     encode_s: float = 0.0
     bytes_received: int = 0
     decode_s: float = 0.0
-    per_request: dict = field(default_factory=dict)  # request_id -> (bytes, items sent whole, items as hash)
+    per_request: dict = field(default_factory=dict)  # user's request id -> (bytes, items sent whole, items as hash)
 
 
 class _Resources:
@@ -189,7 +189,7 @@ class SyncMPClient:
         """Send one EngineCoreRequest; returns the bytes it put on the wire."""
         n = self._send("ADD", request)
         sent = sum(x is not None for x in request.mm_inputs)
-        self.stats.per_request[request.request_id] = (n, sent, len(request.mm_inputs) - sent)
+        self.stats.per_request[request.external_req_id or request.request_id] = (n, sent, len(request.mm_inputs) - sent)
         return n
 
     def abort_requests(self, request_ids: list[str]) -> None:

@@ -3,9 +3,10 @@
 Mirrors ``EngineCoreProc`` in ``vllm/v1/engine/core.py`` at vLLM 0.9.0: the child process
 builds the ``EngineCore`` (runner init, profile run, KV sizing, scheduler init: the
 profiling passes fill *this* process's registry cache), says READY, then loops: take every
-request waiting on the input socket (ADD, ABORT, UTILITY), run one step if any request is
-unfinished, push the step's outputs. ``add_request`` fills the items P0 sent as a bare
-hash from ``mm_input_cache_server`` (``MirroredProcessingCache.get_and_update_p1``).
+request waiting on the input socket (ADD, ABORT, UTILITY), run one step while the scheduler
+``has_requests()`` (unfinished ones, or finished ones whose ids the runner has not had), push
+the step's outputs. ``add_request`` fills the items P0 sent as a bare hash from
+``mm_input_cache_server`` (``MirroredProcessingCache.get_and_update_p1``).
 
 ``reset_mm_cache`` per ``reset_scope`` (RESET_SCOPES):
   ``v0.9.0``  clears the P1 mirror only, as ``EngineCore.reset_mm_cache`` in vLLM 0.9.0
@@ -41,13 +42,15 @@ RESET_SCOPES = ("v0.9.0", "all")
 @dataclass
 class EngineCoreRequest:
     """What P0 sends per request (vLLM ``EngineCoreRequest``): ``mm_inputs[i]`` is None when
-    P0's mirror says P1 holds item i already (then only ``mm_hashes[i]`` travels)."""
+    P0's mirror says P1 holds item i already (then only ``mm_hashes[i]`` travels).
+    ``request_id`` is unique per submission, ``external_req_id`` the user's id."""
     request_id: str
     prompt_token_ids: list[int]
     mm_inputs: list[Optional[dict]]
     mm_hashes: list[str]
     sampling_params: Any
     arrival_time: float
+    external_req_id: Optional[str] = None
 
 
 class EngineCoreProc(EngineCore):
@@ -67,7 +70,8 @@ class EngineCoreProc(EngineCore):
         self.add_request(Request(
             request_id=request.request_id, prompt_token_ids=request.prompt_token_ids,
             mm_inputs=mm_inputs, mm_hashes=request.mm_hashes,
-            sampling_params=request.sampling_params, arrival_time=request.arrival_time))
+            sampling_params=request.sampling_params, arrival_time=request.arrival_time,
+            external_req_id=request.external_req_id))
 
     def reset_mm_cache(self) -> None:
         """Clear the P1 mirror, and P1's processing cache under reset_scope 'all'."""
@@ -83,6 +87,12 @@ class EngineCoreProc(EngineCore):
     def registry_stats(self) -> dict:
         """This process's registry counters (ProcessingStats.as_dict())."""
         return self.mm_registry.stats.as_dict()
+
+    def runner_state(self) -> dict[str, int]:
+        """req_id -> bytes the model runner holds for that request (WhisperRunner.state_bytes;
+        {} for a model this engine only starts up)."""
+        runner = self.model_runner.whisper_runner
+        return {} if runner is None else runner.state_bytes()
 
     def mirror_keys(self) -> list[str]:
         return self.mm_input_cache_server.keys()
@@ -155,7 +165,7 @@ def run_engine_core(vllm_config, variant: str, reset_scope: str, mirror: dict,
         send("READY", core.report, core.memory_stats())
         decode_s = 0.0
         while True:
-            busy = core.has_unfinished_requests()
+            busy = core.scheduler.has_requests()  # finished ids undelivered count (vLLM PR #14388)
             if inp.poll(0 if busy else 1000):
                 while inp.poll(0):
                     frames = inp.recv_multipart(copy=False)
@@ -184,7 +194,7 @@ def run_engine_core(vllm_config, variant: str, reset_scope: str, mirror: dict,
                             send("UTILITY", call_id, result, None)
                         except Exception as e:
                             send("UTILITY", call_id, None, e)
-            if core.has_unfinished_requests():
+            if core.scheduler.has_requests():
                 try:
                     send("OUTPUT", core.step())
                 except Exception as e:

@@ -59,13 +59,14 @@ class MPFrontend:
         """Send a processed refimpl.request.Request; items P1 holds go as their hash alone.
 
         Raises InvalidInputError for an id already in flight; the engine core's own checks
-        (Scheduler.add_request) come back from ``step``."""
+        (Scheduler.add_request) come back from ``step``. ``LLMEngine`` sends each submission
+        under its own id, so no message about an earlier one answers a later one."""
         if req.request_id in self._in_flight:
             raise InvalidInputError("request_id", "unique", f"{req.request_id!r} is in flight")
         mm_inputs = self.mm_input_cache_client.get_and_update_p0(req.mm_inputs, req.mm_hashes)
         self.client.add_request(EngineCoreRequest(
             req.request_id, list(req.prompt_token_ids), mm_inputs, list(req.mm_hashes),
-            req.sampling_params, req.arrival_time))
+            req.sampling_params, req.arrival_time, req.external_req_id))
         self._in_flight.add(req.request_id)
 
     def abort_requests(self, request_ids: list[str]) -> None:
@@ -77,16 +78,21 @@ class MPFrontend:
         return bool(self._in_flight)
 
     def step(self) -> list:
-        """Outputs of the requests that finished in the engine core's next step.
+        """Outputs of the requests that finished in the engine core's next step; messages
+        about requests no longer in flight (aborted) are dropped.
 
-        Raises the RefimplError of a request the engine core refused (it is no longer in
-        flight; the others are not affected)."""
+        Raises the RefimplError of a request the engine core refused, its ``request_id`` set
+        (it is no longer in flight; the others are not affected)."""
         if not self._in_flight:
             return []
         kind, *rest = self.client.get_output()
         if kind == "REJECTED":
-            self._in_flight.discard(rest[0])
-            raise rest[1]
+            rid, err = rest
+            if rid not in self._in_flight:
+                return []
+            self._in_flight.discard(rid)
+            err.request_id = rid
+            raise err
         outs = [o for o in rest[0] if o.request_id in self._in_flight]
         self._in_flight.difference_update(o.request_id for o in outs)
         return outs

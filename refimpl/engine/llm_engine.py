@@ -20,7 +20,8 @@ from tqdm.auto import tqdm
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
-from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, SamplingParamsError
+from refimpl.engine.output_processor import OutputProcessor
+from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, RefimplError, SamplingParamsError
 from refimpl.sampling_params import SamplingParams
 
 
@@ -32,6 +33,8 @@ class LLMEngine:
     and optional ``decoder_prompt`` (str) or ``prompt_token_ids`` (decoder prompt ids).
     A malformed request raises a refimpl error (InvalidInputError, SamplingParamsError,
     TooManyItemsError) and nothing else changes: the engine keeps serving the others.
+    Each submission runs under its own internal id (``OutputProcessor``); outputs carry the
+    user's id, which may be reused once its request is finished or aborted.
 
     ``process_mode``: "mp" (engine core in a child process; ``reset_scope`` in
     core_proc.RESET_SCOPES, ``mirror_fault`` in mm_input_cache.MIRROR_FAULTS) or "inproc".
@@ -61,6 +64,7 @@ class LLMEngine:
         self.processor = MULTIMODAL_REGISTRY.create_processor(mc)  # honours disable_mm_preprocessor_cache
         self._default_prompt_ids = whisper_decoder_prompt(mc.model)
         self._ids = itertools.count()
+        self.output_processor = OutputProcessor()
 
     @classmethod
     def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "cache-reset",
@@ -99,14 +103,26 @@ class LLMEngine:
     def add_request(self, request_id: Optional[str], prompt: dict,
                     params: Optional[SamplingParams] = None,
                     arrival_time: Optional[float] = None) -> str:
-        """Validate and process one request, then queue it. Returns its id.
+        """Validate and process one request, then queue it. Returns its id (``request_id``,
+        or one the engine picks among ids not in flight when None).
 
-        Raises InvalidInputError (no / malformed audio), SamplingParamsError (max_tokens
-        beyond max_target_positions minus the decoder prompt), TooManyItemsError.
+        Raises InvalidInputError (no / malformed audio; ``request_id`` not a non-empty str or
+        already in flight), SamplingParamsError (not a SamplingParams, a field out of range,
+        max_tokens beyond max_target_positions minus the decoder prompt), TooManyItemsError.
+        ``params`` is copied: changing it later does not change the queued request.
         """
         from refimpl.request import Request
-        params = params or SamplingParams()
-        request_id = request_id if request_id is not None else str(next(self._ids))
+        if params is None:
+            params = SamplingParams()
+        elif not isinstance(params, SamplingParams):
+            raise SamplingParamsError("params", "a SamplingParams", f"got {type(params).__name__}")
+        params = params.clone()
+        if request_id is None:
+            request_id = self._free_request_id()
+        elif not isinstance(request_id, str) or not request_id:
+            raise InvalidInputError("request_id", "a non-empty str", f"got {request_id!r}")
+        if request_id in self.output_processor.external_req_ids:
+            raise InvalidInputError("request_id", "unique", f"{request_id!r} is in flight")
         if not isinstance(prompt, dict) or "audio" not in prompt.get("multi_modal_data", {}):
             raise InvalidInputError("prompt.multi_modal_data.audio", "one audio item",
                                     "a Whisper request needs audio")
@@ -132,19 +148,37 @@ class LLMEngine:
         items = audio if isinstance(audio, list) else [audio]
         mm = self.processor.apply("", {"audio": items}, return_mm_hashes=True)
         mm_inputs = mm.mm_kwargs["audio"]
-        req = Request(request_id=request_id, prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
+        req = Request(request_id=self.output_processor.assign_request_id(request_id),
+                      prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
                       mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,
-                      arrival_time=arrival_time if arrival_time is not None else time.time())
+                      arrival_time=arrival_time if arrival_time is not None else time.time(),
+                      external_req_id=request_id)
         self.engine_core.add_request(req)
+        self.output_processor.add_request(req.request_id, request_id)
         return request_id
 
-    def abort_request(self, request_ids: Iterable[str]) -> None:
-        """Abort requests; their KV blocks go back to the pool."""
-        self.engine_core.abort_requests(list(request_ids))
+    def _free_request_id(self) -> str:
+        while (rid := str(next(self._ids))) in self.output_processor.external_req_ids:
+            pass
+        return rid
+
+    def abort_request(self, request_ids: str | Iterable[str]) -> None:
+        """Abort requests (the user's ids, or one id; unknown ones are skipped); their KV blocks
+        go back to the pool."""
+        ids = [request_ids] if isinstance(request_ids, str) else request_ids
+        self.engine_core.abort_requests(self.output_processor.abort_requests(ids))
 
     def step(self) -> list:
-        """One engine step. Returns the RequestOutputs of requests that finished in it."""
-        return self.engine_core.step()
+        """One engine step. Returns the RequestOutputs of requests that finished in it (under
+        the user's ids). Raises the RefimplError of a request the engine core refused
+        ("mp" only), ``request_id`` set to the user's id."""
+        try:
+            outputs = self.engine_core.step()
+        except RefimplError as e:
+            if e.request_id is not None:
+                e.request_id = self.output_processor.finish_request(e.request_id)
+            raise
+        return self.output_processor.process_outputs(outputs)
 
     def has_unfinished_requests(self) -> bool:
         return self.engine_core.has_unfinished_requests()

@@ -26,6 +26,6 @@ class Sampler:
         for i, (sp, gen) in enumerate(zip(sampling_params, generators)):
             if sp.temperature < _SAMPLING_EPS:
                 continue
-            probs = torch.softmax(logits[i] / sp.temperature, dim=-1)
+            probs = torch.softmax(logits[i] / float(sp.temperature), dim=-1)  # an int beyond int64 overflows torch
             out[i] = int(torch.multinomial(probs, 1, generator=gen))
         return out

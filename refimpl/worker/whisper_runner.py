@@ -78,6 +78,7 @@ class WhisperRunner:
             raise EncoderLengthMismatchError(
                 "encoder_len (runner)", dec_cfg.max_source_positions,
                 f"{self.encoder_len} != the encoder's output length (max_source_positions)")
+        self.dtype = model.model.encoder.conv1.weight.dtype
         self.num_heads = dec_cfg.decoder_attention_heads
         self.head_dim = dec_cfg.d_model // self.num_heads
         self.requests: dict[str, CachedRequestState] = {}
@@ -90,27 +91,23 @@ class WhisperRunner:
             self.step_timings.setdefault(k, 0.0)
 
     # ---- state -------------------------------------------------------------------------
-    def _update_states(self, so) -> None:
+    def _update_states(self, so) -> dict[str, str]:
         """Finished requests are dropped. A preempted request keeps its state, as in vLLM
         (``gpu_model_runner._update_states`` removes it from the persistent batch only), so
         that when it comes back (here re-sent as a new request, see sched/output.py) its
         seeded ``torch.Generator`` continues where it stopped instead of restarting from the
         seed; everything else is rebuilt from the resent data (tokens, features, blocks) and
-        the cross K/V is rewritten, since its blocks were freed."""
+        the cross K/V is rewritten, since its blocks were freed. Returns req_id -> error of
+        the new requests whose state could not be set up (they run nothing this step)."""
         for rid in so.finished_req_ids:
             self.requests.pop(rid, None)
+        errors: dict[str, str] = {}
         for nr in so.scheduled_new_reqs:
-            sp = nr.sampling_params
-            old = self.requests.get(nr.req_id)     # a request resumed after preemption
-            gen = old.generator if old is not None else None
-            if gen is None and sp.seed is not None:
-                gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
-            feats = nr.mm_inputs[0]["input_features"] if nr.mm_inputs else None
-            st = self.requests[nr.req_id] = CachedRequestState(
-                nr.req_id, list(nr.prompt_token_ids), feats,
-                (list(nr.block_ids[0]), list(nr.block_ids[1])), nr.num_computed_tokens, sp, gen)
-            if not self.dense_cross:   # a request's cross blocks are all allocated on admission
-                st.cross_segments = key_segments(st.block_ids[1], self.encoder_len, self.block_size)
+            old = self.requests.pop(nr.req_id, None)     # a request resumed after preemption
+            try:
+                self.requests[nr.req_id] = self._new_request_state(nr, old)
+            except Exception as e:  # noqa: BLE001 - this request fails, the batch goes on
+                errors[nr.req_id] = f"{type(e).__name__}: {e}"
         cached = so.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
             st = self.requests[rid]
@@ -119,6 +116,29 @@ class WhisperRunner:
             if new is not None:
                 for group, ids in zip(st.block_ids, new):
                     group.extend(ids)
+        return errors
+
+    def _new_request_state(self, nr, old: Optional[CachedRequestState]) -> CachedRequestState:
+        """Everything one request holds: its generator, its features on the device, its dense
+        cross K/V copies (allocated here, filled when the encoder runs) or key runs."""
+        sp = nr.sampling_params
+        gen = old.generator if old is not None else None
+        if gen is None and sp.seed is not None:
+            gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
+        feats = nr.mm_inputs[0]["input_features"].to(self.device, self.dtype) if nr.mm_inputs else None
+        st = CachedRequestState(nr.req_id, list(nr.prompt_token_ids), feats,
+                                (list(nr.block_ids[0]), list(nr.block_ids[1])), nr.num_computed_tokens, sp, gen)
+        if self.dense_cross:
+            shape = (2, self.num_heads, self.encoder_len, self.head_dim)
+            st.cross_kv = [torch.empty(shape, dtype=kv.dtype, device=self.device) for kv in self.kv_caches]
+        else:   # a request's cross blocks are all allocated on admission
+            st.cross_segments = key_segments(st.block_ids[1], self.encoder_len, self.block_size)
+        return st
+
+    def state_bytes(self) -> dict[str, int]:
+        """req_id -> bytes of the tensors the runner holds for it (features, dense cross K/V)."""
+        return {rid: sum(t.numel() * t.element_size() for t in [st.input_features, *st.cross_kv] if t is not None)
+                for rid, st in self.requests.items()}
 
     # ---- inputs ------------------------------------------------------------------------
     def _prepare_inputs(self, so, req_ids: list[str]) -> dict:
@@ -145,9 +165,7 @@ class WhisperRunner:
     # ---- model -------------------------------------------------------------------------
     def _encode(self, states: list[CachedRequestState]) -> torch.Tensor:
         """Encoder on the stacked input_features (k, n_mels, 3000) -> (k * 1500, d_model)."""
-        enc = self.model.model.encoder
-        feats = torch.stack([s.input_features for s in states]).to(self.device, enc.conv1.weight.dtype)
-        out = enc(feats).last_hidden_state
+        out = self.model.model.encoder(torch.stack([s.input_features for s in states])).last_hidden_state
         return out[:, :self.encoder_len].reshape(-1, out.shape[-1])
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
@@ -175,7 +193,7 @@ class WhisperRunner:
                          cross.slot_mapping)
                 if self.dense_cross:            # read back once from the pages, head-major
                     for st in encoded:
-                        st.cross_kv.append(gather_cross_kv(kv, st.block_ids[1], self.encoder_len))
+                        st.cross_kv[li].copy_(gather_cross_kv(kv, st.block_ids[1], self.encoder_len))
             h = layer.encoder_attn_layer_norm(x)
             q = self._heads(ca.q_proj(h) * ca.scaling)
             if self.dense_cross:
@@ -198,10 +216,10 @@ class WhisperRunner:
         that reached the end of its known tokens, [] for a partial prefill)."""
         from refimpl.outputs import ModelRunnerOutput
         t0 = self._sync()
-        self._update_states(so)
-        req_ids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
+        errors = self._update_states(so)
+        req_ids = [r for r, n in so.num_scheduled_tokens.items() if n > 0 and r not in errors]
         if not req_ids:
-            return ModelRunnerOutput(req_ids=[], req_id_to_index={}, sampled_token_ids=[])
+            return ModelRunnerOutput(req_ids=[], req_id_to_index={}, sampled_token_ids=[], req_errors=errors)
         states = [self.requests[r] for r in req_ids]
         inp = self._prepare_inputs(so, req_ids)
         t1 = self._sync()
@@ -227,4 +245,4 @@ class WhisperRunner:
         for k, dt in (("prepare", t1 - t0), ("model", t2 - t1), ("sample", t3 - t2)):
             self.step_timings[k] = self.step_timings.get(k, 0.0) + dt
         return ModelRunnerOutput(req_ids=req_ids, req_id_to_index={r: i for i, r in enumerate(req_ids)},
-                                 sampled_token_ids=sampled)
+                                 sampled_token_ids=sampled, req_errors=errors)

@@ -53,3 +53,14 @@ class SchedulerInterface(ABC):
 
     def has_unfinished_requests(self) -> bool:
         return self.get_num_unfinished_requests() > 0
+
+    @abstractmethod
+    def has_finished_requests(self) -> bool:
+        """Requests finished (or aborted) whose ids the next ``schedule()`` hands the runner, so
+        that it frees their state; not the same as ``not has_unfinished_requests()``."""
+        raise NotImplementedError
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finished ones not yet handed to the runner (vLLM PR #14388:
+        the engine steps while this holds)."""
+        return self.has_unfinished_requests() or self.has_finished_requests()

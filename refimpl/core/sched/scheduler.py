@@ -50,7 +50,12 @@ class Scheduler(SchedulerInterface):
         self.chunked_prefill_enabled = not self.is_encoder_decoder
         self.max_encoder_len = mc.max_encoder_len  # the model's own (1500), read once
         self.check_encoder_len = check_encoder_len
-        self.eos_token_id = mc.hf_config_dict.get("eos_token_id")
+        hf = mc.hf_config_dict
+        self.eos_token_id = hf.get("eos_token_id")
+        self.vocab_size = hf.get("vocab_size")   # token ids the embedding and the sampler take
+        # what the Whisper runner encodes: (num_mel_bins, 3000), 1500 tokens after the stride-2 conv
+        self.encoder_input_shape = ((hf["num_mel_bins"], 2 * self.max_encoder_len)
+                                    if self.is_encoder_decoder else None)
         if not isinstance(kv_cache_manager, KVCacheManager):
             num_blocks = kv_cache_manager or vllm_config.cache_config.num_gpu_blocks
             if num_blocks is None:
@@ -76,7 +81,8 @@ class Scheduler(SchedulerInterface):
         if request.request_id in self.requests:
             raise InvalidInputError("request_id", "unique", f"{request.request_id!r} is in flight")
         check_request_limits(request, self.max_model_len, self.is_encoder_decoder,
-                             min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size))
+                             min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size),
+                             vocab_size=self.vocab_size, encoder_input_shape=self.encoder_input_shape)
         check_kv_cache_fit(request, self.kv_cache_manager, self.max_model_len, self.max_encoder_len,
                            self.is_encoder_decoder)
         if request.eos_token_id is None:
@@ -107,6 +113,9 @@ class Scheduler(SchedulerInterface):
 
     def get_num_unfinished_requests(self) -> int:
         return len(self.waiting) + len(self.running)
+
+    def has_finished_requests(self) -> bool:
+        return len(self.finished_req_ids) > 0
 
     # ------------------------------------------------------------ one step: schedule, update_from_output
     def _preempt(self, request: Request) -> None:
@@ -226,7 +235,14 @@ class Scheduler(SchedulerInterface):
                            model_runner_output: ModelRunnerOutput) -> list[RequestOutput]:
         """Finished requests of this step, in the order they were scheduled."""
         outputs: list[RequestOutput] = []
-        stopped: set[str] = set()
+        stopped: set[str] = set(model_runner_output.req_errors)
+        for rid, err in model_runner_output.req_errors.items():  # the runner could not set it up
+            request = self.requests.get(rid)
+            if request is not None and request.status == RequestStatus.RUNNING:
+                request.status = RequestStatus.FINISHED_ERROR
+                self._free_request(request)
+                outputs.append(RequestOutput(rid, list(request.prompt_token_ids), list(request.output_token_ids),
+                                             "error", request.num_preemptions, error=err))
         index = model_runner_output.req_id_to_index
         for rid in scheduler_output.num_scheduled_tokens:
             request = self.requests.get(rid)

@@ -2,35 +2,70 @@
 
 Mirrors ``check_stop`` of ``vllm/v1/core/sched/utils.py`` (v0.10.2). ``check_request_limits``
 holds the checks vLLM makes before the scheduler sees a request (``vllm/v1/engine/processor.py``
-``_validate_model_inputs``, ``SamplingParams`` verification); refimpl makes them in
-``Scheduler.add_request``, with ``check_kv_cache_fit`` (refimpl's own: no livelock on a request
+``_validate_model_inputs``, ``SamplingParams`` verification) and every other bound a step's
+consumer has (runner, sampler), so that no admitted value fails inside a step; refimpl makes them
+in ``Scheduler.add_request``, with ``check_kv_cache_fit`` (refimpl's own: no livelock on a request
 that can never fit). Left out: pooling requests, ``stop_reason``.
 """
 from __future__ import annotations
 
+from typing import Optional
+
+import torch
+
 from refimpl.core.kv_cache_manager import KVCacheManager, cdiv
 from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
 from refimpl.request import Request, RequestStatus
-from refimpl.sampling_params import check_max_tokens
+from refimpl.sampling_params import SamplingParams, check_max_tokens
 
 
 def check_request_limits(request: Request, max_model_len: int, is_encoder_decoder: bool,
-                         encoder_limit: int) -> None:
-    """Refuse a request the model can never serve. Raises InvalidInputError (prompt of
-    ``max_model_len`` tokens or more; more than one audio for an encoder-decoder model; an
-    encoder input above ``encoder_limit`` tokens, the smaller of the encoder compute budget
-    and cache size) or SamplingParamsError (``max_tokens`` beyond ``max_model_len`` - prompt
-    length: 448 - decoder prompt for Whisper)."""
+                         encoder_limit: int, *, vocab_size: Optional[int] = None,
+                         encoder_input_shape: Optional[tuple[int, int]] = None) -> None:
+    """Refuse a request the model can never serve, or a value the step cannot take.
+
+    Raises InvalidInputError (prompt of ``max_model_len`` tokens or more; a prompt token id
+    at or above ``vocab_size``; more than one audio for an encoder-decoder model; an encoder
+    input above ``encoder_limit`` tokens, the smaller of the encoder compute budget and cache
+    size; an encoder-decoder item that is not a finite float ``input_features`` tensor of
+    ``encoder_input_shape``, standing for ``encoder_input_shape[1] // 2`` encoder tokens) or
+    SamplingParamsError (not a SamplingParams; a field out of range, see
+    ``SamplingParams.verify``; ``max_tokens`` beyond ``max_model_len`` - prompt length: 448 -
+    decoder prompt for Whisper)."""
+    sp = request.sampling_params
+    if not isinstance(sp, SamplingParams):
+        raise SamplingParamsError("sampling_params", "a SamplingParams", f"got {type(sp).__name__}")
+    sp.verify(vocab_size)
     if request.num_prompt_tokens >= max_model_len:
         raise InvalidInputError("prompt_token_ids", max_model_len - 1,
                                 f"prompt of {request.num_prompt_tokens} tokens leaves no room")
-    check_max_tokens(request.sampling_params, request.num_prompt_tokens, max_model_len)
+    if vocab_size is not None and max(request.prompt_token_ids) >= vocab_size:
+        raise InvalidInputError("prompt_token_ids", vocab_size - 1, f"token id {max(request.prompt_token_ids)} "
+                                f"is out of the vocabulary ({vocab_size} tokens)")
+    check_max_tokens(sp, request.num_prompt_tokens, max_model_len)
     if is_encoder_decoder and request.num_encoder_inputs > 1:
         raise InvalidInputError("mm_inputs", 1, "an encoder-decoder request takes one audio")
     for i in range(request.num_encoder_inputs):
         if request.get_num_encoder_tokens(i) > encoder_limit:
             raise InvalidInputError("mm_inputs", encoder_limit, f"item {i} needs "
                                     f"{request.get_num_encoder_tokens(i)} encoder tokens")
+        if encoder_input_shape is not None:
+            _check_encoder_input(request, i, encoder_input_shape)
+
+
+def _check_encoder_input(request: Request, i: int, shape: tuple[int, int]) -> None:
+    """What the Whisper runner stacks, moves and encodes: (n_mels, frames) float, finite."""
+    feats = request.mm_inputs[i].get("input_features") if isinstance(request.mm_inputs[i], dict) else None
+    limit = f"input_features: a finite float tensor of shape {shape}"
+    if (not isinstance(feats, torch.Tensor) or tuple(feats.shape) != shape or not feats.is_floating_point()
+            or feats.layout != torch.strided or feats.device.type == "meta"):
+        got = (f"{tuple(feats.shape)} {feats.dtype}" if isinstance(feats, torch.Tensor) else type(feats).__name__)
+        raise InvalidInputError("mm_inputs", limit, f"item {i}: got {got}")
+    if not bool(torch.isfinite(feats).all()):
+        raise InvalidInputError("mm_inputs", limit, f"item {i}: NaN or inf in input_features")
+    if request.get_num_encoder_tokens(i) != shape[1] // 2:
+        raise InvalidInputError("mm_positions", shape[1] // 2, f"item {i} declares "
+                                f"{request.get_num_encoder_tokens(i)} encoder tokens, its features give {shape[1] // 2}")
 
 
 def check_kv_cache_fit(request: Request, kv_cache_manager: KVCacheManager, max_model_len: int,

@@ -75,7 +75,8 @@ class StartupVariant:
                        registry: every pass uses the process's cache even when the user turned
                        it off (#17935, 0.9.0 to 0.10.0); runner: the runner's own cache, absent
                        when the user turned it off, for the budget lookup and the profile run,
-                       the scheduler's lookup uncached (0.10.1 on).
+                       the scheduler's lookup uncached (0.10.2 on; 0.10.1 already skipped the
+                       registry's cache at 0 GiB).
     formula_models     model families whose max tokens per item come from a formula, no dummy
                        processing: Qwen2/2.5-VL from 0.9.2 (#19756); Whisper in no release read.
     reset_at_end       ``reset_mm_cache()`` at the end of start-up (#17935, 0.9.0).
@@ -170,7 +171,17 @@ STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
     replace(_V090, name="0.9.0+#19756", reproduces="vLLM 0.9.0 + PR #19756 (Qwen2/2.5-VL max "
             "tokens per item by formula)", release=None, formula_models=("qwen2",)),
 )}
+# The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
+_OLD = _mm(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
+           "the uint8 dummy video", hash_byte_path="stream", dummy_video_dtype="uint8")
+_OLD_F = replace(_mm(_OLD, "0.9.0+#19756+#24925+uint8", "the old ladder's formula: those + PR "
+                     "#19756 (oversize items skipped)", oversize_item="skip"),
+                 formula_models=("qwen2", "whisper"))
+STARTUP_VARIANTS.update({v.name: v for v in (
+    _OLD, _OLD_F, _mm(_OLD_F, "0.9.0+#19756+#24925+uint8+shape-only", "the old ladder's shape-only: "
+                      "those + ours, the dummy still at max_num_batched_tokens", shape_only=True))})
 RELEASE_ROWS = tuple(n for n, v in STARTUP_VARIANTS.items() if v.release)
+LADDER = (*RELEASE_ROWS, "refimpl", "shape-only")  # the start-up study's default rows
 
 # Where the Whisper encoder length (1500 tokens) is read, as in vLLM 0.10.2:
 #   metadata  - CrossAttentionBuilder.build, every forward step        (PR #24866)
@@ -244,21 +255,23 @@ ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
                       encoder_budget="audios-per-step"),
 )}
 
-# Rows of results written before the release rows -> what each was. A name that is a row
-# today was that row at the figures' settings (128k, default max_pixels, where the frame cap,
-# frame fitting and worst-case rule do not change the dummy); the others name their parts.
+# Rows of results written before the release rows -> the row each was, at the figures'
+# settings (128k, default max_pixels: the frame cap, frame fitting and worst-case rule did not
+# change a dummy there; the old rows skipped oversize items and used the true worst case).
 LEGACY_NAMES: dict[str, str] = {
     "no-cache": "0.8.5", "cache-reset": "0.9.0", "hash-nocopy": "0.9.0+#19484",
     "hash-stream": "0.9.0+#24925", "uint8-video": "0.9.0+#24925+uint8",
-    "formula": "0.9.0+#19756+#24925+uint8", "shape-only": "shape-only@max_num_batched_tokens",
+    "formula": "0.9.0+#19756+#24925+uint8", "shape-only": "0.9.0+#19756+#24925+uint8+shape-only",
     "registry": "0.10.2", "runner-config": "0.10.2+#24866",  # and #24989's runner site, read once at init
     "scheduler-config": "0.11.0", "encoder-batch": "audios-per-step",
 }
 
 
 def legacy_name(name: str) -> str:
-    """The current label of a row name from an older result (``name`` itself if not old)."""
-    return LEGACY_NAMES.get(name, name)
+    """The current label of a row name from an older result (``name`` itself if not old;
+    an ``@N`` suffix is kept: ``encoder-batch@4`` -> ``audios-per-step@4``)."""
+    base, at, n = name.partition("@")
+    return LEGACY_NAMES.get(base, base) + at + n
 
 
 def get_startup_variant(name: str) -> StartupVariant:

@@ -67,7 +67,8 @@ class StartupReport:
 class EngineCore:
     """Builds runner, KV cache and scheduler in vLLM V1's order, timing each phase.
 
-    ``variant`` names a record of ``refimpl.variants.STARTUP_VARIANTS``. On an exception in any
+    ``variant``: a record of ``refimpl.variants.STARTUP_VARIANTS`` or its name (default the
+    kit's own, ``refimpl``). On an exception in any
     phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
     ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
     engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
@@ -75,12 +76,12 @@ class EngineCore:
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
 
-    def __init__(self, vllm_config: VllmConfig, variant: str = "refimpl", *,
+    def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
-        self.variant = variant
-        self.switches: StartupVariant = get_startup_variant(variant)
+        self.switches: StartupVariant = get_startup_variant(variant) if isinstance(variant, str) else variant
+        self.variant = variant = self.switches.name
         self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches

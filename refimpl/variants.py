@@ -32,7 +32,8 @@ class MultiModalSwitches:
     """The processing mechanics of one version, read by the processors (defaults: ``refimpl``).
 
     dummy_video_dtype  int64: ``np.full(shape, 255)`` until 0.11.0; uint8 from 0.11.1.
-    dummy_audio_dtype  float64: ``np.zeros(n)`` in every release read (0.8.5-0.14.0); float32 ours.
+    dummy_audio_dtype  float64: ``np.zeros(n)`` in every release read (0.8.5-0.14.0), and float64
+                       samples are kept as they are; float32 ours (samples converted).
     hash_byte_path     v0.8.5: ``tobytes()`` of the raw data, 1 copy; v0.9.0: dtype, shape and
                        data glued and joined, 3 copies; v0.9.2 (#19484): 2; stream (#24925,
                        0.11.0): none. See refimpl/multimodal/hasher.py.

@@ -117,14 +117,12 @@ class StartupVariant:
         """Whether ``model``'s max tokens per item come from its formula under this row."""
         return any(model.startswith(f) for f in self.formula_models)
 
-    def __getattr__(self, name: str):  # the processing switches read as the row's own
-        if name != "mm" and name in MultiModalSwitches.__dataclass_fields__:
-            return getattr(self.mm, name)
-        raise AttributeError(name)
 
-
-def _mm(base: StartupVariant, name: str, reproduces: str, release: Optional[str] = None, **mm):
-    return replace(base, name=name, reproduces=reproduces, release=release, mm=replace(base.mm, **mm))
+def _row(base: StartupVariant, name: str, reproduces: str, release: Optional[str] = None, *,
+         mm: Optional[dict] = None, **fields) -> StartupVariant:
+    """``base`` with ``fields`` and the processing switches ``mm`` changed."""
+    return replace(base, name=name, reproduces=reproduces, release=release,
+                   mm=replace(base.mm, **(mm or {})), **fields)
 
 
 _V085 = StartupVariant(
@@ -134,53 +132,50 @@ _V085 = StartupVariant(
     mm=MultiModalSwitches(dummy_video_dtype="int64", dummy_audio_dtype="float64",
                           hash_byte_path="v0.8.5", oversize_item="raise", worst_case_image="square",
                           max_frames_per_video=16, frame_fit="minus-images"))
-_V090 = replace(_mm(_V085, "0.9.0", "vLLM 0.9.0 (PR #17935: cache on during profiling, reset "
-                    "at the end)", "0.9.0", hash_byte_path="v0.9.0"),
-                profiling_cache="registry", reset_at_end=True)
-_V092 = replace(_mm(_V090, "0.9.2", "vLLM 0.9.2 (PR #19484 hasher without tobytes, PR #19756 "
-                    "Qwen2/2.5-VL formula)", "0.9.2", hash_byte_path="v0.9.2"), formula_models=("qwen2",))
-_V0102 = replace(_mm(_V092, "0.10.2", "vLLM 0.10.2 (frames fitted to the whole seq_len; the "
-                     "runner's own profiling cache, honouring a disabled cache)", "0.10.2",
-                     frame_fit="whole-seq", hash_uncached=True),
-                 profiling_cache="runner", profile_run_lookup=False, profile_items="floor")
-_V0110 = replace(_mm(_V0102, "0.11.0", "vLLM 0.11.0 (PR #24925 streaming hasher, 14 frames, "
-                     "PR #25553 profile dummy at max_model_len)", "0.11.0",
-                     hash_byte_path="stream", max_frames_per_video=14),
-                 profile_seq_len="max_model_len")
-_V0111 = replace(_mm(_V0110, "0.11.1", "vLLM 0.11.1 (uint8 dummy video; reset clears the engine "
-                     "core's profiling cache)", "0.11.1", dummy_video_dtype="uint8"), reset_scope="all")
-_V0130 = _mm(_V0111, "0.13.0", "vLLM 0.13.0 (PR #29692: worst-case image from the closest "
-             "factor pair)", "0.13.0", worst_case_image="factor-pair")
-_OURS = replace(_mm(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the true "
-                    "worst-case image, no frame cap, the profile dummy at the per-item maximum, "
-                    "oversize items skipped, float32 dummy audio, Whisper's formula",
-                    worst_case_image="true-max", max_frames_per_video=None, oversize_item="skip",
-                    dummy_audio_dtype="float32", hash_uncached=False),
-                formula_models=("qwen2", "whisper"), profile_seq_len="per-item-max")
+_V090 = _row(_V085, "0.9.0", "vLLM 0.9.0 (PR #17935: cache on during profiling, reset at the end)",
+             "0.9.0", profiling_cache="registry", reset_at_end=True, mm=dict(hash_byte_path="v0.9.0"))
+_V092 = _row(_V090, "0.9.2", "vLLM 0.9.2 (PR #19484 hasher without tobytes, PR #19756 Qwen2/2.5-VL "
+             "formula)", "0.9.2", formula_models=("qwen2",), mm=dict(hash_byte_path="v0.9.2"))
+_V0102 = _row(_V092, "0.10.2", "vLLM 0.10.2 (frames fitted to the whole seq_len; the runner's own "
+              "profiling cache, honouring a disabled cache)", "0.10.2", profiling_cache="runner",
+              profile_run_lookup=False, profile_items="floor",
+              mm=dict(frame_fit="whole-seq", hash_uncached=True))
+_V0110 = _row(_V0102, "0.11.0", "vLLM 0.11.0 (PR #24925 streaming hasher, 14 frames, PR #25553 "
+              "profile dummy at max_model_len)", "0.11.0", profile_seq_len="max_model_len",
+              mm=dict(hash_byte_path="stream", max_frames_per_video=14))
+_V0111 = _row(_V0110, "0.11.1", "vLLM 0.11.1 (uint8 dummy video; reset clears the engine core's "
+              "profiling cache)", "0.11.1", reset_scope="all", mm=dict(dummy_video_dtype="uint8"))
+_V0130 = _row(_V0111, "0.13.0", "vLLM 0.13.0 (PR #29692: worst-case image from the closest factor "
+              "pair)", "0.13.0", mm=dict(worst_case_image="factor-pair"))
+_OURS = _row(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the true worst-case "
+             "image, no frame cap, the profile dummy at the per-item maximum, oversize items "
+             "skipped, float32 dummy audio, Whisper's formula", formula_models=("qwen2", "whisper"),
+             profile_seq_len="per-item-max",
+             mm=dict(worst_case_image="true-max", max_frames_per_video=None, oversize_item="skip",
+                     dummy_audio_dtype="float32", hash_uncached=False))
+# The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
+_OLD = _row(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
+            "the uint8 dummy video", mm=dict(hash_byte_path="stream", dummy_video_dtype="uint8"))
+_OLD_F = _row(_OLD, "0.9.0+#19756+#24925+uint8", "the old ladder's formula: those + PR #19756 "
+              "(oversize items skipped)", formula_models=("qwen2", "whisper"), mm=dict(oversize_item="skip"))
 
-# Ladder order: releases, then ours; the one-change rows on top of 0.9.0 after them.
+# Ladder order: releases, then ours; the one-change rows on top of 0.9.0; the old ladder's.
 STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
     _V085, _V090, _V092, _V0102, _V0110, _V0111, _V0130, _OURS,
-    _mm(_OURS, "shape-only", "ours: the kit's default with the profile run's inputs built at "
-        "their processed shape, no HF pass", shape_only=True),
-    _mm(_V090, "0.9.0+#19484", "vLLM 0.9.0 + PR #19484 (the hasher reads the array's buffer, "
-        "2 copies instead of 3)", hash_byte_path="v0.9.2"),
-    _mm(_V090, "0.9.0+#24925", "vLLM 0.9.0 + PR #24925 (the streaming hasher, no copy)",
-        hash_byte_path="stream"),
-    _mm(_V090, "0.9.0+uint8", "vLLM 0.9.0 + the uint8 dummy video of 0.11.1",
-        dummy_video_dtype="uint8"),
-    replace(_V090, name="0.9.0+#19756", reproduces="vLLM 0.9.0 + PR #19756 (Qwen2/2.5-VL max "
-            "tokens per item by formula)", release=None, formula_models=("qwen2",)),
+    _row(_OURS, "shape-only", "ours: the kit's default with the profile run's inputs built at "
+         "their processed shape, no HF pass", mm=dict(shape_only=True)),
+    _row(_V090, "0.9.0+#19484", "vLLM 0.9.0 + PR #19484 (the hasher reads the array's buffer, 2 "
+         "copies instead of 3)", mm=dict(hash_byte_path="v0.9.2")),
+    _row(_V090, "0.9.0+#24925", "vLLM 0.9.0 + PR #24925 (the streaming hasher, no copy)",
+         mm=dict(hash_byte_path="stream")),
+    _row(_V090, "0.9.0+uint8", "vLLM 0.9.0 + the uint8 dummy video of 0.11.1",
+         mm=dict(dummy_video_dtype="uint8")),
+    _row(_V090, "0.9.0+#19756", "vLLM 0.9.0 + PR #19756 (Qwen2/2.5-VL max tokens per item by "
+         "formula)", formula_models=("qwen2",)),
+    _OLD, _OLD_F,
+    _row(_OLD_F, "0.9.0+#19756+#24925+uint8+shape-only", "the old ladder's shape-only: those + ours, "
+         "the dummy still at max_num_batched_tokens", mm=dict(shape_only=True)),
 )}
-# The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
-_OLD = _mm(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
-           "the uint8 dummy video", hash_byte_path="stream", dummy_video_dtype="uint8")
-_OLD_F = replace(_mm(_OLD, "0.9.0+#19756+#24925+uint8", "the old ladder's formula: those + PR "
-                     "#19756 (oversize items skipped)", oversize_item="skip"),
-                 formula_models=("qwen2", "whisper"))
-STARTUP_VARIANTS.update({v.name: v for v in (
-    _OLD, _OLD_F, _mm(_OLD_F, "0.9.0+#19756+#24925+uint8+shape-only", "the old ladder's shape-only: "
-                      "those + ours, the dummy still at max_num_batched_tokens", shape_only=True))})
 RELEASE_ROWS = tuple(n for n, v in STARTUP_VARIANTS.items() if v.release)
 LADDER = (*RELEASE_ROWS, "refimpl", "shape-only")  # the start-up study's default rows
 

@@ -35,8 +35,12 @@ def configs():
 
 def pass_row(name: str, mc, sc) -> dict[str, str]:
     """The pass table's cells for start-up row ``name``, computed."""
-    from refimpl.multimodal.worst_case import (hf_passes_by_phase, lookup_specs, max_tokens_per_item,
-                                               profile_dummy)
+    from refimpl.multimodal.worst_case import (
+        hf_passes_by_phase,
+        lookup_specs,
+        max_tokens_per_item,
+        profile_dummy,
+    )
     from refimpl.variants import get_startup_variant
     v = get_startup_variant(name)
     passes = hf_passes_by_phase(mc, sc, v)

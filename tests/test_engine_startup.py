@@ -146,7 +146,7 @@ def test_variant_records_name_their_switches():
     assert not v085.cache_during_profiling and not v085.reset_at_end
     assert v090.cache_during_profiling and v090.reset_at_end and not v090.uses_formula("qwen2.5-vl-3b")
     assert v092.uses_formula("qwen2.5-vl-3b") and not v092.uses_formula("whisper-tiny")
-    assert v092.hash_byte_path == v092.mm.hash_byte_path == "v0.9.2"  # the processing switches read through
+    assert v092.mm_switches.hash_byte_path == "v0.9.2" and v092.mm.dummy_video_dtype == "int64"
     assert all(v.reproduces for v in STARTUP_VARIANTS.values())
     assert {n for n, v in STARTUP_VARIANTS.items() if v.release} == {
         "0.8.5", "0.9.0", "0.9.2", "0.10.2", "0.11.0", "0.11.1", "0.13.0"}

@@ -16,8 +16,13 @@ from hypothesis import strategies as st
 from refimpl.bench.schema import Result
 from refimpl.config import ModelConfig, SchedulerConfig
 from refimpl.multimodal.worst_case import lookup_specs, max_tokens_per_item, profile_dummy
-from refimpl.variants import (ENCODER_LEN_VARIANTS, LEGACY_NAMES, STARTUP_VARIANTS, get_startup_variant,
-                              legacy_name)
+from refimpl.variants import (
+    ENCODER_LEN_VARIANTS,
+    LEGACY_NAMES,
+    STARTUP_VARIANTS,
+    get_startup_variant,
+    legacy_name,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_pass_table", ROOT / "scripts" / "make_pass_table.py")

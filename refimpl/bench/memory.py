@@ -53,11 +53,11 @@ def dummy_video_elements(model_config, v: StartupVariant, max_num_batched_tokens
 
 def bytes_per_element(v: StartupVariant) -> int:
     """Peak bytes per dummy-video element of variant ``v`` (see the module docstring)."""
-    item = 8 if v.dummy_video_dtype == "int64" else 1
+    item = 8 if v.mm.dummy_video_dtype == "int64" else 1
     hf = 2 * item + 10
-    if not v.cache_during_profiling and not v.hash_uncached:
+    if not v.cache_during_profiling and not v.mm.hash_uncached:
         return hf
-    return max(hf, item * (1 + HASH_COPIES[v.hash_byte_path]) + 4)
+    return max(hf, item * (1 + HASH_COPIES[v.mm.hash_byte_path]) + 4)
 
 
 def extra_weight_bytes(model_config) -> int:
@@ -77,7 +77,7 @@ def estimate_peak_rss_bytes(model_config, v: StartupVariant, max_num_batched_tok
     (``dummy_video_elements``) times ``bytes_per_element``; shape-only builds none.
     Full-scale weights on the CPU add ``extra_weight_bytes``."""
     base = BASE_BYTES + extra_weight_bytes(model_config)
-    if v.shape_only:
+    if v.mm.shape_only:
         return base
     return base + dummy_video_elements(model_config, v, max_num_batched_tokens) * bytes_per_element(v)
 

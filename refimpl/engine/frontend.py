@@ -27,6 +27,7 @@ from refimpl.variants import get_startup_variant
 
 class MPFrontend:
     """P0: a MirroredProcessingCache client and a SyncMPClient to the engine core.
+    ``reset_scope`` None: the start-up row's (``StartupVariant.reset_scope``).
 
     Raises ConfigError for an unknown reset_scope / mirror_fault, EngineDeadError when the
     engine core fails or exits.

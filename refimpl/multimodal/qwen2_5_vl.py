@@ -20,7 +20,6 @@ HF processor does, image/video embeddings as inputs, ``mm_options`` dummy-size o
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 from typing import Any, Optional
 

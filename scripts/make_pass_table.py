@@ -104,7 +104,7 @@ def replace_block(doc: str, which: str, table: str) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--doc", default=str(Path(__file__).resolve().parents[1] / "docs" / "background.md"))
+    p.add_argument("--doc", default=str(Path(__file__).resolve().parents[1] / "docs/background.md"))
     p.add_argument("--check", action="store_true", help="exit 1 if the doc's tables differ; write nothing")
     a = p.parse_args(argv)
     doc = Path(a.doc).read_text()

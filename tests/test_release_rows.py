@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_pass_table", ROOT / "scripts" / "make_pass_table.py")
 make_pass_table = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(make_pass_table)
-DOC = (ROOT / "docs" / "background.md").read_text()
+DOC = (ROOT / "docs/background.md").read_text()
 
 
 def qwen(max_model_len=4096, max_cells=None, **kw):

@@ -236,8 +236,8 @@ def test_cross_attention_builder_reads_encoder_len_every_step():
 
 def test_runner_reads_encoder_len_once_at_init(setup):
     reg = FakeRegistry()
-    with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2+#24866", registry=reg)
+    with patch_registry(reg):  # the runner's site reads the config from PR #24989 on
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2+#24989", registry=reg)
         calls = reg.calls
         runner = GPUModelRunner(cfg)
         runner.model = setup[1].model

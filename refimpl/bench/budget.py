@@ -66,7 +66,7 @@ def run_once(spec: BudgetSpec, variant: str) -> dict:
         p0, t0 = reg.stats.hf_mm_passes, time.perf_counter()
         budgets.append(compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg,
                                               disable_cache=not v.cache_during_profiling,
-                                              use_formula=v.max_tokens_by_formula))
+                                              use_formula=v.uses_formula(cfg.model_config.model)))
         calls_s.append(time.perf_counter() - t0)
         passes.append(reg.stats.hf_mm_passes - p0)
         ru, st = resource.getrusage(resource.RUSAGE_SELF), reg.stats.as_dict()

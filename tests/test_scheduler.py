@@ -145,7 +145,7 @@ def test_encoder_length_guard_catches_the_batching_alias():
     with pytest.raises(EncoderLengthMismatchError) as e:
         s.schedule()
     assert e.value.limit == 1500
-    s.check_encoder_len = False  # what vLLM 0.10.2 + PR #24989 would do: 512 blocks
+    s.check_encoder_len = False  # what vLLM 0.13.0 did (PR #29421 dropped the override): 512 blocks
     assert len(s.schedule().scheduled_new_reqs[0].block_ids[1]) == 512
 
 

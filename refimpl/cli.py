@@ -28,7 +28,7 @@ USAGE = f"""usage: refimpl bench {{{','.join(BENCHES)}}} [options] --output-json
   bench startup     engine start-up per phase; variants:
 {_variants(STARTUP_VARIANTS)}
   bench budget      N successive compute_encoder_budget calls in one fresh process
-  bench throughput  Whisper serving; variants (encoder-batch: --max-audios-per-step N):
+  bench throughput  Whisper serving; variants (audios-per-step: --max-audios-per-step N):
 {_variants(ENCODER_LEN_VARIANTS)}
   bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
   bench workload    EOS-stopping requests, mixed lengths, all-at-once or Poisson arrivals; TTFT, E2E

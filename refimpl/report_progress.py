@@ -8,7 +8,7 @@ writes, to this process's stderr:
 
 * for each code cell started: ``[report +0:12:34] 01_x.ipynb cell 4/9: <first line>``;
 * the kernel's stderr, one line per carriage-return or newline separated piece: the
-  benchmark driver's tqdm bar (``startup: 3/9 [01:40<03:20, cache-reset repeat 2/3]``),
+  benchmark driver's tqdm bar (``startup: 3/9 [01:40<03:20, 0.9.0 repeat 2/3]``),
   warnings and tracebacks printed there.
 
 Left out: the kernel's stdout and displayed values (tables and figures go into the notebook),

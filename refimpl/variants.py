@@ -1,151 +1,273 @@
-"""The study's switches in one table: each variant a named record of what it reproduces.
+"""The study's rows: released vLLM behaviours, one-change rows and ours, each a named record.
 
-Start-up variants (vLLM PR #17935, Qwen2.5-VL) are read by ``EngineCore`` and the start-up
-and budget benchmarks; encoder-length variants (vLLM PRs #24866 / #24989, Whisper) by
-``VllmConfig.get_encoder_len`` at the four call sites of ``EncoderLenSite``. To add a variant,
-add a record to the tuple below (and a field with a default for a new switch); every bench,
-notebook and test reads these dicts. See docs/background.md for the mechanisms.
+Release rows (``"0.9.0"``, ``"0.11.1"``, ...) reproduce what that vLLM release did, every
+switch a field; the release where each switch changed is given beside the field and in
+docs/background.md ("The rows"). One-change rows (``"0.9.0+#19484"``) put one PR on top of
+a release, so that PR's own effect is measured. ``refimpl`` is the kit's default (the latest
+release plus the kit's fixes) and ``shape-only`` / ``audios-per-step`` are ours.
+Start-up rows are read by ``EngineCore`` and the start-up and budget benches; encoder-length
+rows (Whisper) by ``VllmConfig`` at the four call sites of ``EncoderLenSite``.
+``LEGACY_NAMES`` labels the rows of results written before the release rows.
 
 Raises UnknownVariantError (naming the choices) from ``get_startup_variant`` /
 ``get_encoder_len_variant`` for an unknown name.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, Optional
 
 from refimpl.errors import UnknownVariantError
 
-# Where the Whisper encoder length (1500 tokens) is read, as in vLLM 0.10.2:
-#   metadata  - CrossAttentionBuilder.build, every forward step        (fixed by PR #24866)
-#   runner    - model runner init / encoder sequence lengths           (PR #24989)
-#   scheduler - Scheduler.schedule(), each admission attempt           (PR #24989)
-#   kv_cache  - KV-cache memory check / cross-attention spec, start-up (PR #24989)
-EncoderLenSite = Literal["metadata", "runner", "scheduler", "kv_cache"]
-ENCODER_LEN_SITES: tuple[EncoderLenSite, ...] = ("metadata", "runner", "scheduler", "kv_cache")
-# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config), uncached;
-# "config":   scheduler_config.max_num_encoder_input_tokens, computed once in __post_init__;
-# "per-item": scheduler_config.encoder_len_per_item, the per-audio length kept apart from the
-#             batching budget (PR #29421's budget is N audios, no longer one encoder length).
-EncoderLenSource = Literal["registry", "config", "per-item"]
+WorstCaseImage = Literal["square", "factor-pair", "true-max"]
+HashBytePath = Literal["v0.8.5", "v0.9.0", "v0.9.2", "stream"]
+_CHOICES = {"dummy_video_dtype": ("int64", "uint8"), "dummy_audio_dtype": ("float64", "float32"),
+            "hash_byte_path": ("v0.8.5", "v0.9.0", "v0.9.2", "stream"),
+            "oversize_item": ("raise", "skip"), "worst_case_image": ("square", "factor-pair", "true-max"),
+            "frame_fit": ("minus-images", "whole-seq")}
 
 
 @dataclass(frozen=True)
 class MultiModalSwitches:
-    """Which vLLM version's multimodal start-up mechanics to reproduce (defaults: later vLLM).
+    """The processing mechanics of one version, read by the processors (defaults: ``refimpl``).
 
-    ``dummy_video_dtype``: "int64" is vLLM <= 0.11.0's ``np.full(shape, 255)`` (8 bytes a
-    pixel channel); "uint8" from vLLM 0.11.1. ``hash_byte_path``: one of
-    refimpl.multimodal.hasher.BYTE_PATHS ("v0.9.0": 3 full copies of an array per hash,
-    "v0.9.2": 2, PR #19484; "stream": none, PR #24925). ``oversize_item``: "raise" (vLLM
-    0.9.0, issue #52835) or "skip" (PR #53016) for an item larger than the processing cache.
-    ``shape_only`` (ours, beyond vLLM): start-up builds the profile run's encoder inputs at
-    their processed shape without any HF-processor pass. Raises UnknownVariantError (a
-    ConfigError) on a bad value.
+    dummy_video_dtype  int64: ``np.full(shape, 255)`` until 0.11.0; uint8 from 0.11.1.
+    dummy_audio_dtype  float64: ``np.zeros(n)`` in every release read (0.8.5-0.14.0), and float64
+                       samples are kept as they are; float32 ours (samples converted).
+    hash_byte_path     v0.8.5: ``tobytes()`` of the raw data, 1 copy; v0.9.0: dtype, shape and
+                       data glued and joined, 3 copies; v0.9.2 (#19484): 2; stream (#24925,
+                       0.11.0): none. See refimpl/multimodal/hasher.py.
+    hash_uncached      the processor hashes items even with no cache (from 0.10.2; before,
+                       only when a caller asked for hashes).
+    oversize_item      raise: cachetools' "value too large" (every release read); skip (#53016).
+    shape_only         ours: the profile run's inputs built at their processed shape, no HF pass.
+    worst_case_image   square (smart_resize of 9999999 x 9999999) until 0.12; factor-pair
+                       (#29692, 0.13.0); true-max ours (the maximum over aspect ratios).
+    max_frames_per_video  16 from 0.8.5 (``_MAX_FRAMES_PER_VIDEO``), 14 from 0.11.0; None ours.
+    frame_fit          minus-images: the image tokens leave ``seq_len`` before frames are fitted
+                       (until 0.10.1); whole-seq from 0.10.2.
+    Raises UnknownVariantError (a ConfigError) on a bad value.
     """
     dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
-    hash_byte_path: Literal["v0.9.0", "v0.9.2", "stream"] = "stream"
+    dummy_audio_dtype: Literal["float64", "float32"] = "float32"
+    hash_byte_path: HashBytePath = "stream"
+    hash_uncached: bool = False
     oversize_item: Literal["raise", "skip"] = "skip"
     shape_only: bool = False
+    worst_case_image: WorstCaseImage = "true-max"
+    max_frames_per_video: Optional[int] = None
+    frame_fit: Literal["minus-images", "whole-seq"] = "whole-seq"
 
     def __post_init__(self):
-        for name, allowed in (("dummy_video_dtype", ("int64", "uint8")),
-                              ("hash_byte_path", ("v0.9.0", "v0.9.2", "stream")),
-                              ("oversize_item", ("raise", "skip"))):
+        for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise UnknownVariantError(f"mm_switches.{name}", allowed, f"got {getattr(self, name)!r}")
+        if self.max_frames_per_video is not None and self.max_frames_per_video < 1:
+            raise UnknownVariantError("mm_switches.max_frames_per_video", ">= 1 or None",
+                                      f"got {self.max_frames_per_video}")
 
 
 @dataclass(frozen=True)
 class StartupVariant:
-    """One start-up behaviour of the multimodal engine.
+    """One start-up behaviour of the multimodal engine (``release``: the vLLM release it
+    reproduces, None for one-change rows and ours).
 
-    ``cache_during_profiling``: the profiling passes (encoder budget, max-token lookups, dummy
-    encoder input) go through the processing cache; ``max_tokens_by_formula``: max tokens per
-    item from the model's formula instead of processing a dummy item; ``reset_at_end``:
-    ``EngineCore.reset_mm_cache()`` at the end of start-up. ``dummy_video_dtype``,
-    ``hash_byte_path``, ``oversize_item``, ``shape_only``: the multimodal mechanics of that
-    version, handed to the processor as ``ModelConfig.mm_switches`` (see MultiModalSwitches).
+    profiling_cache    off: every profiling pass bypasses the processing cache (#14336, 0.8.5);
+                       registry: every pass uses the process's cache even when the user turned
+                       it off (#17935, 0.9.0 to 0.10.0); runner: the runner's own cache, absent
+                       when the user turned it off, for the budget lookup and the profile run,
+                       the scheduler's lookup uncached (0.10.2 on; 0.10.1 already skipped the
+                       registry's cache at 0 GiB).
+    formula_models     model families whose max tokens per item come from a formula, no dummy
+                       processing: Qwen2/2.5-VL from 0.9.2 (#19756); Whisper in no release read.
+    reset_at_end       ``reset_mm_cache()`` at the end of start-up (#17935, 0.9.0).
+    reset_scope        v0.9.0: the engine core keeps its profiling cache (until 0.11.0); all:
+                       cleared too (0.11.1). Read by the two-process engine.
+    profile_run_lookup profile_run looks the max tokens per item up again (until 0.10.0; from
+                       0.10.1 ``MultiModalBudget`` keeps the runner's lookup).
+    profile_seq_len    the profile run's dummy: at max_num_batched_tokens (until 0.10.2), at
+                       max_model_len (#25553, 0.11.0), or at the per-item maximum that the
+                       budget and admission use (ours, issue 21).
+    profile_items      dummy items in the encoder batch: cdiv(budget, per item) until 0.9.2;
+                       floor, at least 1, from 0.10.0.
+    ``mm``: the processing mechanics (MultiModalSwitches).
     """
     name: str
     reproduces: str
-    cache_during_profiling: bool
-    max_tokens_by_formula: bool
+    release: Optional[str]
+    profiling_cache: Literal["off", "registry", "runner"]
+    formula_models: tuple[str, ...]
     reset_at_end: bool
-    dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
-    hash_byte_path: Literal["v0.9.0", "v0.9.2", "stream"] = "stream"
-    oversize_item: Literal["raise", "skip"] = "skip"
-    shape_only: bool = False
+    reset_scope: Literal["v0.9.0", "all"]
+    profile_run_lookup: bool
+    profile_seq_len: Literal["max_num_batched_tokens", "max_model_len", "per-item-max"]
+    profile_items: Literal["cdiv", "floor"]
+    mm: MultiModalSwitches
 
     @property
     def mm_switches(self) -> MultiModalSwitches:
-        return MultiModalSwitches(self.dummy_video_dtype, self.hash_byte_path, self.oversize_item,
-                                  self.shape_only)
+        return self.mm
+
+    @property
+    def cache_during_profiling(self) -> bool:
+        """Whether the profiling passes may use a processing cache at all."""
+        return self.profiling_cache != "off"
+
+    def uses_formula(self, model: str) -> bool:
+        """Whether ``model``'s max tokens per item come from its formula under this row."""
+        return any(model.startswith(f) for f in self.formula_models)
+
+
+def _row(base: StartupVariant, name: str, reproduces: str, release: Optional[str] = None, *,
+         mm: Optional[dict] = None, **fields) -> StartupVariant:
+    """``base`` with ``fields`` and the processing switches ``mm`` changed."""
+    return replace(base, name=name, reproduces=reproduces, release=release,
+                   mm=replace(base.mm, **(mm or {})), **fields)
+
+
+_V085 = StartupVariant(
+    "0.8.5", "vLLM 0.8.5 (before PR #17935)", "0.8.5", profiling_cache="off", formula_models=(),
+    reset_at_end=False, reset_scope="v0.9.0", profile_run_lookup=True,
+    profile_seq_len="max_num_batched_tokens", profile_items="cdiv",
+    mm=MultiModalSwitches(dummy_video_dtype="int64", dummy_audio_dtype="float64",
+                          hash_byte_path="v0.8.5", oversize_item="raise", worst_case_image="square",
+                          max_frames_per_video=16, frame_fit="minus-images"))
+_V090 = _row(_V085, "0.9.0", "vLLM 0.9.0 (PR #17935: cache on during profiling, reset at the end)",
+             "0.9.0", profiling_cache="registry", reset_at_end=True, mm=dict(hash_byte_path="v0.9.0"))
+_V092 = _row(_V090, "0.9.2", "vLLM 0.9.2 (PR #19484 hasher without tobytes, PR #19756 Qwen2/2.5-VL "
+             "formula)", "0.9.2", formula_models=("qwen2",), mm=dict(hash_byte_path="v0.9.2"))
+_V0102 = _row(_V092, "0.10.2", "vLLM 0.10.2 (frames fitted to the whole seq_len; the runner's own "
+              "profiling cache, honouring a disabled cache)", "0.10.2", profiling_cache="runner",
+              profile_run_lookup=False, profile_items="floor",
+              mm=dict(frame_fit="whole-seq", hash_uncached=True))
+_V0110 = _row(_V0102, "0.11.0", "vLLM 0.11.0 (PR #24925 streaming hasher, 14 frames, PR #25553 "
+              "profile dummy at max_model_len)", "0.11.0", profile_seq_len="max_model_len",
+              mm=dict(hash_byte_path="stream", max_frames_per_video=14))
+_V0111 = _row(_V0110, "0.11.1", "vLLM 0.11.1 (uint8 dummy video; reset clears the engine core's "
+              "profiling cache)", "0.11.1", reset_scope="all", mm=dict(dummy_video_dtype="uint8"))
+_V0130 = _row(_V0111, "0.13.0", "vLLM 0.13.0 (PR #29692: worst-case image from the closest factor "
+              "pair)", "0.13.0", mm=dict(worst_case_image="factor-pair"))
+_OURS = _row(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the true worst-case "
+             "image, no frame cap, the profile dummy at the per-item maximum, oversize items "
+             "skipped, float32 dummy audio, Whisper's formula", formula_models=("qwen2", "whisper"),
+             profile_seq_len="per-item-max",
+             mm=dict(worst_case_image="true-max", max_frames_per_video=None, oversize_item="skip",
+                     dummy_audio_dtype="float32", hash_uncached=False))
+# The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
+_OLD = _row(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
+            "the uint8 dummy video", mm=dict(hash_byte_path="stream", dummy_video_dtype="uint8"))
+_OLD_F = _row(_OLD, "0.9.0+#19756+#24925+uint8", "the old ladder's formula: those + PR #19756 "
+              "(oversize items skipped)", formula_models=("qwen2", "whisper"), mm=dict(oversize_item="skip"))
+
+# Ladder order: releases, then ours; the one-change rows on top of 0.9.0; the old ladder's.
+STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
+    _V085, _V090, _V092, _V0102, _V0110, _V0111, _V0130, _OURS,
+    _row(_OURS, "shape-only", "ours: the kit's default with the profile run's inputs built at "
+         "their processed shape, no HF pass", mm=dict(shape_only=True)),
+    _row(_V090, "0.9.0+#19484", "vLLM 0.9.0 + PR #19484 (the hasher reads the array's buffer, 2 "
+         "copies instead of 3)", mm=dict(hash_byte_path="v0.9.2")),
+    _row(_V090, "0.9.0+#24925", "vLLM 0.9.0 + PR #24925 (the streaming hasher, no copy)",
+         mm=dict(hash_byte_path="stream")),
+    _row(_V090, "0.9.0+uint8", "vLLM 0.9.0 + the uint8 dummy video of 0.11.1",
+         mm=dict(dummy_video_dtype="uint8")),
+    _row(_V090, "0.9.0+#19756", "vLLM 0.9.0 + PR #19756 (Qwen2/2.5-VL max tokens per item by "
+         "formula)", formula_models=("qwen2",)),
+    _OLD, _OLD_F,
+    _row(_OLD_F, "0.9.0+#19756+#24925+uint8+shape-only", "the old ladder's shape-only: those + ours, "
+         "the dummy still at max_num_batched_tokens", mm=dict(shape_only=True)),
+)}
+RELEASE_ROWS = tuple(n for n, v in STARTUP_VARIANTS.items() if v.release)
+LADDER = (*RELEASE_ROWS, "refimpl", "shape-only")  # the start-up study's default rows
+
+# Where the Whisper encoder length (1500 tokens) is read, as in vLLM 0.10.2:
+#   metadata  - CrossAttentionBuilder.build, every forward step        (PR #24866)
+#   runner    - model runner init (0.13.0: its block-table width)      (PR #24989)
+#   scheduler - Scheduler.schedule(), each admission attempt           (PR #24989)
+#   kv_cache  - CrossAttentionSpec's KV memory check, start-up         (PR #24989)
+EncoderLenSite = Literal["metadata", "runner", "scheduler", "kv_cache"]
+ENCODER_LEN_SITES: tuple[EncoderLenSite, ...] = ("metadata", "runner", "scheduler", "kv_cache")
+# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config), uncached;
+# "config":   scheduler_config.max_num_encoder_input_tokens: the encoder length while
+#             VllmConfig overrides it (0.10.2 to 0.12), the batching budget from 0.13.0;
+# "per-item": scheduler_config.encoder_len_per_item, one audio's length computed once
+#             (0.13.0's metadata: the scheduled lengths; 0.14.0's scheduler: one registry call).
+EncoderLenSource = Literal["registry", "config", "per-item"]
 
 
 @dataclass(frozen=True)
 class EncoderLenVariant:
-    """Where each call site reads the Whisper encoder length (one ``EncoderLenSource`` per site).
+    """Where each call site reads the Whisper encoder length, and what the encoder budget is.
 
-    ``encoder_batch``: the encoder compute budget is ``scheduler_config.max_audios_per_step``
-    audios of ``encoder_len_per_item`` tokens (PR #29421) instead of one encoder length, so
-    several audios are encoded in one step; the other variants refuse max_audios_per_step > 1.
+    ``encoder_budget``: encoder-len (``VllmConfig`` sets ``max_num_encoder_input_tokens`` to
+    the encoder length: one audio per step, 0.10.2 to 0.12); batched-tokens (PR #29421,
+    0.13.0: it stays ``max_num_batched_tokens``, 8192 holds 5 audios); audios-per-step (ours,
+    a what-if: ``max_audios_per_step`` encoder lengths; the other rows refuse N > 1).
     """
     name: str
     reproduces: str
+    release: Optional[str]
     metadata: EncoderLenSource
     runner: EncoderLenSource
     scheduler: EncoderLenSource
     kv_cache: EncoderLenSource
-    encoder_batch: bool = False
+    encoder_budget: Literal["encoder-len", "batched-tokens", "audios-per-step"] = "encoder-len"
+
+    @property
+    def encoder_batch(self) -> bool:
+        """The audios-per-step what-if (``max_audios_per_step`` sets the budget)."""
+        return self.encoder_budget == "audios-per-step"
 
     def source(self, site: EncoderLenSite) -> EncoderLenSource:
-        """Where ``site`` reads the encoder length: 'registry', 'config' or 'per-item' (see
-        ``EncoderLenSource``). Raises KeyError for an unknown site."""
+        """Where ``site`` reads the encoder length. Raises KeyError for an unknown site."""
         if site not in ENCODER_LEN_SITES:
             raise KeyError(f"unknown encoder-length call site {site!r}; one of {ENCODER_LEN_SITES}")
         return getattr(self, site)
 
 
-# Ladder order: 0.8.5 -> 0.9.0 -> later fixes -> formula -> shape-only. 0.8.5 and 0.9.0 share
-# 0.9.0's mechanics (np.full's int64 dummy video, 3 copies per hash, "value too large"); each
-# later-fix row changes one mechanic (read from the released wheels' hasher.py / profiling.py).
-STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
-    StartupVariant("no-cache", "vLLM 0.8.5 (before PR #17935)",
-                   cache_during_profiling=False, max_tokens_by_formula=False, reset_at_end=False,
-                   dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise"),
-    StartupVariant("cache-reset", "vLLM 0.9.0 (PR #17935)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   dummy_video_dtype="int64", hash_byte_path="v0.9.0", oversize_item="raise"),
-    StartupVariant("hash-nocopy", "vLLM 0.9.2 (PR #19484: the hasher no longer copies arrays with tobytes)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   dummy_video_dtype="int64", hash_byte_path="v0.9.2", oversize_item="raise"),
-    StartupVariant("hash-stream", "vLLM 0.11.0 (PR #24925: the hasher streams buffers, no copy)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   dummy_video_dtype="int64", hash_byte_path="stream", oversize_item="raise"),
-    StartupVariant("uint8-video", "vLLM 0.11.1 (uint8 dummy video)",
-                   cache_during_profiling=True, max_tokens_by_formula=False, reset_at_end=True,
-                   dummy_video_dtype="uint8", hash_byte_path="stream", oversize_item="raise"),
-    StartupVariant("formula", "PR #19756 (max tokens per item by formula), on the later fixes",
-                   cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True),
-    StartupVariant("shape-only", "ours: profile-run inputs built at their processed shape, no HF pass",
-                   cache_during_profiling=True, max_tokens_by_formula=True, reset_at_end=True,
-                   shape_only=True),
+_E0102 = EncoderLenVariant("0.10.2", "vLLM 0.10.2 (every site calls the registry)", "0.10.2",
+                           metadata="registry", runner="registry", scheduler="registry",
+                           kv_cache="registry")
+_E0110 = EncoderLenVariant("0.11.0", "vLLM 0.11.0 (PRs #24866 and #24989: every site reads the "
+                           "config)", "0.11.0", metadata="config", runner="config",
+                           scheduler="config", kv_cache="config")
+_E0130 = replace(_E0110, name="0.13.0", release="0.13.0", metadata="per-item",
+                 encoder_budget="batched-tokens",
+                 reproduces="vLLM 0.13.0 (PR #29421: the budget follows max_num_batched_tokens; "
+                 "the scheduler, runner and KV check size cross-attention from it)")
+ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
+    _E0102,
+    replace(_E0102, name="0.10.2+#24866", release=None, metadata="config",
+            reproduces="vLLM 0.10.2 + PR #24866 (the metadata builder reads the config)"),
+    replace(_E0102, name="0.10.2+#24989", release=None, runner="config", scheduler="config",
+            kv_cache="config", reproduces="vLLM 0.10.2 + PR #24989 (scheduler, runner and KV "
+            "check read the config)"),
+    _E0110, _E0130,
+    replace(_E0130, name="0.14.0", release="0.14.0", scheduler="per-item",
+            reproduces="vLLM 0.14.0 (the scheduler's length from one registry call; the "
+            "runner's block-table width and the KV check still read the budget)"),
+    EncoderLenVariant("audios-per-step", "ours, a what-if: the per-item length at every site, "
+                      "a budget of max_audios_per_step audios", None, metadata="per-item",
+                      runner="per-item", scheduler="per-item", kv_cache="per-item",
+                      encoder_budget="audios-per-step"),
 )}
 
-ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
-    EncoderLenVariant("registry", "vLLM 0.10.2",
-                      metadata="registry", runner="registry", scheduler="registry",
-                      kv_cache="registry"),
-    EncoderLenVariant("runner-config", "PR #24866",
-                      metadata="config", runner="config", scheduler="registry",
-                      kv_cache="registry"),
-    EncoderLenVariant("scheduler-config", "PR #24989",
-                      metadata="config", runner="config", scheduler="config", kv_cache="config"),
-    EncoderLenVariant("encoder-batch", "PR #29421 (issue #24946: several audios encoded per step)",
-                      metadata="per-item", runner="per-item", scheduler="per-item",
-                      kv_cache="per-item", encoder_batch=True),
-)}
+# Rows of results written before the release rows -> the row each was, at the figures'
+# settings (128k, default max_pixels: the frame cap, frame fitting and worst-case rule did not
+# change a dummy there; the old rows skipped oversize items and used the true worst case).
+LEGACY_NAMES: dict[str, str] = {
+    "no-cache": "0.8.5", "cache-reset": "0.9.0", "hash-nocopy": "0.9.0+#19484",
+    "hash-stream": "0.9.0+#24925", "uint8-video": "0.9.0+#24925+uint8",
+    "formula": "0.9.0+#19756+#24925+uint8", "shape-only": "0.9.0+#19756+#24925+uint8+shape-only",
+    "registry": "0.10.2", "runner-config": "0.10.2+#24866",  # and #24989's runner site, read once at init
+    "scheduler-config": "0.11.0", "encoder-batch": "audios-per-step",
+}
+
+
+def legacy_name(name: str) -> str:
+    """The current label of a row name from an older result (``name`` itself if not old;
+    an ``@N`` suffix is kept: ``encoder-batch@4`` -> ``audios-per-step@4``)."""
+    base, at, n = name.partition("@")
+    return LEGACY_NAMES.get(base, base) + at + n
 
 
 def get_startup_variant(name: str) -> StartupVariant:

@@ -1,7 +1,7 @@
 """Does a long-running engine's cross-attention slow down as its block pool fragments, and
 does the dense-once read (CacheConfig.cross_attention_read) remove that?
 
-One in-process engine per read (scheduler-config, whisper-tiny.en real weights, torch on one
+One in-process engine per read (0.11.0, whisper-tiny.en real weights, torch on one
 thread) serves the same EOS workload ``--runs`` times, the reads alternating run by run. Per
 run: CPU seconds of serving, requests/s, and the mean number of key runs per request
 (``attention.cross_attention.key_segments``: maximal stretches of consecutive cache slots among
@@ -50,7 +50,7 @@ def main() -> None:
     whisper_runner.key_segments, whisper_runner.gather_cross_kv = tally, counted_gather
     set_single_thread()
     reads = args.read.split(",")
-    engines = {r: LLMEngine.from_args("whisper-tiny.en", encoder_len_variant="scheduler-config",
+    engines = {r: LLMEngine.from_args("whisper-tiny.en", encoder_len_variant="0.11.0",
                                       device="cpu", max_num_seqs=args.max_num_seqs, process_mode="inproc",
                                       disable_mm_preprocessor_cache=True, cross_attention_read=r)
                for r in reads}

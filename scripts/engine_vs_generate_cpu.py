@@ -21,7 +21,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="whisper-tiny.en")
     p.add_argument("--num-requests", type=int, default=64)
-    p.add_argument("--order", default="EHHE", help="E = engine (scheduler-config), H = generate()")
+    p.add_argument("--order", default="EHHE", help="E = engine (0.11.0), H = generate()")
     p.add_argument("--max-num-seqs", type=int, default=16)
     p.add_argument("--max-tokens", type=int, default=96)
     args = p.parse_args()
@@ -33,7 +33,7 @@ def main() -> None:
     from refimpl.worker.model_loader import get_model
     set_single_thread()
     work, warm = W.make_workload(args.num_requests, 0, "all"), W.make_workload(4, 1000)
-    engine = LLMEngine.from_args(args.model, encoder_len_variant="scheduler-config", device="cpu",
+    engine = LLMEngine.from_args(args.model, encoder_len_variant="0.11.0", device="cpu",
                                  max_num_seqs=args.max_num_seqs, process_mode="inproc",
                                  disable_mm_preprocessor_cache=True)
     mc = ModelConfig(args.model, device="cpu")

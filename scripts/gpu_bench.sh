@@ -8,15 +8,15 @@
 #
 # Writes into ${OUT:-results/<gpu-name-slug>}:
 #   env.json, nvidia-smi.txt                  machine, driver, library versions
-#   startup.json      bench startup  qwen2.5-vl-3b  the ladder: no-cache, cache-reset, uint8-video,
-#                     formula, shape-only (STARTUP_REPEATS fresh processes each, at STARTUP_LEN
+#   startup.json      bench startup  qwen2.5-vl-3b  the ladder: 0.8.5, 0.9.0, 0.9.2, 0.11.1,
+#                     shape-only (STARTUP_REPEATS fresh processes each, at STARTUP_LEN
 #                     [50000] tokens: the dummy data and hashing are CPU work, the same on a
 #                     GPU host; 128000 tokens x 5 variants would not fit the ~9 min window)
-#   budget.json       bench budget   qwen2.5-vl-3b  no-cache,cache-reset  --calls 2
-#   paired.json       bench paired   whisper-large-v3 registry,runner-config,scheduler-config,
+#   budget.json       bench budget   qwen2.5-vl-3b  0.8.5,0.9.0  --calls 2
+#   paired.json       bench paired   whisper-large-v3 0.10.2,0.10.2+#24866,0.11.0,
 #                     fixed time (T_PAIRED): the GPU points of notebook 02's model curve
-#   encoder_batch.json  bench paired whisper-large-v3 scheduler-config vs encoder-batch@2,4,8
-#                     (the next bottleneck, vLLM #24946 / PR #29421), fixed time
+#   encoder_batch.json  bench paired whisper-large-v3 0.11.0 vs audios-per-step@2,4,8
+#                     (the next bottleneck after vLLM #24946; a what-if, not PR #29421), fixed time
 #   workload.json     bench workload whisper-large-v3 --engine both: the engine against
 #                     transformers' generate() in static batches, WORKLOAD_PAIRS pairs E H H E
 #   throughput.json, throughput_hf.json  (only with ONLY=...) the first stage's fresh-process
@@ -135,23 +135,23 @@ run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.jso
 VL=${VL_MODEL:-qwen2.5-vl-3b}
 ASR=${ASR_MODEL:-whisper-large-v3}
 run startup "${T_STARTUP:-170}" bench startup --model $VL \
-  --variant no-cache,cache-reset,uint8-video,formula,shape-only --device "$DEVICE" \
+  --variant 0.8.5,0.9.0,0.9.2,0.11.1,shape-only --device "$DEVICE" \
   --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
-run budget "${T_BUDGET:-70}" bench budget --model $VL --variant no-cache,cache-reset --calls 2 \
+run budget "${T_BUDGET:-70}" bench budget --model $VL --variant 0.8.5,0.9.0 --calls 2 \
   --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
 T_PAIRED=${T_PAIRED:-120}; T_EB=${T_EB:-100}
-run paired "$T_PAIRED" bench paired --model $ASR --variant registry,runner-config,scheduler-config \
+run paired "$T_PAIRED" bench paired --model $ASR --variant 0.10.2,0.10.2+#24866,0.11.0 \
   --budget-s $(( T_PAIRED - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
 run encoder_batch "$T_EB" bench paired --model $ASR --against first \
-  --variant scheduler-config,encoder-batch@2,encoder-batch@4,encoder-batch@8 \
+  --variant 0.11.0,audios-per-step@2,audios-per-step@4,audios-per-step@8 \
   --budget-s $(( T_EB - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
 run workload "${T_WORKLOAD:-70}" bench workload --model $ASR --engine both \
   --repeats "${WORKLOAD_PAIRS:-2}" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE" --warmup-requests 2
 run throughput "${T_THROUGHPUT:-180}" bench throughput --model $ASR \
-  --variant registry,runner-config,scheduler-config --device "$DEVICE" --repeats "$REPEATS" \
+  --variant 0.10.2,0.10.2+#24866,0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \
   --warmup-requests 2
 run throughput_hf "${T_HF:-60}" bench throughput --model $ASR --engine hf --device "$DEVICE" \

@@ -32,51 +32,51 @@ def _row(md: str, start: str) -> str:
 def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp_path):
     from refimpl.analysis.throughput import summary_md
     two = summary_md(_with_runs("throughput_whisper-tiny.json",
-                                {"registry": 2, "runner-config": 2, "scheduler-config": 2}), tmp_path)
-    row = _row(two, "runner-config over registry")
+                                {"0.10.2": 2, "0.10.2+#24866": 2, "0.11.0": 2}), tmp_path)
+    row = _row(two, "0.10.2+#24866 over 0.10.2")
     assert "%" in row and row.endswith(f"| {NOT_RESOLVED} |")
     part = summary_md(_with_runs("throughput_whisper-tiny.json",
-                                 {"registry": 2, "runner-config": 0, "scheduler-config": 2},
+                                 {"0.10.2": 2, "0.10.2+#24866": 0, "0.11.0": 2},
                                  interrupted=True), tmp_path)
     assert "nan" not in part
-    assert _row(part, "runner-config over registry").endswith("| - | - | no runs of runner-config |")
-    assert _row(part, "scheduler-config over runner-config").endswith("| no runs of runner-config |")
+    assert _row(part, "0.10.2+#24866 over 0.10.2").endswith("| - | - | no runs of 0.10.2+#24866 |")
+    assert _row(part, "0.11.0 over 0.10.2+#24866").endswith("| no runs of 0.10.2+#24866 |")
 
 
 def test_sweep_table_labels_points_from_too_few_runs():
     from refimpl.analysis.throughput_sweep import sweep_table
     base = {"max_tokens": 8, "work_s_per_request": 0.1, "registry_s_per_request": 0.01, "model_gain": 0.1}
     pts = {"a": {**base, "gain": 0.5, "gain_low": 0.4, "gain_high": 0.6, "n": 2},
-           "b": {**base, "max_tokens": 64, "gain": None, "n": 0, "state": "no runs of runner-config"}}
+           "b": {**base, "max_tokens": 64, "gain": None, "n": 0, "state": "no runs of 0.10.2+#24866"}}
     md = sweep_table(Result("throughput-sweep", {}, {}, {k: {"runs": [], "summary": p} for k, p in pts.items()}))
     assert f"| +50.0% [+40.0, +60.0] | {NOT_RESOLVED} |" in _row(md, "8 ")
-    assert "| - | no runs of runner-config |" in _row(md, "64 ")
+    assert "| - | no runs of 0.10.2+#24866 |" in _row(md, "64 ")
 
 
 def test_startup_views_of_a_result_without_runs(tmp_path):
     from refimpl.analysis.startup import budget_figure, budget_table, ladder_figure, medians_table
-    empty = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 0, "cache-reset": 0}, interrupted=True)
+    empty = _with_runs("startup_qwen2.5-vl-3b.json", {"0.8.5": 0, "0.9.0": 0}, interrupted=True)
     ladder_figure(empty, tmp_path)  # Ctrl-C in the warm-up: no run at all
     assert (tmp_path / "startup_ladder.png").exists()
-    one = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 2, "cache-reset": 0}, interrupted=True)
+    one = _with_runs("startup_qwen2.5-vl-3b.json", {"0.8.5": 2, "0.9.0": 0}, interrupted=True)
     fig = ladder_figure(one, tmp_path)
-    assert "no runs of cache-reset" in fig._suptitle.get_text()
-    row = _row(medians_table(one), "cache-reset")
-    assert "None" not in row and row == "| cache-reset | - | 0 | no runs | - | - | - | - | - | - |"
-    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": 2, "cache-reset": 0}, interrupted=True)
-    assert _row(budget_table(budget), "cache-reset") == "| cache-reset | - | - | no runs |"
+    assert "no runs of 0.9.0" in fig._suptitle.get_text()
+    row = _row(medians_table(one), "0.9.0")
+    assert "None" not in row and row == "| 0.9.0 | - | 0 | no runs | - | - | - | - | - | - |"
+    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"0.8.5": 2, "0.9.0": 0}, interrupted=True)
+    assert _row(budget_table(budget), "0.9.0") == "| 0.9.0 | - | - | no runs |"
     fig = budget_figure(budget, tmp_path)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["call 1", "call 2"]
-    budget_figure(_with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": 0}), tmp_path)
+    budget_figure(_with_runs("budget_qwen2.5-vl-3b.json", {"0.8.5": 0}), tmp_path)
 
 
 @pytest.mark.parametrize("n", [2, MIN_PAIRS])
 def test_call1_ratio_states_resolution(n):
     from refimpl.analysis.startup import call1_ratio
-    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"no-cache": n, "cache-reset": n})
-    for i, run in enumerate(budget.runs("cache-reset")):
+    budget = _with_runs("budget_qwen2.5-vl-3b.json", {"0.8.5": n, "0.9.0": n})
+    for i, run in enumerate(budget.runs("0.9.0")):
         run["calls_s"][0] = 20.0 + 0.1 * i
-    for i, run in enumerate(budget.runs("no-cache")):
+    for i, run in enumerate(budget.runs("0.8.5")):
         run["calls_s"][0] = 10.0 + 0.1 * i
     assert call1_ratio(budget)["state"] == (NOT_RESOLVED if n < MIN_PAIRS else "resolved")
 

@@ -20,8 +20,8 @@ from refimpl.bench.throughput import ThroughputSpec
 from refimpl.cli import main
 from refimpl.errors import ConfigError
 
-SPEC = ThroughputSpec(variants=("registry", "scheduler-config"), repeats=3, warmup=False)
-ARGV = ["bench", "throughput", "--variant", "registry,scheduler-config", "--repeats", "3", "--no-warmup"]
+SPEC = ThroughputSpec(variants=("0.10.2", "0.11.0"), repeats=3, warmup=False)
+ARGV = ["bench", "throughput", "--variant", "0.10.2,0.11.0", "--repeats", "3", "--no-warmup"]
 
 
 def fake_run(i: int) -> dict:
@@ -53,7 +53,7 @@ def test_a_failed_run_keeps_the_runs_finished_before_it(runs_until):
         run_fresh(SPEC)
     res = partial_result(e.value)
     assert [len(res.runs(v)) for v in SPEC.variants] == [2, 2]  # A B A B done, A failed
-    assert res.params["failed"].startswith("registry repeat 3/3: TimeoutError: refimpl.bench.worker ran past")
+    assert res.params["failed"].startswith("0.10.2 repeat 3/3: TimeoutError: refimpl.bench.worker ran past")
     assert res.params["interrupted"] is False
     validate(res.to_dict())
     assert partial_result(ValueError("not from a bench")) is None
@@ -70,10 +70,10 @@ def test_cli_writes_the_finished_runs_and_exits_1(runs_until, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert main([*ARGV, "--output-json", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("refimpl bench throughput: error: scheduler-config repeat 1/3: FreshProcessError: "
+    assert err[-1] == ("refimpl bench throughput: error: 0.11.0 repeat 1/3: FreshProcessError: "
                        f"refimpl.bench.worker exited with code 1 (kept the 1 finished runs in {out})")
     res = Result.load(out)
-    assert len(res.runs("registry")) == 1 and res.runs("scheduler-config") == [] and res.missing == ["runs"]
+    assert len(res.runs("0.10.2")) == 1 and res.runs("0.11.0") == [] and res.missing == ["runs"]
     assert res.params["failed"].endswith("boom")  # the worker's output tail is kept in the JSON
 
 
@@ -82,7 +82,7 @@ def test_a_refimpl_error_of_a_run_exits_2(runs_until, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert main([*ARGV, "--output-json", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("refimpl bench throughput: error: registry repeat 1/3: ConfigError: "
+    assert err[-1].startswith("refimpl bench throughput: error: 0.10.2 repeat 1/3: ConfigError: "
                               "num_gpu_blocks: too few KV blocks (limit: 23)")
     assert json.loads(out.read_text())["missing"] == ["runs"]
 
@@ -96,8 +96,8 @@ def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, ca
     out = tmp_path / "t.json"
     assert main([*ARGV, "--output-json", str(out)]) == 130
     res = Result.load(out)
-    assert res.params["interrupted"] is True and len(res.runs("registry")) == 1
-    assert "scheduler-config: no finished run" in capsys.readouterr().out
+    assert res.params["interrupted"] is True and len(res.runs("0.10.2")) == 1
+    assert "0.11.0: no finished run" in capsys.readouterr().out
 
 
 def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_path, monkeypatch):
@@ -110,7 +110,7 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
     monkeypatch.setattr(worker, "die_with_parent", lambda: calls.append("die_with_parent"))
     calls: list[str] = []
     out = tmp_path / "run.json"
-    assert worker.main(["--spec", SPEC.to_json(), "--variant", "registry", "--output-json", str(out)]) \
+    assert worker.main(["--spec", SPEC.to_json(), "--variant", "0.10.2", "--output-json", str(out)]) \
         == REFIMPL_ERROR_EXIT
     assert calls == ["die_with_parent"]
     rec = json.loads(out.read_text())["refimpl_error"]
@@ -192,29 +192,29 @@ def test_the_analysis_reads_a_partial_result(tmp_path):
     from refimpl.bench.orchestrate import build_result
     from refimpl.bench.startup import StartupSpec
     run = {**fake_run(0), "registry_calls": 3, "steps": 5, "step_time_ms_median": 3.0}
-    res = build_result(ThroughputSpec(variants=("registry", "runner-config", "scheduler-config")),
-                       {"registry": [run, run], "runner-config": [run], "scheduler-config": []}, False,
+    res = build_result(ThroughputSpec(variants=("0.10.2", "0.10.2+#24866", "0.11.0")),
+                       {"0.10.2": [run, run], "0.10.2+#24866": [run], "0.11.0": []}, False,
                        interrupted=True)
     text = T.summary_md(res, tmp_path)
-    assert "**Partial result** (runs per variant: registry 2, runner-config 1, scheduler-config 0): interrupted" in text
-    assert "| scheduler-config / runner-config | - | - | no runs of scheduler-config |" in text
+    assert "**Partial result** (runs per variant: 0.10.2 2, 0.10.2+#24866 1, 0.11.0 0): interrupted" in text
+    assert "| 0.11.0 / 0.10.2+#24866 | - | - | no runs of 0.11.0 |" in text
     T.throughput_figure(res, None, tmp_path)
     srun = {"device": "cpu", "total_s": 2.0, "phases": {"load": 1.0}, "hf_mm_passes": 3, "peak_rss_bytes": 1e9}
-    sres = build_result(StartupSpec(model="qwen2.5-vl-3b", variants=("no-cache", "cache-reset")),
-                        {"no-cache": [srun], "cache-reset": []}, False, failed="cache-reset repeat 1/3: TimeoutError: x")
+    sres = build_result(StartupSpec(model="qwen2.5-vl-3b", variants=("0.8.5", "0.9.0")),
+                        {"0.8.5": [srun], "0.9.0": []}, False, failed="0.9.0 repeat 1/3: TimeoutError: x")
     text = S.summary_md(sres)
-    assert "**Partial result** (runs per variant: no-cache 1, cache-reset 0): cache-reset repeat 1/3: TimeoutError" in text
+    assert "**Partial result** (runs per variant: 0.8.5 1, 0.9.0 0): 0.9.0 repeat 1/3: TimeoutError" in text
     assert T.partial_note(build_result(SPEC, {v: [run] for v in SPEC.variants}, False)) == ""
 
 
 def test_an_interrupted_paired_bench_exits_130(monkeypatch, tmp_path):
     import refimpl.bench.paired as paired
-    spec = paired.PairedSpec(variants=("runner-config", "scheduler-config"))
+    spec = paired.PairedSpec(variants=("0.10.2+#24866", "0.11.0"))
     empty = {v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []}
              for v in spec.variants}
     monkeypatch.setattr(paired, "run", lambda spec, progress=None: paired.result_of(
         spec, {"by_variant": empty, "tokens_identical": True, "benchmark_s": 0.0, "interrupted": True}, [], 1))
-    assert main(["bench", "paired", "--variant", "runner-config,scheduler-config",
+    assert main(["bench", "paired", "--variant", "0.10.2+#24866,0.11.0",
                  "--output-json", str(tmp_path / "p.json")]) == 130
     assert Result.load(tmp_path / "p.json").params["interrupted"] is True
 

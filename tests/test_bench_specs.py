@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_command_repeats_the_spec():
-    s = PairedSpec(variants=["runner-config", "scheduler-config"], budget_s=450)
-    assert s.variants == ("runner-config", "scheduler-config")
-    assert s.command() == ("refimpl bench paired --variant runner-config,scheduler-config --budget-s 450 "
+    s = PairedSpec(variants=["0.10.2+#24866", "0.11.0"], budget_s=450)
+    assert s.variants == ("0.10.2+#24866", "0.11.0")
+    assert s.command() == ("refimpl bench paired --variant 0.10.2+#24866,0.11.0 --budget-s 450 "
                            "--output-json paired_whisper-tiny.en.json")
     t = s.replace(gc_mode="default", ignore_eos=True, max_benchmark_s=12.5)
     assert t.command().endswith("--ignore-eos --gc default --max-benchmark-s 12.5 "
@@ -44,10 +44,10 @@ def test_command_repeats_the_spec():
 
 
 def test_params_keep_the_result_keys_and_invert():
-    p = PairedSpec(variants=("registry", "encoder-batch@2")).params()
-    assert p["variants"] == ("registry", "encoder-batch@2") and p["gc_mode"] == "collect-disable"
-    w = WorkloadSpec(variant="encoder-batch", max_audios_per_step=4)
-    assert w.params()["variants"] == ["encoder-batch"] and "variant" not in w.params()
+    p = PairedSpec(variants=("0.10.2", "audios-per-step@2")).params()
+    assert p["variants"] == ("0.10.2", "audios-per-step@2") and p["gc_mode"] == "collect-disable"
+    w = WorkloadSpec(variant="audios-per-step", max_audios_per_step=4)
+    assert w.params()["variants"] == ["audios-per-step"] and "variant" not in w.params()
     assert WorkloadSpec.from_params(w.params()) == w
     hf = WorkloadSpec(engine="hf")
     assert hf.params()["variants"] == ["hf-generate"] and WorkloadSpec.from_params(hf.params()) == hf
@@ -69,16 +69,16 @@ def test_stored_results_rebuild_their_specs(bench, cls):
 
 
 def test_fresh_process_flags_keep_their_shape():
-    argv = ["--model", "qwen2.5-vl-3b", "--variant", "no-cache, formula", "--no-warmup",
+    argv = ["--model", "qwen2.5-vl-3b", "--variant", "0.8.5, 0.9.2", "--no-warmup",
             "--limit-mm-per-prompt", "video=0", "--limit-mm-per-prompt", "image=2,audio=1",
             "--process-mode", "mp", "--reset-scope", "all", "--numpy-hugepage", "on",
             "--timeout-s", "60", "--output-json", "x.json", "--in-process"]
     s, opts = StartupSpec.parse(argv)
-    assert s == StartupSpec(variants=("no-cache", "formula"), warmup=False, process_mode="mp",
+    assert s == StartupSpec(variants=("0.8.5", "0.9.2"), warmup=False, process_mode="mp",
                             limit_mm_per_prompt={"video": 0, "image": 2, "audio": 1},
                             reset_scope="all", numpy_hugepage="on", timeout_s=60.0)
     assert vars(opts) == {"output_json": "x.json", "in_process": True}
-    assert s.command() == ("refimpl bench startup --model qwen2.5-vl-3b --variant no-cache,formula "
+    assert s.command() == ("refimpl bench startup --model qwen2.5-vl-3b --variant 0.8.5,0.9.2 "
                            "--no-warmup --timeout-s 60 --limit-mm-per-prompt video=0,image=2,audio=1 "
                            "--process-mode mp --reset-scope all --numpy-hugepage on "
                            "--output-json startup_qwen2.5-vl-3b.json")
@@ -96,15 +96,15 @@ def test_fresh_process_flags_keep_their_shape():
     assert t.variants == ("hf-generate",) and t.command() == \
         "refimpl bench throughput --variant hf-generate --engine hf --output-json throughput_whisper-tiny.json"
     with pytest.raises(ConfigError, match="hf-generate"):  # never silently replaced
-        ThroughputSpec.from_argv(["--engine", "hf", "--variant", "registry", "--output-json", "x"])
+        ThroughputSpec.from_argv(["--engine", "hf", "--variant", "0.10.2", "--output-json", "x"])
 
 
 @pytest.mark.parametrize("spec", [
-    StartupSpec(), StartupSpec(variants=("no-cache", "cache-reset"), repeats=1, device="cpu",
+    StartupSpec(), StartupSpec(variants=("0.8.5", "0.9.0"), repeats=1, device="cpu",
                                max_model_len=20000, limit_mm_per_prompt={"video": 0}, memory_wait_s=0.5),
     BudgetSpec(calls=3, warmup=False, numpy_hugepage="on", max_num_batched_tokens=4096),
     ThroughputSpec(), ThroughputSpec(engine="hf", variants=("hf-generate",), max_num_seqs=4),
-    ThroughputSpec(variants=("registry", "encoder-batch"), max_audios_per_step=4, num_gpu_blocks=500,
+    ThroughputSpec(variants=("0.10.2", "audios-per-step"), max_audios_per_step=4, num_gpu_blocks=500,
                    scale="small", seed=3, warmup_requests=0),
 ], ids=lambda s: s.command())
 def test_fresh_process_command_repeats_the_spec(spec):
@@ -158,16 +158,16 @@ BAD = [  # (spec class, fields, field named, limit text)
     (PairedSpec, {"gc_mode": "off"}, "gc_mode", "collect-disable"),
     (PairedSpec, {"device": "tpu"}, "device", "cuda"),
     (PairedSpec, {"model": "llama"}, "model", "whisper-tiny.en"),
-    (PairedSpec, {"variants": ("registry",)}, "variants", "two or more"),
-    (PairedSpec, {"variants": ("registry", "registry")}, "variants", "distinct"),
-    (PairedSpec, {"variants": ("registry", "turbo")}, "variants", "scheduler-config"),
-    (PairedSpec, {"variants": ("registry", "runner-config@2")}, "variants", "encoder-batch@N"),
-    (PairedSpec, {"variants": ("registry", "encoder-batch@0")}, "variants", "N >= 1"),
+    (PairedSpec, {"variants": ("0.10.2",)}, "variants", "two or more"),
+    (PairedSpec, {"variants": ("0.10.2", "0.10.2")}, "variants", "distinct"),
+    (PairedSpec, {"variants": ("0.10.2", "turbo")}, "variants", "0.11.0"),
+    (PairedSpec, {"variants": ("0.10.2", "0.10.2+#24866@2")}, "variants", "audios-per-step@N"),
+    (PairedSpec, {"variants": ("0.10.2", "audios-per-step@0")}, "variants", "N >= 1"),
     (WorkloadSpec, {"num_requests": 0}, "num_requests", ">= 1"),
     (WorkloadSpec, {"arrival": "poisson", "rate": 0.0}, "rate", "> 0"),
     (WorkloadSpec, {"arrival": "burst"}, "arrival", "poisson"),
     (WorkloadSpec, {"engine": "vllm"}, "engine", "hf"),
-    (WorkloadSpec, {"variant": "turbo"}, "variant", "scheduler-config"),
+    (WorkloadSpec, {"variant": "turbo"}, "variant", "0.11.0"),
     (WorkloadSpec, {"max_tokens": 0}, "max_tokens", ">= 1"),
     (WorkloadSpec, {"max_tokens": 500}, "max_tokens", "<= 446"),
     (WorkloadSpec, {"model": "whisper-tiny", "max_tokens": 445}, "max_tokens", "<= 444"),
@@ -176,15 +176,15 @@ BAD = [  # (spec class, fields, field named, limit text)
     (WorkloadSpec, {"num_gpu_blocks": 0}, "num_gpu_blocks", ">= 1"),
     (WorkloadSpec, {"warmup_requests": -1}, "warmup_requests", ">= 0"),
     (WerSpec, {"max_new_tokens": 0}, "max_new_tokens", ">= 1"),
-    (StartupSpec, {"variants": ()}, "variants", "cache-reset"),
-    (StartupSpec, {"variants": ("turbo",)}, "variant", "cache-reset"),
+    (StartupSpec, {"variants": ()}, "variants", "0.9.0"),
+    (StartupSpec, {"variants": ("turbo",)}, "variant", "0.9.0"),
     (StartupSpec, {"repeats": -1}, "repeats", ">= 1"),
     (StartupSpec, {"repeats": 0}, "repeats", ">= 1"),
-    (StartupSpec, {"variants": ("no-cache", "no-cache")}, "variants", "distinct"),
-    (StartupSpec, {"variants": ("no-cache", "", "cache-reset")}, "variants", "non-empty"),
-    (BudgetSpec, {"variants": ("cache-reset", "no-cache", "cache-reset")}, "variants", "distinct"),
-    (ThroughputSpec, {"variants": ("registry", "")}, "variants", "non-empty"),
-    (PairedSpec, {"variants": ("registry", "", "runner-config")}, "variants", "non-empty"),
+    (StartupSpec, {"variants": ("0.8.5", "0.8.5")}, "variants", "distinct"),
+    (StartupSpec, {"variants": ("0.8.5", "", "0.9.0")}, "variants", "non-empty"),
+    (BudgetSpec, {"variants": ("0.9.0", "0.8.5", "0.9.0")}, "variants", "distinct"),
+    (ThroughputSpec, {"variants": ("0.10.2", "")}, "variants", "non-empty"),
+    (PairedSpec, {"variants": ("0.10.2", "", "0.10.2+#24866")}, "variants", "non-empty"),
     (StartupSpec, {"timeout_s": 0.0}, "timeout_s", "> 0"),
     (StartupSpec, {"memory_wait_s": -1.0}, "memory_wait_s", ">= 0"),
     (StartupSpec, {"device": "tpu"}, "device", "cuda"),
@@ -196,7 +196,7 @@ BAD = [  # (spec class, fields, field named, limit text)
     (BudgetSpec, {"calls": 0}, "calls", ">= 1"),
     (PairedSpec, {"rounds": 2, "budget_s": 10.0}, "rounds", "--budget-s"),
     (WorkloadSpec, {"rate": 0.0}, "rate", "poisson"),
-    (WorkloadSpec, {"engine": "hf", "variant": "registry"}, "variant", "engine 'hf'"),
+    (WorkloadSpec, {"engine": "hf", "variant": "0.10.2"}, "variant", "engine 'hf'"),
     (ThroughputSpec, {"engine": "vllm"}, "engine", "hf"),
     (ThroughputSpec, {"engine": "hf"}, "variants", "hf-generate"),
     (ThroughputSpec, {"num_requests": 0}, "num_requests", ">= 1"),
@@ -228,21 +228,21 @@ def test_rate_is_refused_without_poisson_arrivals():
 @pytest.mark.parametrize("argv,field", [
     (["workload", "--num-requests", "0"], "num_requests"),
     (["paired", "--rounds", "-1"], "rounds"),
-    (["paired", "--variant", "registry,turbo"], "variants"),
+    (["paired", "--variant", "0.10.2,turbo"], "variants"),
     (["wer", "--max-new-tokens", "0"], "max_new_tokens"),
     (["startup", "--model", "qwen2.5-vl-3b", "--variant", "nope", "--output-json", "x"], "variant"),
     (["startup", "--model", "qwen2.5-vl-3b", "--limit-mm-per-prompt", "video", "--output-json", "x"],
      "limit_mm_per_prompt"),
     (["budget", "--model", "qwen2.5-vl-3b", "--calls", "0", "--output-json", "x"], "calls"),
     (["throughput", "--num-requests", "0", "--output-json", "x"], "num_requests"),
-    (["throughput", "--engine", "hf", "--variant", "registry", "--output-json", "x"], "variants"),
+    (["throughput", "--engine", "hf", "--variant", "0.10.2", "--output-json", "x"], "variants"),
     (["workload", "--rate", "2"], "rate"),
-    (["workload", "--engine", "hf", "--variant", "registry"], "variant"),
+    (["workload", "--engine", "hf", "--variant", "0.10.2"], "variant"),
     (["paired", "--rounds", "2", "--budget-s", "10"], "rounds"),
-    (["startup", "--model", "whisper-tiny", "--variant", "no-cache,no-cache", "--output-json", "x"], "variants"),
-    (["startup", "--model", "whisper-tiny", "--variant", "no-cache,,cache-reset", "--output-json", "x"],
+    (["startup", "--model", "whisper-tiny", "--variant", "0.8.5,0.8.5", "--output-json", "x"], "variants"),
+    (["startup", "--model", "whisper-tiny", "--variant", "0.8.5,,0.9.0", "--output-json", "x"],
      "variants"),
-    (["paired", "--variant", "registry,runner-config,"], "variants"),
+    (["paired", "--variant", "0.10.2,0.10.2+#24866,"], "variants"),
     (["startup", "--model", "whisper-tiny", "--repeats", "0", "--output-json", "x"], "repeats"),
     # an --output-json that could not be written at the end: refused before the run
     (["startup", "--model", "whisper-tiny", "--output-json", "/proc/x.json"], "output_json"),
@@ -338,7 +338,7 @@ def _documented_commands():
     for where, text, pattern in [("README.md", (ROOT / "README.md").read_text(), r"^refimpl bench (\w+)(.*)$"),
                                  ("gpu_bench.sh", script, r"^run \S+ \S+ bench (\w+)(.*)$")]:
         for m in re.finditer(pattern, text, re.M):
-            yield where, m[1], m[2].split("#")[0].replace(" PATH", " x.json").split()
+            yield where, m[1], re.split(r"\s#", m[2])[0].replace(" PATH", " x.json").split()
 
 
 def test_documented_commands_parse():

@@ -36,15 +36,15 @@ def test_unknown_variant_names_the_field(tmp_path, capsys):
 
 def test_budget_bench_in_fresh_processes(tmp_path):
     out = tmp_path / "budget.json"
-    rc = main(["bench", "budget", "--model", "qwen2.5-vl-3b", "--variant", "no-cache,cache-reset",
+    rc = main(["bench", "budget", "--model", "qwen2.5-vl-3b", "--variant", "0.8.5,0.9.0",
                "--calls", "2", "--repeats", "1", "--no-warmup", "--max-model-len", "20000",
                "--limit-mm-per-prompt", "video=0", "--output-json", str(out)])
     assert rc == 0
     res = validate(json.loads(out.read_text()))
-    assert res["bench"] == "budget" and set(res["variants"]) == {"no-cache", "cache-reset"}
+    assert res["bench"] == "budget" and set(res["variants"]) == {"0.8.5", "0.9.0"}
     assert res["env"]["versions"]["torch"] and res["env"]["hardware"]["name"]
     assert res["params"]["calls"] == 2 and res["params"]["limit_mm_per_prompt"] == {"video": 0}
-    nc, cr = (res["variants"][v]["runs"][0] for v in ("no-cache", "cache-reset"))
+    nc, cr = (res["variants"][v]["runs"][0] for v in ("0.8.5", "0.9.0"))
     assert nc["passes"] == [1, 1] and cr["passes"] == [1, 0]
     assert len(nc["calls_s"]) == 2 and nc["budgets"] == cr["budgets"]
     # numpy's huge-page madvise is off in the workers by default, and recorded
@@ -53,7 +53,7 @@ def test_budget_bench_in_fresh_processes(tmp_path):
     # measured parts: only the cached path adds text-only HF calls; both split the output per item
     assert cr["parts_s"][0]["hf_text_only_s"] > 0 and nc["parts_s"][0]["hf_text_only_s"] == 0
     assert nc["parts_s"][0]["split_s"] > 0 and cr["parts_s"][0]["split_s"] > 0
-    assert res["variants"]["no-cache"]["summary"]["call_2_s"]["n"] == 1
+    assert res["variants"]["0.8.5"]["summary"]["call_2_s"]["n"] == 1
 
 
 def test_readme_commands_exist_in_a_clean_clone(tmp_path):

@@ -1,6 +1,7 @@
-"""The ``encoder-batch`` variant (vLLM PR #29421, the bottleneck of issue #24946): several
-audios encoded per step, budget ``max_audios_per_step x 1500``, while cross-attention keeps
-reading the per-item encoder length (its own config field, never the batching budget)."""
+"""The ``audios-per-step`` what-if (ours; the bottleneck of vLLM issue #24946): several audios
+encoded per step, budget ``max_audios_per_step x 1500``, while cross-attention keeps reading
+the per-item encoder length (its own config field, never the batching budget). vLLM's own
+answer, PR #29421 in 0.13.0, is the row ``0.13.0``: tests/test_cross_attention_sizing.py."""
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
@@ -11,7 +12,7 @@ from utils import FakeModelRunner, create_requests, patch_registry, run_to_compl
 CROSS = 94  # cdiv(1500, 16)
 
 
-def _config(n: int, variant: str = "encoder-batch", **sc_kw) -> VllmConfig:
+def _config(n: int, variant: str = "audios-per-step", **sc_kw) -> VllmConfig:
     with patch_registry():
         return VllmConfig(ModelConfig("whisper-tiny", device="cpu"),
                           SchedulerConfig(max_num_seqs=16, max_audios_per_step=n, **sc_kw),
@@ -45,7 +46,7 @@ def test_config_field_disagreeing_with_the_encoder_refuses_to_start():
     with pytest.raises(EncoderLengthMismatchError, match="encoder_len_per_item"):
         EngineCore(cfg)
     with pytest.raises(ConfigError, match="max_audios_per_step"):
-        _config(2, variant="scheduler-config")
+        _config(2, variant="0.11.0")
 
-# Tokens identical to scheduler-config (real weights, stopping at EOS): see
+# Tokens identical to 0.11.0 (real weights, stopping at EOS): see
 # tests/test_real_weights.py::test_engine_equals_generate_on_real_weights_stopping_at_eos.

@@ -1,5 +1,5 @@
 """vLLM-version mechanics of the processing cache: the hashing byte paths (full copies per
-hash: 3 in vLLM 0.9.0, 2 after PR #19484, none after PR #24925), and items larger than the
+hash: 1 in vLLM 0.8.5, 3 in 0.9.0, 2 after PR #19484, none after PR #24925), and items larger than the
 cache (vLLM 0.9.0 raised "value too large", issue #52835; PR #53016 serves them uncached)."""
 import tracemalloc
 
@@ -26,7 +26,7 @@ def _peak_copies(path: str, obj) -> float:
     return peak / ARR.nbytes
 
 
-@pytest.mark.parametrize("path,copies", [("v0.9.0", 3), ("v0.9.2", 2), ("stream", 0)])
+@pytest.mark.parametrize("path,copies", [("v0.8.5", 1), ("v0.9.0", 3), ("v0.9.2", 2), ("stream", 0)])
 def test_full_copies_per_hash(path, copies):
     assert ARR.dtype == np.int64
     assert copies <= _peak_copies(path, ARR) < copies + 0.5
@@ -42,6 +42,9 @@ def test_byte_paths_agree_on_equality_not_on_keys():
     assert hash_kwargs_by("v0.9.0", x=a) != hash_kwargs_by("v0.9.0", x=a.astype(np.uint8))
     with pytest.raises(ValueError):
         hash_kwargs_by("v0.8", x=a)
+    # vLLM 0.8.5 hashed the raw bytes alone: the same bytes in another shape share a key
+    assert hash_kwargs_by("v0.8.5", x=a) == hash_kwargs_by("v0.8.5", x=a.reshape(-1)) != hash_kwargs_by("v0.8.5", x=b)
+    assert hash_kwargs_by("v0.9.0", x=a) != hash_kwargs_by("v0.9.0", x=a.reshape(-1))
 
 
 def _val(nbytes):

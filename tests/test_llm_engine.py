@@ -42,7 +42,7 @@ def serve(engine, audios, staggered=True):
 def engines():
     return {v: LLMEngine.from_args("whisper-tiny", encoder_len_variant=v, device="cpu",
                                    max_num_seqs=3, num_gpu_blocks=400, process_mode="inproc")
-            for v in ("registry", "runner-config", "scheduler-config")}
+            for v in ("0.10.2", "0.10.2+#24866", "0.11.0")}
 
 
 @pytest.fixture(scope="module")
@@ -59,13 +59,13 @@ def results(engines, audios):
 def test_engine_equals_transformers_generate(engines, results, audios):
     from refimpl.tokenizer import whisper_decoder_prompt
     from refimpl.worker.hf_reference import hf_greedy_generate
-    e = engines["scheduler-config"]
+    e = engines["0.11.0"]
     proc = REG.create_processor(e.vllm_config.model_config, disable_cache=True)
     feats = torch.stack([proc.apply("", {"audio": [(a, 16000)]}).mm_kwargs["audio"][0]["input_features"]
                          for a in audios])
     ref = hf_greedy_generate(e.model_runner.model, feats, whisper_decoder_prompt("whisper-tiny"),
                              max(MAX_TOKENS))
-    assert results["scheduler-config"]["tokens"] == [r[:n] for r, n in zip(ref, MAX_TOKENS)]
+    assert results["0.11.0"]["tokens"] == [r[:n] for r, n in zip(ref, MAX_TOKENS)]
 
 
 def test_variants_token_for_token_identical(results):
@@ -76,11 +76,11 @@ def test_variants_token_for_token_identical(results):
 
 def test_registry_calls_per_variant(results):
     n_req = len(MAX_TOKENS)
-    assert results["scheduler-config"]["calls"] == 0
+    assert results["0.11.0"]["calls"] == 0
     # after #24866 only the scheduler calls it: at least once per admitted request
-    assert results["runner-config"]["calls"] >= n_req
+    assert results["0.10.2+#24866"]["calls"] >= n_req
     # vLLM 0.10.2: every step's metadata build calls it too
-    assert results["registry"]["calls"] >= results["runner-config"]["calls"] + max(MAX_TOKENS)
+    assert results["0.10.2"]["calls"] >= results["0.10.2+#24866"]["calls"] + max(MAX_TOKENS)
 
 
 def test_all_blocks_back_in_pool(engines):
@@ -95,7 +95,7 @@ def test_guard_refuses_wrong_cross_attention_length(bad):
     assert cfg.scheduler_config.max_num_encoder_input_tokens == 1500
     cfg.scheduler_config.max_num_encoder_input_tokens = bad
     with pytest.raises(EncoderLengthMismatchError, match="1500"):
-        EngineCore(cfg, "cache-reset")
+        EngineCore(cfg, "0.9.0")
 
 
 def test_decoder_only_never_uses_encoder_len():
@@ -105,7 +105,7 @@ def test_decoder_only_never_uses_encoder_len():
 
 
 def test_bad_input_rejected_engine_keeps_serving(engines):
-    e = engines["scheduler-config"]
+    e = engines["0.11.0"]
     clip = load_speech_clips()[0][1]
     bad = {"empty": np.zeros(0, np.float32), "nan": np.full(16000, np.nan, np.float32),
            "stereo": np.zeros((2, 16000), np.float32), "too long": np.zeros(16000 * 31, np.float32)}
@@ -157,7 +157,7 @@ def test_more_requests_than_kv_blocks_none_lost(audios):
 
 
 def test_abort_frees_blocks(engines, audios):
-    e = engines["scheduler-config"]
+    e = engines["0.11.0"]
     kv = e.scheduler.kv_cache_manager
     free0 = kv.get_num_free_blocks()
     e.add_request("to-abort", {"multi_modal_data": {"audio": (audios[0], 16000)}}, SamplingParams(max_tokens=50))
@@ -168,7 +168,7 @@ def test_abort_frees_blocks(engines, audios):
 
 
 def test_reset_mm_cache_refused_with_requests_in_flight(engines, audios):
-    e = engines["scheduler-config"]
+    e = engines["0.11.0"]
     e.add_request("inflight", {"multi_modal_data": {"audio": (audios[1], 16000)}}, SamplingParams(max_tokens=2))
     with pytest.raises(RefimplError, match="reset_mm_cache"):
         e.reset_mm_cache()
@@ -180,7 +180,7 @@ def test_reset_mm_cache_refused_with_requests_in_flight(engines, audios):
 
 def test_step_records_its_own_timings(engines):
     from refimpl.tokenizer import whisper_decoder_prompt
-    e = engines["scheduler-config"]
+    e = engines["0.11.0"]
     e.engine_core.step_timings.clear()
     clip = load_speech_clips()[0][1]
     e.generate([{"multi_modal_data": {"audio": (clip, 16000)}}], SamplingParams(max_tokens=3, ignore_eos=True))

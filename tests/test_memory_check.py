@@ -11,22 +11,22 @@ from refimpl.variants import STARTUP_VARIANTS as V
 def test_int64_cache_reset_needs_most_and_shorter_context_less():
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")  # 128000 tokens: 12 frames of 3584x3584
     need = {n: estimate_peak_rss_bytes(mc, V[n]) for n in V}
-    assert need["cache-reset"] > need["hash-nocopy"] > need["hash-stream"] > need["uint8-video"] > need["formula"]
-    assert need["no-cache"] == need["hash-stream"] and need["shape-only"] <= need["formula"]
-    assert 15 * GiB < need["cache-reset"] < 19 * GiB  # 12 * 3584^2 * 3 int64 values, 4 copies
+    assert need["0.9.0"] > need["0.9.0+#19484"] > need["0.9.0+#24925"] > need["0.9.0+uint8"] > need["0.9.2"]
+    assert need["0.8.5"] == need["0.9.0+#24925"] and need["shape-only"] <= need["0.9.2"]
+    assert 15 * GiB < need["0.9.0"] < 19 * GiB  # 12 * 3584^2 * 3 int64 values, 4 copies
     small = ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=40000)
-    assert estimate_peak_rss_bytes(small, V["cache-reset"]) < need["cache-reset"] / 2
+    assert estimate_peak_rss_bytes(small, V["0.9.0"]) < need["0.9.0"] / 2
 
 
 def test_refused_with_need_available_and_a_max_model_len_that_fits():
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")
-    assert check_memory(mc, [V["uint8-video"]], available=64 * GiB) < 8 * GiB
-    with pytest.raises(InsufficientMemoryError, match=r"cache-reset.*GiB.*--max-model-len \d+ would fit") as e:
-        check_memory(mc, [V["no-cache"], V["cache-reset"]], available=8 * GiB)
+    assert check_memory(mc, [V["0.9.0+uint8"]], available=64 * GiB) < 8 * GiB
+    with pytest.raises(InsufficientMemoryError, match=r"0.9.0.*GiB.*--max-model-len \d+ would fit") as e:
+        check_memory(mc, [V["0.8.5"], V["0.9.0"]], available=8 * GiB)
     assert e.value.field == "max_model_len" and e.value.limit == 8 * GiB
     fits = int(str(e.value).split("--max-model-len ")[1].split()[0])
     assert check_memory(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=fits),
-                        [V["cache-reset"]], available=8 * GiB) <= 8 * GiB
+                        [V["0.9.0"]], available=8 * GiB) <= 8 * GiB
 
 
 def test_memory_checked_before_each_run_and_refusal_names_need_and_free(monkeypatch):
@@ -35,14 +35,14 @@ def test_memory_checked_before_each_run_and_refusal_names_need_and_free(monkeypa
     checked, ran = [], []
     monkeypatch.setattr(startup, "preflight", lambda spec: checked.append(spec.variants))
     monkeypatch.setattr(startup, "run_once", lambda spec, v: ran.append(v) or {"total_s": 1.0, "peak_rss_bytes": 1})
-    spec = StartupSpec(variants=("formula", "shape-only"), repeats=2, warmup=True)
+    spec = StartupSpec(variants=("0.9.2", "shape-only"), repeats=2, warmup=True)
     orchestrate.run_in_process(spec)
-    assert checked == [("formula", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
+    assert checked == [("0.9.2", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
     monkeypatch.undo()
     monkeypatch.setattr("refimpl.bench.memory.psutil.virtual_memory",
                         lambda: type("VM", (), {"available": 2 * GiB})())
-    with pytest.raises(InsufficientMemoryError, match=r"no-cache.*needs about .* GiB.*2\.0 GiB available"):
-        startup.preflight(StartupSpec(variants=("no-cache",)))
+    with pytest.raises(InsufficientMemoryError, match=r"0.8.5.*needs about .* GiB.*2\.0 GiB available"):
+        startup.preflight(StartupSpec(variants=("0.8.5",)))
 
 
 def test_numpy_hugepage_off_by_default_in_workers():

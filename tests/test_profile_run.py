@@ -40,22 +40,41 @@ def _qwen_config(**sched):
                       SchedulerConfig(**sched), CacheConfig(kv_cache_memory_bytes=64 << 20))
 
 
-def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates():
-    # an (1, 8, 8) patch grid: 64 patches of 3*2*14*14 values -> 16 tokens after the 2x2 merge
-    image = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[1, 8, 8]])}
-    reg = StandInRegistry({"image": 16, "video": 64}, {"image": image})
+# an (1, 8, 8) patch grid: 64 patches of 3*2*14*14 values -> 16 tokens after the 2x2 merge
+IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[1, 8, 8]])}
+
+
+@pytest.mark.parametrize("variant,seq_len,fit,items", [
+    ("refimpl", 20000, {"image": 1}, 3),   # sized as the lookup: the per-item maximum (ours)
+    ("0.11.0", 20000, None, 3),            # max_model_len (PR #25553)
+    ("0.9.0", 256, None, 3)])              # max_num_batched_tokens; cdiv(80, 16) items, capped
+def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates(variant, seq_len, fit, items):
+    reg = StandInRegistry({"image": 16, "video": 64}, {"image": IMAGE})
     runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3))
     runner.encoder_compute_budget, runner.encoder_cache_size = 80, 100
     runner.load_model()
     with patch_registry(reg):
-        peak = runner.profile_run(disable_cache=True, use_formula=True)
+        peak = runner.profile_run(disable_cache=True, use_formula=True, variant=variant)
     assert peak > 0 and runner.peak_memory_bytes == peak
     assert runner.profile_modality == "image"              # video is larger but limited to 0
-    assert runner.profile_mm_items == 3                     # min(80 // 16, max_num_seqs * 1)
-    assert runner.profile_encoder_tokens == 3 * 16
+    assert runner.profile_mm_items == items                 # min(80 // 16, max_num_seqs * 1)
+    assert runner.profile_encoder_tokens == items * 16 and runner.profile_tokens_per_item == 16
     assert runner.max_tokens_per_item == {"image": 16, "video": 64}
     assert reg.calls[0] == ("max_tokens", {"disable_cache": True, "use_formula": True})
-    assert reg.calls[1] == ("dummy", {"seq_len": 256, "mm_counts": {"image": 1}, "disable_cache": True})
+    assert reg.calls[1] == ("dummy", {"seq_len": seq_len, "mm_counts": {"image": 1}, "disable_cache": True,
+                                      "fit_counts": fit})
+
+
+def test_profile_run_reuses_the_runners_lookup_from_0_10_1():
+    reg = StandInRegistry({"image": 16}, {"image": IMAGE})
+    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3))
+    runner.max_tokens_per_item = {"image": 16}              # the lookup at runner init
+    runner.load_model()
+    with patch_registry(reg):
+        runner.profile_run(variant="0.10.2")
+        assert [c[0] for c in reg.calls] == ["dummy"]
+        runner.profile_run(variant="0.9.0")               # 0.9.x looked it up again (pass #2)
+        assert [c[0] for c in reg.calls] == ["dummy", "max_tokens", "dummy"]
 
 
 def test_profile_run_whisper_stand_in_then_kv_sizing():

@@ -104,12 +104,12 @@ def test_generate_transcribes_speech_clips(hf_tokens):
 
 
 def test_engine_equals_generate_on_real_weights_stopping_at_eos(model, hf_tokens):
-    """scheduler-config and encoder-batch (2 audios per step) give generate()'s tokens."""
+    """0.11.0 and audios-per-step (2 audios per step) give generate()'s tokens."""
     from refimpl.audio import load_speech_clips
     from refimpl.engine.llm_engine import LLMEngine
     from refimpl.sampling_params import SamplingParams
     clips = load_speech_clips()[:2]
-    for variant, n in (("scheduler-config", 1), ("encoder-batch", 2)):
+    for variant, n in (("0.11.0", 1), ("audios-per-step", 2)):
         engine = LLMEngine.from_args(MODEL, device="cpu", max_num_seqs=2, num_gpu_blocks=300,
                                      encoder_len_variant=variant, max_audios_per_step=n,
                                      process_mode="inproc")

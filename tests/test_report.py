@@ -155,7 +155,7 @@ def test_startup_summary_reads_every_committed_layout(folder, split):
     res, budget = (Result.load(REPO_ROOT / f"results/{folder}/{b}_qwen2.5-vl-3b.json") for b in ("startup", "budget"))
     text = summary_md(res, budget)
     assert ("predate the per-part timings" in text) is not split
-    assert ("hashed for" in text) is split and "Call 1, cache-reset / no-cache" in text
+    assert ("hashed for" in text) is split and "Call 1, 0.9.0 / 0.8.5" in text
 
 
 def test_unknown_notebook_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
@@ -200,7 +200,7 @@ def test_throughput_summary_prints_a_runnable_generate_command(tmp_path):
     from refimpl.env import REPO_ROOT
     res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/throughput_whisper-tiny.json")
     hf_spec = ThroughputSpec(engine="hf", variants=("hf-generate",), num_requests=4, max_tokens=4)
-    Result("throughput", res.env, hf_spec.params(), {"hf-generate": res.variants["registry"]}).write(
+    Result("throughput", res.env, hf_spec.params(), {"hf-generate": res.variants["0.10.2"]}).write(
         tmp_path / "throughput_hf_whisper-tiny.json")
     line = next(ln for ln in summary_md(res, tmp_path).splitlines() if ln.startswith("Command:"))
     hf_cmd = line.split("generate(): `")[1].rstrip("`")

@@ -51,12 +51,12 @@ def test_validate_names_the_bad_key(breaks, key):
 def test_spec_json_roundtrip_and_cli_flags_build_specs():
     from refimpl.bench import budget, startup, throughput
     spec, out = startup.StartupSpec.from_argv(
-        ["--model", "qwen2.5-vl-3b", "--variant", "no-cache,formula", "--repeats", "2",
+        ["--model", "qwen2.5-vl-3b", "--variant", "0.8.5,0.9.2", "--repeats", "2",
          "--limit-mm-per-prompt", "video=0", "--max-model-len", "20000", "--output-json", "x"])
-    assert spec.variants == ("no-cache", "formula") and spec.limit_mm_per_prompt == {"video": 0} and out == "x"
+    assert spec.variants == ("0.8.5", "0.9.2") and spec.limit_mm_per_prompt == {"video": 0} and out == "x"
     assert spec_from_json(spec.to_json()) == spec
     b = budget.BudgetSpec(calls=3)
-    assert spec_from_json(b.to_json()) == b and b.variants == ("no-cache", "cache-reset")
+    assert spec_from_json(b.to_json()) == b and b.variants == ("0.8.5", "0.9.0")
     t, _ = throughput.ThroughputSpec.from_argv(["--engine", "hf", "--num-requests", "8", "--output-json", "x"])
     assert t.variants == ("hf-generate",) and spec_from_json(t.to_json()) == t
 

@@ -119,8 +119,8 @@ def test_decoder_only_encoder_budget_trims_the_chunk():
     assert so.scheduled_encoder_inputs == {"req0": [1]} and so.num_scheduled_tokens == {"req0": 50}
 
 
-@pytest.mark.parametrize("variant,per_attempt", [("registry", True), ("runner-config", True),
-                                                 ("scheduler-config", False)])
+@pytest.mark.parametrize("variant,per_attempt", [("0.10.2", True), ("0.10.2+#24866", True),
+                                                 ("0.11.0", False)])
 def test_registry_calls_per_admission_attempt(variant, per_attempt):
     reg = FakeRegistry()
     s = create_scheduler(num_blocks=1 + CROSS + 3, encoder_len_variant=variant,
@@ -145,7 +145,7 @@ def test_encoder_length_guard_catches_the_batching_alias():
     with pytest.raises(EncoderLengthMismatchError) as e:
         s.schedule()
     assert e.value.limit == 1500
-    s.check_encoder_len = False  # what vLLM 0.10.2 + PR #24989 would do: 512 blocks
+    s.check_encoder_len = False  # what vLLM 0.13.0 did (PR #29421 dropped the override): 512 blocks
     assert len(s.schedule().scheduled_new_reqs[0].block_ids[1]) == 512
 
 

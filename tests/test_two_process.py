@@ -175,7 +175,7 @@ P0_SCRIPT = textwrap.dedent("""
         print(psutil.Process().children()[0].pid, flush=True)
     threading.Thread(target=watch, daemon=True).start()
     mirror = dict(capacity_bytes=1 << 20, use_cache=True, fault=None)
-    SyncMPClient(cfg, "cache-reset", reset_scope="v0.9.0", mirror=mirror)
+    SyncMPClient(cfg, "0.9.0", reset_scope="v0.9.0", mirror=mirror)
     time.sleep(600)
 """)
 
@@ -202,7 +202,7 @@ def test_startup_bench_record_per_scope(scope):
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_seqs=2),
                      CacheConfig(num_gpu_blocks=200))
-    _, rec = two_process_record(cfg, "cache-reset", scope)
+    _, rec = two_process_record(cfg, "0.9.0", scope)
     assert rec["p1_cache_bytes_before_reset"] > 0
     assert rec["p1_cache_bytes_after_reset"] == (rec["p1_cache_bytes_before_reset"] if scope == "v0.9.0" else 0)
     t = rec["transport"]

@@ -216,7 +216,7 @@ def test_paged_causal_attention_equals_unpaged():
 def test_cross_attention_builder_reads_encoder_len_every_step():
     reg = FakeRegistry()
     with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="registry", registry=reg)
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", registry=reg)
         builder = CrossAttentionBuilder(cfg, 16, torch.device("cpu"))
         calls = reg.calls
         blocks = [list(range(1, 95)), list(range(95, 189))]
@@ -236,8 +236,8 @@ def test_cross_attention_builder_reads_encoder_len_every_step():
 
 def test_runner_reads_encoder_len_once_at_init(setup):
     reg = FakeRegistry()
-    with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="runner-config", registry=reg)
+    with patch_registry(reg):  # the runner's site reads the config from PR #24989 on
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2+#24989", registry=reg)
         calls = reg.calls
         runner = GPUModelRunner(cfg)
         runner.model = setup[1].model
@@ -248,7 +248,7 @@ def test_runner_reads_encoder_len_once_at_init(setup):
 def test_runner_refuses_a_wrong_encoder_len(setup):
     reg = FakeRegistry()
     with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="registry", registry=reg)
+        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", registry=reg)
         reg.value = 1024                 # the alias of a batching budget, not the encoder's 1500
         runner = GPUModelRunner(cfg)
         runner.model = setup[1].model

@@ -53,8 +53,8 @@ def test_interrupt_keeps_the_whole_rounds_before_it(monkeypatch, capsys, tmp_pat
     from refimpl.bench import paired
     log.clear()
     monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
-        "registry": FakeEngine("registry", log, interrupt_at=1), "runner-config": FakeEngine("runner-config", log)})
-    out = paired.run(paired.PairedSpec(variants=("registry", "runner-config"), block_requests=2))
+        "0.10.2": FakeEngine("0.10.2", log, interrupt_at=1), "0.10.2+#24866": FakeEngine("0.10.2+#24866", log)})
+    out = paired.run(paired.PairedSpec(variants=("0.10.2", "0.10.2+#24866"), block_requests=2))
     assert out.params["interrupted"] and out.params["rounds_run"] == 0 and out.comparisons == []
     assert all(r["runs"] == [] and r["summary"] == {} for r in out.variants.values())
     assert type(out).load(out.write(tmp_path / "paired.json")).params["interrupted"]  # schema-valid
@@ -94,11 +94,11 @@ def test_alternating_order_and_paired_gains():
 
 def test_variant_labels_and_gains_against_the_first():
     from refimpl.bench.paired import parse_variant
-    assert parse_variant("encoder-batch@8", 4) == ("encoder-batch", 8)
-    assert parse_variant("encoder-batch", 4) == ("encoder-batch", 4)
-    assert parse_variant("scheduler-config", 4) == ("scheduler-config", 1)
+    assert parse_variant("audios-per-step@8", 4) == ("audios-per-step", 8)
+    assert parse_variant("audios-per-step", 4) == ("audios-per-step", 4)
+    assert parse_variant("0.11.0", 4) == ("0.11.0", 1)
     with pytest.raises(ValueError):
-        parse_variant("runner-config@2", 1)
+        parse_variant("0.10.2+#24866@2", 1)
     by = {v: {"cpu_s": [t] * 3, "wall_s": [t] * 3, "registry_s": [0.0] * 3}
           for v, t in (("A", 2.0), ("B", 1.0), ("C", 0.5))}
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s", "first")] == [1.0, 3.0]
@@ -108,9 +108,9 @@ def test_variant_labels_and_gains_against_the_first():
 def test_model_curve_points_and_figure(tmp_path):
     from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
     from refimpl.bench.schema import Result
-    by = {"registry": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],
+    by = {"0.10.2": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],
                        "registry_calls": [20, 20], "steps": [20, 20]},
-          "runner-config": {"wall_s": [2.0, 2.1], "cpu_s": [1.9, 2.0], "registry_s": [0.0, 0.0],
+          "0.10.2+#24866": {"wall_s": [2.0, 2.1], "cpu_s": [1.9, 2.0], "registry_s": [0.0, 0.0],
                             "registry_calls": [0, 0], "steps": [20, 20]}}
     runs = {v: {"runs": [{k: x[k][i] for k in x} for i in range(2)], "summary": {}} for v, x in by.items()}
     res = Result("paired", {}, {"variants": list(by)}, runs, missing=["env"],
@@ -133,11 +133,11 @@ def test_engine_and_generate_paired_in_one_process(tmp_path):
     lines: list[str] = []
     res = run(WorkloadSpec(engine="both", num_requests=2, max_tokens=6, max_num_seqs=2,
                            warmup_requests=0, repeats=2), progress=lines.append)
-    assert [line.split(":")[0] for line in lines] == ["scheduler-config", "hf-generate", "hf-generate",
-                                                      "scheduler-config"]
-    assert list(res.variants) == ["scheduler-config", "hf-generate"] == res.params["variants"]
+    assert [line.split(":")[0] for line in lines] == ["0.11.0", "hf-generate", "hf-generate",
+                                                      "0.11.0"]
+    assert list(res.variants) == ["0.11.0", "hf-generate"] == res.params["variants"]
     tokens = {v: [r["num_output_tokens"] for r in res.runs(v)] for v in res.variants}
-    assert tokens["scheduler-config"] == tokens["hf-generate"] and min(tokens["hf-generate"]) > 0
+    assert tokens["0.11.0"] == tokens["hf-generate"] and min(tokens["hf-generate"]) > 0
     assert all(r["cpu_s"] > 0 for v in res.variants for r in res.runs(v))
     assert {c["metric"] for c in res.comparisons} == {"requests_per_s", "cpu_s"}
     assert all(c["low"] <= c["ratio"] <= c["high"] and c["pairs"] == 2 and not c["resolved"]
@@ -187,7 +187,7 @@ def test_an_interrupted_workload_keeps_whole_pairs_and_exits_130(monkeypatch, tm
     assert main(argv) == 130 and len(log) == 8
     res = Result.load(tmp_path / "w.json")
     assert res.params["interrupted"] is True and res.params["failed"] is None
-    assert [len(res.runs(v)) for v in ("scheduler-config", "hf-generate")] == [2, 2]  # the 3rd E dropped
+    assert [len(res.runs(v)) for v in ("0.11.0", "hf-generate")] == [2, 2]  # the 3rd E dropped
     assert {c["pairs"] for c in res.comparisons} == {2} and not res.missing
     assert "keeping the runs finished so far" in capsys.readouterr().err
     fake_servers(monkeypatch, fail_at=2 + 3)  # one pair: comparisons computed, not resolved
@@ -206,10 +206,10 @@ def test_a_failed_workload_run_keeps_the_runs_before_it_and_exits_1(monkeypatch,
     assert main(["bench", "workload", "--model", "whisper-tiny", "--num-requests", "2", "--max-tokens", "4",
                  "--repeats", "3", "--output-json", str(tmp_path / "w.json")]) == 1
     res = Result.load(tmp_path / "w.json")
-    assert res.params["failed"] == "scheduler-config repeat 2/3: RuntimeError: boom"
-    assert not res.params["interrupted"] and len(res.runs("scheduler-config")) == 1
+    assert res.params["failed"] == "0.11.0 repeat 2/3: RuntimeError: boom"
+    assert not res.params["interrupted"] and len(res.runs("0.11.0")) == 1
     assert capsys.readouterr().err.strip().endswith(
-        "error: scheduler-config repeat 2/3: RuntimeError: boom (kept the 1 finished runs in "
+        "error: 0.11.0 repeat 2/3: RuntimeError: boom (kept the 1 finished runs in "
         f"{tmp_path / 'w.json'})")
 
 
@@ -227,7 +227,7 @@ def test_workload_and_paired_refuse_requests_the_memory_cannot_hold(monkeypatch,
     with pytest.raises(InsufficientMemoryError) as e:
         workload.preflight(spec, available=need - 1)
     assert e.value.field == "num_requests" and e.value.limit == need - 1
-    spec = paired.PairedSpec(model="whisper-tiny", variants=("registry", "runner-config"), block_requests=8)
+    spec = paired.PairedSpec(model="whisper-tiny", variants=("0.10.2", "0.10.2+#24866"), block_requests=8)
     need = 2 * GiB + request_bytes("whisper-tiny", 8, True)  # one engine per variant
     paired.preflight(spec, available=need)
     with pytest.raises(InsufficientMemoryError) as e:
@@ -250,12 +250,12 @@ def test_paired_main_keeps_whole_rounds_on_ctrl_c_and_while_building(monkeypatch
     from refimpl.bench.schema import Result
     log = []
     monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
-        "registry": FakeEngine("registry", log), "runner-config": FakeEngine("runner-config", log, interrupt_at=8)})
-    argv = ["--model", "whisper-tiny", "--variant", "registry,runner-config", "--rounds", "10",
+        "0.10.2": FakeEngine("0.10.2", log), "0.10.2+#24866": FakeEngine("0.10.2+#24866", log, interrupt_at=8)})
+    argv = ["--model", "whisper-tiny", "--variant", "0.10.2,0.10.2+#24866", "--rounds", "10",
             "--block-requests", "2", "--max-tokens", "4", "--gc", "default", "--output-json", str(tmp_path / "p.json")]
     assert paired.main(argv) == 130  # warm-up R C, rounds R C | C R | R, then C interrupted
     res = Result.load(tmp_path / "p.json")
-    assert res.params["interrupted"] and res.params["rounds_run"] == 2 and len(res.runs("registry")) == 2
+    assert res.params["interrupted"] and res.params["rounds_run"] == 2 and len(res.runs("0.10.2")) == 2
 
     def interrupted_build(model, variants, **kw):
         raise KeyboardInterrupt
@@ -271,14 +271,14 @@ def test_a_failed_paired_block_keeps_the_whole_rounds_before_it_and_exits_1(monk
     from refimpl.bench.schema import Result
     log = []
     monkeypatch.setattr(paired, "build_engines", lambda model, variants, **kw: {
-        "registry": FakeEngine("registry", log),
-        "runner-config": FakeEngine("runner-config", log, interrupt_at=8, error=RuntimeError("boom"))})
-    argv = ["--model", "whisper-tiny", "--variant", "registry,runner-config", "--rounds", "10",
+        "0.10.2": FakeEngine("0.10.2", log),
+        "0.10.2+#24866": FakeEngine("0.10.2+#24866", log, interrupt_at=8, error=RuntimeError("boom"))})
+    argv = ["--model", "whisper-tiny", "--variant", "0.10.2,0.10.2+#24866", "--rounds", "10",
             "--block-requests", "2", "--max-tokens", "4", "--gc", "default", "--output-json", str(tmp_path / "p.json")]
     assert paired.main(argv) == 1  # warm-up R C, rounds R C | C R | R, then C fails
     res = Result.load(tmp_path / "p.json")
     assert res.params["failed"] == "round 3: RuntimeError: boom" and res.params["rounds_run"] == 2
-    assert not res.params["interrupted"] and len(res.runs("runner-config")) == 2 and res.comparisons
+    assert not res.params["interrupted"] and len(res.runs("0.10.2+#24866")) == 2 and res.comparisons
     assert capsys.readouterr().err.strip().endswith(
         f"error: round 3: RuntimeError: boom (kept the 2 finished rounds in {tmp_path / 'p.json'})")
 

@@ -3,7 +3,7 @@
 registry stub.
 
 The registry stub: ``VllmConfig.__post_init__`` (for Whisper) and
-``vllm_config.get_encoder_len`` (under the 'registry' / 'runner-config' variants) import
+``vllm_config.get_encoder_len`` (under the '0.10.2' / '0.10.2+#24866' variants) import
 ``refimpl.multimodal.MULTIMODAL_REGISTRY`` at call time. ``patch_registry`` swaps that
 attribute for a :class:`FakeRegistry` with ``unittest.mock.patch(..., create=True)``, which
 works whether or not the real registry exists yet, and never builds a processor. Keep the
@@ -61,7 +61,7 @@ def patch_registry(registry: Optional[FakeRegistry] = None):
 def create_vllm_config(model: str = WHISPER, *, max_num_seqs: int = 16,
                        max_num_batched_tokens: int = 8192, block_size: int = 16,
                        max_model_len: Optional[int] = None,
-                       encoder_len_variant: str = "scheduler-config",
+                       encoder_len_variant: str = "0.11.0",
                        registry: Optional[FakeRegistry] = None) -> VllmConfig:
     with patch_registry(registry):
         return VllmConfig(

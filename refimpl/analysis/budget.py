@@ -41,7 +41,7 @@ def budget_figure(res: Result, out_dir: Path):
     return fig
 
 
-def call1_ratio(res: Result, num: str = "cache-reset", den: str = "no-cache") -> dict:
+def call1_ratio(res: Result, num: str = "0.9.0", den: str = "0.8.5") -> dict:
     """Call 1 of ``num`` over call 1 of ``den``: ratio of medians with a 95% bootstrap interval
     (refimpl.stats.ratio_of_medians), its ``state`` (refimpl.analysis.compare: fewer than
     MIN_PAIRS runs a side is not resolved) and whether the two min-max ranges overlap.

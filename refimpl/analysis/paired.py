@@ -74,7 +74,7 @@ def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]
 
 
 def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s"):
-    """Gain of encoder-batch@N over scheduler-config against N, 95% CIs, and steps per block."""
+    """Gain of audios-per-step@N over 0.11.0 against N, 95% CIs, and steps per block."""
     rows = [c for c in res.comparisons if c["metric"] == metric and c.get("pairing", "round") == "round"]
     ns = [int(c["variant"].split("@")[1]) for c in rows]
     fig, ax = plt.subplots(figsize=(6, 3.4))
@@ -87,7 +87,7 @@ def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s"):
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns, [str(n) for n in ns])
     ax.set_xlabel("N = max audios encoded per step")
-    ax.set_ylabel(f"gain over scheduler-config, {metric} (%)")
+    ax.set_ylabel(f"gain over 0.11.0, {metric} (%)")
     return save(fig, out_dir, "encoder_batch_sweep")
 
 
@@ -102,7 +102,7 @@ def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Re
         if any("steps" not in x for v in r.variants for x in r.runs(v)):
             return []  # an older result without steps per block
         return [{**p, "hardware": r.hardware_name} for p in points(r, metric)
-                if p["over"] in ("registry", "runner-config")]
+                if p["over"] in ("0.10.2", "0.10.2+#24866")]
     here = [p for r in results for p in pts(r)]
     other = [(r.env.get("device"), p) for _, r in stored for p in pts(r)]
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -35,14 +35,14 @@ MODEL = "whisper-tiny.en"
 @dataclass
 class Stage:
     """Parameters of the second stage. ``paired_budget_s``: {variant ladder: seconds of timed
-    rounds}; ``sweep_n``: audios per step of the encoder-batch sweep; ``quick`` (the tests):
+    rounds}; ``sweep_n``: audios per step of the audios-per-step sweep; ``quick`` (the tests):
     one paired run of the three variants, 2 rounds of 2 requests x 4 tokens, 4 workload
     requests in one pair, 8 WER tokens. ``workload_repeats``: pairs of the engine against
     generate() (E H H E ...). ``timings``: wall seconds per part, filled as parts run."""
     out_dir: Path = Path("reports/latest")
     quick: bool = False
     paired_budget_s: dict[str, float] = field(default_factory=lambda: {
-        "registry,runner-config": 150.0, "runner-config,scheduler-config": 450.0})
+        "0.10.2,0.10.2+#24866": 150.0, "0.10.2+#24866,0.11.0": 450.0})
     block_requests: int = 8
     block_max_tokens: int = 16
     sweep_n: Sequence[int] = (2, 4, 8)
@@ -57,7 +57,7 @@ class Stage:
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
         if self.quick:
-            self.paired_budget_s = {"registry,runner-config,scheduler-config": 0.0}
+            self.paired_budget_s = {"0.10.2,0.10.2+#24866,0.11.0": 0.0}
             self.block_requests, self.block_max_tokens, self.sweep_n = 2, 4, (2,)
             self.workload_requests, self.workload_max_tokens, self.wer_max_new_tokens = 4, 8, 8
             self.workload_repeats = 1
@@ -91,16 +91,16 @@ def run_paired(s: Stage) -> list[Result]:
 
 
 def run_encoder_batch(s: Stage) -> Result:
-    """The next bottleneck: ``encoder-batch@N`` for N in ``s.sweep_n``, each against
-    scheduler-config, paired; ``paired_<model>_encoder-batch_sweep.json``."""
-    variant = ",".join(["scheduler-config"] + [f"encoder-batch@{n}" for n in s.sweep_n])
-    res = s.timed("encoder-batch sweep", s._paired, variant, s.sweep_budget_s, against="first")
+    """The next bottleneck: ``audios-per-step@N`` for N in ``s.sweep_n``, each against
+    0.11.0, paired; ``paired_<model>_encoder-batch_sweep.json``."""
+    variant = ",".join(["0.11.0"] + [f"audios-per-step@{n}" for n in s.sweep_n])
+    res = s.timed("audios-per-step sweep", s._paired, variant, s.sweep_budget_s, against="first")
     res.write(s.out_dir / f"paired_{MODEL}_encoder-batch_sweep.json")
     return res
 
 
 def run_workload(s: Stage) -> list[Result]:
-    """The engine (scheduler-config) and transformers' generate() in static batches on the
+    """The engine (0.11.0) and transformers' generate() in static batches on the
     same EOS-stopping workload (all arrivals at 0 s), ``s.workload_repeats`` pairs in this
     process (``--engine both``); ``workload_<model>_both_all.json``. A list of one Result."""
     from refimpl.bench import workload

@@ -65,9 +65,9 @@ class StartupStudy:
 
     def __post_init__(self):
         self.out_dir = Path(self.out_dir)
-        if self.quick:  # image only: the later-fix rows differ from cache-reset only on video
+        if self.quick:  # image only: the later-fix rows differ from 0.9.0 only on video
             self.repeats, self.budget_repeats, self.limits = 1, 1, self.limits or ["video=0"]
-            self.variants = ("no-cache", "cache-reset", "formula", "shape-only")
+            self.variants = ("0.8.5", "0.9.0", "0.9.2", "shape-only")
 
     def spec(self, variants: Optional[tuple[str, ...]] = None, warmup: Optional[bool] = None) -> StartupSpec:
         """The start-up benchmark's spec for this study (default: the study's variants; an
@@ -85,7 +85,7 @@ def run_startup(s: StartupStudy, warmed: bool = False) -> Result:
 
 
 def run_budget(s: StartupStudy, calls: int = 2,
-               variants: tuple[str, ...] = ("no-cache", "cache-reset"), warmed: bool = True) -> Result:
+               variants: tuple[str, ...] = ("0.8.5", "0.9.0"), warmed: bool = True) -> Result:
     """The reviewer's call-1 / call-2 experiment, ``s.budget_repeats`` fresh processes per
     variant; writes ``budget_<model>.json``. ``warmed`` (default: run after the ladder, which
     warmed the machine): no warm-up of its own."""
@@ -176,7 +176,7 @@ def medians_table(res: Result) -> str:
                      "after reset", "RSS MiB before -> after reset", "peak RSS GiB"], rows)
 
 
-def ratios_table(res: Result, base: str = "no-cache") -> str:
+def ratios_table(res: Result, base: str = "0.8.5") -> str:
     """Markdown: median start-up seconds of each variant over ``base``, with 95% intervals."""
     if base not in res.variants:
         return ""
@@ -218,15 +218,15 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     parts = [head, "", f"Command: `{cmd}` ({n} runs per variant)",
              *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "", ratios_table(res), "", "HF-processor passes with multimodal data per phase:", "",
              passes_table(res)]
-    pair = ("no-cache", "cache-reset")
+    pair = ("0.8.5", "0.9.0")
     if all(v in res.variants and res.runs(v) for v in pair):
         parts += ["", hashing_sentence(res) if has_parts(res, pair) else NO_PARTS]
     if budget:
         parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, one fresh "
                   "process each):", "", budget_table(budget)]
-        if all(v in budget.variants and len(budget.runs(v)) >= 2 for v in ("no-cache", "cache-reset")):
+        if all(v in budget.variants and len(budget.runs(v)) >= 2 for v in ("0.8.5", "0.9.0")):
             r = call1_ratio(budget)
-            parts += ["", f"Call 1, cache-reset / no-cache: {r['estimate']:.2f} [{r['low']:.2f}, "
+            parts += ["", f"Call 1, 0.9.0 / 0.8.5: {r['estimate']:.2f} [{r['low']:.2f}, "
                       f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "",
                       call1_explained(budget) if has_parts(budget, pair) else NO_PARTS]

@@ -72,7 +72,7 @@ def parts_table(res: Result) -> str:
     return md_table(["variant", "total s", *[h for h, _ in PART_COLUMNS], "peak RSS GiB"], rows)
 
 
-def call1_explained(res: Result, num: str = "cache-reset", den: str = "no-cache") -> str:
+def call1_explained(res: Result, num: str = "0.9.0", den: str = "0.8.5") -> str:
     """Markdown: where call 1 of ``num`` spends its extra seconds over call 1 of ``den``: per
     part, median of ``num`` minus median of ``den`` (s) and its share of the difference of the
     call medians, then one sentence naming the largest part. Medians of measured fields only."""
@@ -91,7 +91,7 @@ def call1_explained(res: Result, num: str = "cache-reset", den: str = "no-cache"
     return md_table(["part (median s)", den, num, "difference s", "share of difference"], rows) + "\n\n" + line
 
 
-def hashing_share(res: Result, before: str = "no-cache", after: str = "cache-reset") -> dict:
+def hashing_share(res: Result, before: str = "0.8.5", after: str = "0.9.0") -> dict:
     """How much of ``after``'s start-up saving over ``before`` its hashing ate (medians, s):
     ``saved_s`` = total(before) - total(after) (the net saving; negative when ``after`` is
     slower); ``hash_s`` = hashing seconds in ``after`` minus those in ``before``;
@@ -105,7 +105,7 @@ def hashing_share(res: Result, before: str = "no-cache", after: str = "cache-res
             "share": hash_s / gross if gross > 0 else float("nan")}
 
 
-def hashing_sentence(res: Result, before: str = "no-cache", after: str = "cache-reset") -> str:
+def hashing_sentence(res: Result, before: str = "0.8.5", after: str = "0.9.0") -> str:
     """One plain sentence, from ``hashing_share``'s medians, on how much of ``after``'s saving
     over ``before`` the hashing ate."""
     sh = hashing_share(res, before, after)
@@ -121,7 +121,7 @@ def hashing_sentence(res: Result, before: str = "no-cache", after: str = "cache-
                    f"{sh['saved_s']:.1f} s.")
 
 
-def hash_paths_sentence(res: Result, variants=("cache-reset", "hash-nocopy", "hash-stream")) -> str:
+def hash_paths_sentence(res: Result, variants=("0.9.0", "0.9.0+#19484", "0.9.0+#24925")) -> str:
     """One sentence comparing the variants that share the int64 dummy video and differ only in
     the hasher's byte path: median hashing seconds and median start-up seconds of each."""
     have = [v for v in variants if res.runs(v)] if all(v in res.variants for v in variants) else []

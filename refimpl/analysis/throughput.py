@@ -2,7 +2,7 @@
 
 Runs ``refimpl bench throughput`` for the three encoder-length variants side by side and the
 transformers generate() baseline, a py-spy flame graph of the ``registry`` variant, and a sweep
-of output length showing how the gain of ``scheduler-config`` over ``runner-config`` shrinks as
+of output length showing how the gain of ``0.11.0`` over ``0.10.2+#24866`` shrinks as
 the work per request grows, against the model gain = registry cost per request / work per request.
 The sweep's tables and figure are in refimpl/analysis/throughput_sweep.py (re-exported here).
 """
@@ -22,8 +22,8 @@ from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
 from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
-# the encoder-length ladder of PRs #24866 / #24989; encoder-batch is measured paired (analysis/serving.py)
-LADDER = ("registry", "runner-config", "scheduler-config")
+# the encoder-length ladder of PRs #24866 / #24989; audios-per-step is measured paired (analysis/serving.py)
+LADDER = ("0.10.2", "0.10.2+#24866", "0.11.0")
 
 
 @dataclass
@@ -49,7 +49,7 @@ class ThroughputStudy:
         if self.quick:
             self.repeats, self.num_requests, self.max_tokens, self.max_num_seqs = 1, 6, 6, 3
             self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
-            self.variants = ("registry", "scheduler-config")  # the ladder's ends, one engine less
+            self.variants = ("0.10.2", "0.11.0")  # the ladder's ends, one engine less
 
     def spec(self, variants: Optional[Sequence[str]] = None, **over) -> ThroughputSpec:
         """The throughput benchmark's spec for this study (``over``: spec fields to change)."""
@@ -102,27 +102,27 @@ def table(res: Result, hf: Optional[Result] = None) -> str:
 
 def gains_table(res: Result) -> str:
     """Markdown: ratio of median req/s of each variant over the one before it (registry ->
-    runner-config -> scheduler-config) with its 95% bootstrap interval."""
+    0.10.2+#24866 -> 0.11.0) with its 95% bootstrap interval."""
     order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
     return ratio_table(res, "requests_per_s", list(zip(order[1:], order)), "req/s")
 
 
 def gains(res: Result, hf: Optional[Result] = None) -> dict[str, dict]:
-    """Measured ratios of median req/s: runner-config over registry, scheduler-config over
-    runner-config (as gains: ratio - 1), and the engine (scheduler-config) over transformers
+    """Measured ratios of median req/s: 0.10.2+#24866 over 0.10.2, 0.11.0 over
+    0.10.2+#24866 (as gains: ratio - 1), and the engine (0.11.0) over transformers
     generate() (as a ratio); each a ``refimpl.analysis.compare`` dict of the ratio (estimate,
     low, high, n, state): no ratio for a side without runs, and fewer than MIN_PAIRS runs a
     side is "not resolved" whatever the value."""
     v = res.variants
     out = {}
-    for cur, base in (("runner-config", "registry"), ("scheduler-config", "runner-config")):
+    for cur, base in (("0.10.2+#24866", "0.10.2"), ("0.11.0", "0.10.2+#24866")):
         if cur in v and base in v:
             out[f"{cur} over {base}"] = compare(res.values(cur, "requests_per_s"),
                                                 res.values(base, "requests_per_s"), cur, base)
-    if hf and "scheduler-config" in v:
+    if hf and "0.11.0" in v:
         out["engine / hf generate() (ratio)"] = compare(
-            res.values("scheduler-config", "requests_per_s"), hf.values(HF_VARIANT, "requests_per_s"),
-            "scheduler-config", HF_VARIANT)
+            res.values("0.11.0", "requests_per_s"), hf.values(HF_VARIANT, "requests_per_s"),
+            "0.11.0", HF_VARIANT)
     return out
 
 
@@ -159,12 +159,12 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
 
 def flame_registry(s: ThroughputStudy) -> Optional[Path]:
     """py-spy flame graph of one ``registry`` run: get_encdec_max_encoder_len in the hot path."""
-    return flamegraph(s.spec(), "registry", s.out_dir, "flame_throughput_registry",
+    return flamegraph(s.spec(), "0.10.2", s.out_dir, "flame_throughput_registry",
                       speedscope=not s.quick)
 
 
 def run_sweep(s: ThroughputStudy) -> Result:
-    """runner-config vs scheduler-config over ``sweep_max_tokens``; ``throughput_sweep_<model>.json``.
+    """0.10.2+#24866 vs 0.11.0 over ``sweep_max_tokens``; ``throughput_sweep_<model>.json``.
 
     Each point is a throughput Result (``throughput_sweep_<model>_t<N>.json``); the sweep is a
     Result of bench ``throughput-sweep`` with one variant per point (``max_tokens=N``) whose
@@ -172,20 +172,20 @@ def run_sweep(s: ThroughputStudy) -> Result:
     req/s - 1, None when a side has no runs, with its 95% interval ``gain_low`` /
     ``gain_high``), ``n`` (runs of the smaller side) and ``state`` (refimpl.analysis.compare:
     fewer than MIN_PAIRS runs a side is not resolved), and the model gain =
-    registry seconds per request (measured in runner-config: the scheduler's per-admission
-    calls) / wall seconds per request (scheduler-config)."""
+    registry seconds per request (measured in 0.10.2+#24866: the scheduler's per-admission
+    calls) / wall seconds per request (0.11.0)."""
     points, env = {}, {}
     for t in s.sweep_max_tokens:
-        spec = s.spec(variants=("runner-config", "scheduler-config"), max_tokens=t,
+        spec = s.spec(variants=("0.10.2+#24866", "0.11.0"), max_tokens=t,
                       num_requests=s.sweep_num_requests,
                       warmup=False)  # the main runs warmed the machine
         r = _measure(s, spec, f"throughput_sweep_{s.model}_t{t}.json")
         env = r.env
-        rc, sc = r.runs("runner-config"), r.runs("scheduler-config")
+        rc, sc = r.runs("0.10.2+#24866"), r.runs("0.11.0")
         cost = _med(x["registry_s_total"] / x["num_requests"] for x in rc)
         work = _med(x["wall_s"] / x["num_requests"] for x in sc)
-        c = compare(r.values("scheduler-config", "requests_per_s"),
-                    r.values("runner-config", "requests_per_s"), "scheduler-config", "runner-config")
+        c = compare(r.values("0.11.0", "requests_per_s"),
+                    r.values("0.10.2+#24866", "requests_per_s"), "0.11.0", "0.10.2+#24866")
         summary = {"max_tokens": t, "registry_s_per_request": cost, "work_s_per_request": work,
                    "model_gain": cost / work, "n": c["n"], "state": c["state"],
                    "gain": None if c["estimate"] is None else c["estimate"] - 1}
@@ -193,7 +193,7 @@ def run_sweep(s: ThroughputStudy) -> Result:
             summary.update(gain_low=c["low"] - 1, gain_high=c["high"] - 1)
         points[f"max_tokens={t}"] = {"runs": rc + sc, "summary": summary}
     out = Result("throughput-sweep", env, {
-        "model": s.model, "variants": ["runner-config", "scheduler-config"],
+        "model": s.model, "variants": ["0.10.2+#24866", "0.11.0"],
         "max_tokens": list(s.sweep_max_tokens), "num_requests": s.sweep_num_requests,
         "max_num_seqs": s.max_num_seqs, "repeats": s.repeats}, points)
     out.write(s.out_dir / f"throughput_sweep_{s.model}.json")
@@ -222,6 +222,6 @@ def summary_md(res: Result, out_dir: Path) -> str:
              gains_md(g)]
     sw = out_dir / f"throughput_sweep_{p['model']}.json"
     if sw.exists():
-        parts += ["", "Sweep (gain of scheduler-config over runner-config by output length):", "",
+        parts += ["", "Sweep (gain of 0.11.0 over 0.10.2+#24866 by output length):", "",
                   sweep_table(Result.load(sw))]
     return "\n".join(parts)

@@ -1,5 +1,5 @@
-"""The output-length sweep of the throughput study: how the gain of ``scheduler-config`` over
-``runner-config`` (PR #24989) shrinks as the work per request grows.
+"""The output-length sweep of the throughput study: how the gain of ``0.11.0`` over
+``0.10.2+#24866`` (PR #24989) shrinks as the work per request grows.
 
 Tables and figures of the ``throughput-sweep`` Result that
 ``refimpl.analysis.throughput.run_sweep`` writes: per output length, the measured gain with
@@ -51,7 +51,7 @@ def sweep_table(sweep: Result) -> str:
 
 
 def sweep_figure(sweep: Result, out_dir: Path):
-    """Measured gain of scheduler-config over runner-config vs work per request, with the model."""
+    """Measured gain of 0.11.0 over 0.10.2+#24866 vs work per request, with the model."""
     fig, ax = plt.subplots(figsize=(6.5, 3.8))
     pts = [p for p in sweep_points(sweep) if _has_gain(p)]  # a point without runs: no marker
     w = [p["work_s_per_request"] for p in pts]
@@ -64,8 +64,8 @@ def sweep_figure(sweep: Result, out_dir: Path):
         ax.annotate(f"{p['max_tokens']} tok", (p["work_s_per_request"], 100 * p["gain"]), fontsize=7)
     ax.axhline(3, color="grey", lw=0.8, ls=":", label="3% (PR #24989)")
     ax.set_xscale("log")
-    ax.set_xlabel("work per request (s, scheduler-config)")
-    ax.set_ylabel("gain over runner-config (%)")
+    ax.set_xlabel("work per request (s, 0.11.0)")
+    ax.set_ylabel("gain over 0.10.2+#24866 (%)")
     ax.legend(fontsize=8)
     save(fig, out_dir, "throughput_sweep")
     return fig

@@ -55,7 +55,7 @@ def run_two_process(s: StartupStudy, repeats: int = REPEATS,
     rows: dict[str, dict] = {}
     if not s.quick:
         for scope in SCOPES:
-            spec = StartupSpec(model=s.model, device=s.device, variants=("cache-reset",),
+            spec = StartupSpec(model=s.model, device=s.device, variants=("0.9.0",),
                                repeats=repeats, warmup=False, max_model_len=max_model_len,
                                limit_mm_per_prompt=parse_limits(s.limits), process_mode="mp",
                                reset_scope=scope)
@@ -63,7 +63,7 @@ def run_two_process(s: StartupStudy, repeats: int = REPEATS,
             path = s.out_dir / f"twoproc_startup_{s.model}_{scope}.json"
             res.write(path)
             rows[f"{scope} (this run)"] = {
-                "runs": res.runs("cache-reset"),
+                "runs": res.runs("0.9.0"),
                 "_path": f"{path}, command: {spec.command(output_json=str(path))}"}
     return rows | stored_two_process(s.model)
 

@@ -1,6 +1,6 @@
 """Benchmark: the reviewer's experiment on vLLM PR #17935 (seed 000).
 
-    refimpl bench budget --model qwen2.5-vl-3b --variant no-cache,cache-reset --calls 2 \
+    refimpl bench budget --model qwen2.5-vl-3b --variant 0.8.5,0.9.0 --calls 2 \
         --output-json budget.json
 
 Times ``calls`` successive ``compute_encoder_budget`` calls in one process (``calls_s``:
@@ -8,8 +8,8 @@ seconds per call, ``passes``: HF-processor passes with multimodal data per call;
 ``page_faults``: minor/major page faults per call from getrusage; ``parts_s``: seconds per
 call building dummy data, hashing items and in HF-processor calls; ``peak_rss_bytes``).
 Every variant of refimpl.variants.STARTUP_VARIANTS runs with its version's mechanics. With
-``cache-reset`` call 1 pays hashing, per-item splitting and the extra text-only HF call and
-is slower than call 1 of ``no-cache``; call 2 is a cache hit. In Python:
+``0.9.0`` call 1 pays hashing, per-item splitting and the extra text-only HF call and
+is slower than call 1 of ``0.8.5``; call 2 is a cache hit. In Python:
 ``run(BudgetSpec(...))`` or ``refimpl.bench.orchestrate.run_fresh(spec)``. As the start-up
 bench, each run has numpy's huge-page madvise off unless ``--numpy-hugepage on`` (the seed's
 bimodal call 1 came from it; see refimpl/bench/startup.py) and is preceded by a memory check.
@@ -40,7 +40,7 @@ class BudgetSpec(StartupSpec):
     (in the Result's params) but are no flags."""
     bench: ClassVar[str] = "budget"
     prog: ClassVar[str] = "refimpl bench budget"
-    variants: tuple[str, ...] = variants_arg(("no-cache", "cache-reset"), VARIANTS)
+    variants: tuple[str, ...] = variants_arg(("0.8.5", "0.9.0"), VARIANTS)
     calls: int = arg(2, "successive calls in one process", min=1)
     process_mode: str = "inproc"
     reset_scope: str = "v0.9.0"
@@ -66,7 +66,7 @@ def run_once(spec: BudgetSpec, variant: str) -> dict:
         p0, t0 = reg.stats.hf_mm_passes, time.perf_counter()
         budgets.append(compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg,
                                               disable_cache=not v.cache_during_profiling,
-                                              use_formula=v.max_tokens_by_formula))
+                                              use_formula=v.uses_formula(cfg.model_config.model)))
         calls_s.append(time.perf_counter() - t0)
         passes.append(reg.stats.hf_mm_passes - p0)
         ru, st = resource.getrusage(resource.RUSAGE_SELF), reg.stats.as_dict()

@@ -8,7 +8,7 @@ float32 intermediates (2 * itemsize + 10); with the cache on, a hash holds the v
 full copies (3 in vLLM 0.9.0, 2 in 0.9.2, none later) next to the cached float32 pixel values
 (itemsize * (1 + copies) + 4). Calibrated against peak RSS measured at max_model_len 50000
 (4 frames): ``refimpl bench budget --model qwen2.5-vl-3b --variant
-no-cache,cache-reset,hash-nocopy,hash-stream,uint8-video --calls 2 --repeats 1 --no-warmup
+0.8.5,0.9.0,0.9.0+#19484,0.9.0+#24925,0.9.0+uint8 --calls 2 --repeats 1 --no-warmup
 --max-model-len 50000``. No vLLM counterpart.
 
 Also here, for the serving benches (throughput, workload, paired): :func:`request_bytes` (the
@@ -26,37 +26,38 @@ from refimpl.variants import StartupVariant
 
 GiB = 1 << 30
 # interpreter, torch, transformers, the engine (small-scale weights), the dummy image and its
-# copies: 2.25 GiB makes the estimate of a 128k cache-reset start-up (17.7 GiB) what one
+# copies: 2.25 GiB makes the estimate of a 128k 0.9.0 start-up (17.7 GiB) what one
 # measured (peak RSS 17.7 GiB,
-# refimpl bench startup --variant no-cache,...,shape-only --repeats 1 --no-warmup, 2026-11-30);
+# refimpl bench startup --variant 0.8.5,...,shape-only --repeats 1 --no-warmup, 2026-11-30);
 # at 1.5 GiB a run passed the check and was then OOM-killed on the shared machine.
 BASE_BYTES = 9 * GiB // 4
-HASH_COPIES = {"v0.9.0": 3, "v0.9.2": 2, "stream": 0}
+HASH_COPIES = {"v0.8.5": 1, "v0.9.0": 3, "v0.9.2": 2, "stream": 0}
 NUMPY_HUGEPAGE = ("off", "on")
 
 
-def dummy_video_elements(model_config, seq_len: int) -> int:
-    """Elements of the dummy video the profiler builds for ``seq_len`` tokens (0 if none)."""
+def dummy_video_elements(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
+    """Elements of the largest dummy video row ``v``'s start-up builds: the lookups' (at
+    max_model_len, unless the formula answers them) and the profile run's (0 if none)."""
+    from refimpl.config import SchedulerConfig
     from refimpl.multimodal.registry import MultiModalRegistry
+    from refimpl.multimodal.worst_case import lookup_specs, profile_dummy
     reg = MultiModalRegistry()
     if not reg.supports_multimodal_inputs(model_config):
         return 0
-    info = reg.create_processor(model_config, disable_cache=True).info
-    limits = info.get_allowed_mm_limits()
-    if limits.get("video", 0) == 0:
-        return 0
-    w, h = info.get_image_size_with_most_features()
-    frames = info.get_num_frames_with_most_features(seq_len, {m: 1 for m, n in limits.items() if n > 0})
-    return frames * w * h * 3
+    dummy = profile_dummy(model_config, SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens), v,
+                          mm_registry=reg)
+    specs = ([] if v.uses_formula(model_config.model) else lookup_specs(model_config, v, reg)) + \
+        ([dummy.spec] if dummy else [])
+    return max([t * w * h * 3 for kind, t, w, h in (s for s in specs if s[0] == "video")], default=0)
 
 
 def bytes_per_element(v: StartupVariant) -> int:
     """Peak bytes per dummy-video element of variant ``v`` (see the module docstring)."""
-    item = 8 if v.dummy_video_dtype == "int64" else 1
+    item = 8 if v.mm.dummy_video_dtype == "int64" else 1
     hf = 2 * item + 10
-    if not v.cache_during_profiling:
+    if not v.cache_during_profiling and not v.mm.hash_uncached:
         return hf
-    return max(hf, item * (1 + HASH_COPIES[v.hash_byte_path]) + 4)
+    return max(hf, item * (1 + HASH_COPIES[v.mm.hash_byte_path]) + 4)
 
 
 def extra_weight_bytes(model_config) -> int:
@@ -72,15 +73,13 @@ def extra_weight_bytes(model_config) -> int:
 
 
 def estimate_peak_rss_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
-    """Estimated peak RSS (bytes) of one run of variant ``v``: the largest dummy video is
-    built at max_model_len, or only at max_num_batched_tokens (profile run) when max tokens
-    come from the formula; shape-only builds none. Full-scale weights on the CPU add
-    ``extra_weight_bytes``."""
+    """Estimated peak RSS (bytes) of one run of variant ``v``: its largest dummy video
+    (``dummy_video_elements``) times ``bytes_per_element``; shape-only builds none.
+    Full-scale weights on the CPU add ``extra_weight_bytes``."""
     base = BASE_BYTES + extra_weight_bytes(model_config)
-    if v.shape_only:
+    if v.mm.shape_only:
         return base
-    seq_len = max_num_batched_tokens if v.max_tokens_by_formula else model_config.max_model_len
-    return base + dummy_video_elements(model_config, seq_len) * bytes_per_element(v)
+    return base + dummy_video_elements(model_config, v, max_num_batched_tokens) * bytes_per_element(v)
 
 
 def check_memory(model_config, variants: list[StartupVariant], max_num_batched_tokens: int = 8192,

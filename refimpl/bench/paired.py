@@ -1,9 +1,9 @@
 """Paired design: each variant's gain over the previous one, with a bootstrap 95% interval.
 
     refimpl bench paired --model whisper-tiny.en \
-        --variant registry,runner-config,scheduler-config --rounds 30 \
+        --variant 0.10.2,0.10.2+#24866,0.11.0 --rounds 30 \
         --block-requests 8 --max-tokens 16 --output-json paired.json
-    refimpl bench paired --model whisper-tiny.en --variant runner-config,scheduler-config \
+    refimpl bench paired --model whisper-tiny.en --variant 0.10.2+#24866,0.11.0 \
         --budget-s 600 --output-json paired.json      # fixed-time design: rounds that fit 600 s
 
 On a shared, noisy machine, fresh-process medians scatter more than the ~3% effect of
@@ -29,7 +29,7 @@ gain is (registry s per block of k-1 minus that of k) / (block s of k). Requests
 stop at EOS (``--ignore-eos`` makes every request decode ``--max-tokens``); the ProcessingCache
 is off so every block processes its audio afresh, as new requests do.
 
-In Python: ``run(PairedSpec(variants=("runner-config", "scheduler-config"), budget_s=600))``;
+In Python: ``run(PairedSpec(variants=("0.10.2+#24866", "0.11.0"), budget_s=600))``;
 ``spec.command()`` is the command line above for that spec.
 """
 from __future__ import annotations
@@ -50,7 +50,7 @@ from refimpl.variants import ENCODER_LEN_VARIANTS, get_encoder_len_variant
 
 
 def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
-    """'encoder-batch@4' -> ('encoder-batch', 4); a plain name -> (name, N or 1 for the
+    """'audios-per-step@4' -> ('audios-per-step', 4); a plain name -> (name, N or 1 for the
     variants without encoder batching). Raises UnknownVariantError or ConfigError (a
     ValueError) naming ``variants``."""
     name, _, n = label.partition("@")
@@ -58,7 +58,7 @@ def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
         raise UnknownVariantError("variants", tuple(ENCODER_LEN_VARIANTS), f"unknown variant {label!r}")
     batch = get_encoder_len_variant(name).encoder_batch
     if n and not (batch and n.isdigit() and int(n) >= 1):
-        raise ConfigError("variants", "encoder-batch@N with N >= 1 (only encoder-batch takes @N)",
+        raise ConfigError("variants", "audios-per-step@N with N >= 1 (only audios-per-step takes @N)",
                           f"got {label!r}")
     return name, (int(n) if n else max_audios_per_step) if batch else 1
 
@@ -66,7 +66,7 @@ def parse_variant(label: str, max_audios_per_step: int) -> tuple[str, int]:
 def build_engines(model: str, variants: list[str], *, max_num_seqs: int, max_audios_per_step: int,
                   num_gpu_blocks: int, device: str = "cpu") -> dict:
     """One in-process LLMEngine per variant label (same model and weights), ProcessingCache
-    off. A label is a variant name, or ``encoder-batch@N`` for N audios per step."""
+    off. A label is a variant name, or ``audios-per-step@N`` for N audios per step."""
     from refimpl.engine.llm_engine import LLMEngine
     engines = {}
     for label in variants:
@@ -86,9 +86,9 @@ class PairedSpec(CliSpec):
     prog: ClassVar[str] = "refimpl bench paired"
     model: str = arg("whisper-tiny.en", choices=MODELS)
     variants: tuple[str, ...] = arg(
-        ("registry", "runner-config", "scheduler-config"), flag="--variant",
+        ("0.10.2", "0.10.2+#24866", "0.11.0"), flag="--variant",
         help=f"comma list in ladder order, of {', '.join(ENCODER_LEN_VARIANTS)}; "
-             "encoder-batch@N for N audios per step")
+             "audios-per-step@N for N audios per step")
     rounds: Optional[int] = arg(None, "fixed-rounds design: blocks per variant (A B B A ...); "
                                 "default 30; not with --budget-s", min=1)
     budget_s: Optional[float] = arg(None, "fixed-time design: as many whole rounds as fit in this "
@@ -99,7 +99,7 @@ class PairedSpec(CliSpec):
     max_tokens: int = arg(16, "cap per request; EOS stops earlier", min=1)
     ignore_eos: bool = arg(False, "decode --max-tokens tokens in every request")
     max_num_seqs: int = arg(8, min=1)
-    max_audios_per_step: int = arg(4, "for encoder-batch", min=1)
+    max_audios_per_step: int = arg(4, "for audios-per-step", min=1)
     num_gpu_blocks: int = arg(2000, min=1)
     warmup_rounds: int = arg(1, "untimed blocks per variant", min=0)
     gc_mode: str = arg("collect-disable", "collect before each block and keep the collector off "

@@ -1,6 +1,6 @@
 """The one result schema every benchmark writes and every table, figure and test reads.
 
-    {"bench": str, "schema_version": 1, "env": {...}, "params": {...},
+    {"bench": str, "schema_version": 2, "env": {...}, "params": {...},
      "variants": {name: {"runs": [run, ...], "summary": {metric: {...}, ...}}},
      "missing": [...],                                       # optional, see below
      "comparisons": [{"variant", "over", "metric", ...}]}    # optional: paired gains
@@ -19,6 +19,11 @@ bench's gain with its bootstrap interval. ``missing`` lists the parts a result d
 as ``"env.torch_env"``), for results migrated from an older layout: those are left out,
 never invented. ``validate`` accepts an empty ``env`` or empty ``runs`` only when listed.
 
+Version 1 results named their rows before the release rows; ``Result.from_dict`` renames
+them by ``refimpl.variants.LEGACY_NAMES`` (e.g. ``cache-reset`` -> ``0.9.0``,
+``hash-nocopy`` -> ``0.9.0+#19484``, ``runner-config`` -> ``0.10.2+#24866``) and reads them
+as version 2; ``validate`` accepts both versions as they are.
+
 A partial result (its runs ended early) keeps the runs that finished and says why in
 ``params``: ``interrupted`` true (Ctrl-C; the fresh-process and paired benches write the key
 always), or ``failed``, the run that failed and its error (refimpl.bench.orchestrate).
@@ -30,7 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = 1
+from refimpl.variants import legacy_name
+
+SCHEMA_VERSION = 2
 BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
            "workload", "wer")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
@@ -57,8 +64,8 @@ def validate(obj: Any) -> dict:
         raise SchemaError(sorted(extra)[0], f"unknown top-level key (allowed: {_TOP + _OPTIONAL})")
     if obj["bench"] not in BENCHES:
         raise SchemaError("bench", f"{obj['bench']!r} is not one of {BENCHES}")
-    if obj["schema_version"] != SCHEMA_VERSION:
-        raise SchemaError("schema_version", f"{obj['schema_version']!r} != {SCHEMA_VERSION}")
+    if obj["schema_version"] not in (1, SCHEMA_VERSION):
+        raise SchemaError("schema_version", f"{obj['schema_version']!r} is not 1 or {SCHEMA_VERSION}")
     missing = obj.get("missing", [])
     if not isinstance(missing, list) or not all(isinstance(m, str) for m in missing):
         raise SchemaError("missing", "expected a list of strings")
@@ -117,10 +124,21 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
-        """Validate ``d`` and wrap it. Raises SchemaError."""
+        """Validate ``d`` and wrap it (a version 1 result with its rows renamed, see the
+        module docstring). Raises SchemaError."""
         validate(d)
-        return cls(d["bench"], d["env"], d["params"], d["variants"], d["schema_version"],
-                   list(d.get("missing", [])), list(d.get("comparisons", [])))
+        variants, params, comparisons = d["variants"], d["params"], list(d.get("comparisons", []))
+        if d["schema_version"] == 1:
+            variants = {legacy_name(k): v for k, v in variants.items()}
+            comparisons = [c | {k: legacy_name(c[k]) for k in ("variant", "over")} for c in comparisons]
+            params = dict(params)
+            for k in ("variants", "variant"):
+                if isinstance(params.get(k), list):
+                    params[k] = [legacy_name(x) for x in params[k]]
+                elif isinstance(params.get(k), str):
+                    params[k] = ",".join(legacy_name(x) for x in params[k].split(","))
+        return cls(d["bench"], d["env"], params, variants, SCHEMA_VERSION,
+                   list(d.get("missing", [])), comparisons)
 
     @classmethod
     def load(cls, path: str | Path) -> "Result":

@@ -1,9 +1,9 @@
 """Benchmark: engine start-up time per phase, per variant (vLLM PR #17935).
 
-    refimpl bench startup --model qwen2.5-vl-3b --variant no-cache,cache-reset,formula \
+    refimpl bench startup --model qwen2.5-vl-3b --variant 0.8.5,0.9.0,0.9.2 \
         --repeats 3 --max-model-len 32768 --output-json startup.json
 
-In Python: ``run(StartupSpec(variants=("no-cache", "cache-reset")))`` (in this process) or
+In Python: ``run(StartupSpec(variants=("0.8.5", "0.9.0")))`` (in this process) or
 ``refimpl.bench.orchestrate.run_fresh(spec)`` (each repeat a fresh process). Each run builds a
 VllmConfig and an EngineCore and records ``total_s``, ``phases`` (name -> s),
 ``hf_processor_calls``, ``hf_mm_passes``, ``passes_by_phase``, ``cache_hits``,
@@ -58,7 +58,7 @@ class StartupSpec(BenchSpec):
     bench: ClassVar[str] = "startup"
     prog: ClassVar[str] = "refimpl bench startup"
     model: str = arg("qwen2.5-vl-3b", choices=SUPPORTED_MODELS, required=True)
-    variants: tuple[str, ...] = variants_arg(("cache-reset",), tuple(STARTUP_VARIANTS))
+    variants: tuple[str, ...] = variants_arg(("0.9.0",), tuple(STARTUP_VARIANTS))
     max_model_len: Optional[int] = arg(None, "tokens (default: the model's)", min=1)
     max_num_batched_tokens: int = arg(8192, min=1)
     max_num_seqs: int = arg(256, min=1)

@@ -1,7 +1,7 @@
 """Benchmark: Whisper serving throughput by encoder-length source (vLLM PRs #24866, #24989).
 
     refimpl bench throughput --model whisper-tiny \
-        --variant registry,runner-config,scheduler-config --num-requests 64 --max-tokens 32 \
+        --variant 0.10.2,0.10.2+#24866,0.11.0 --num-requests 64 --max-tokens 32 \
         --max-num-seqs 16 --repeats 3 --output-json throughput.json
     refimpl bench throughput --model whisper-tiny --engine hf ...   # transformers generate()
 
@@ -46,13 +46,13 @@ class ThroughputSpec(BenchSpec):
     prog: ClassVar[str] = "refimpl bench throughput"
     model: str = arg("whisper-tiny", choices=MODELS)
     engine: str = arg("refimpl", choices=("refimpl", "hf"))
-    variants: tuple[str, ...] = variants_arg(("scheduler-config",), (*ENCODER_LEN_VARIANTS, HF_VARIANT))
+    variants: tuple[str, ...] = variants_arg(("0.11.0",), (*ENCODER_LEN_VARIANTS, HF_VARIANT))
     num_requests: int = arg(64, min=1)
     max_tokens: int = arg(32, "output tokens per request", min=1)
     max_num_seqs: int = arg(16, "batch size (hf: static batch)", min=1)
     num_gpu_blocks: Optional[int] = arg(None, min=1)
-    max_audios_per_step: int = arg(1, "audios encoded per step under the encoder-batch variant "
-                                   "(PR #29421); the other variants keep 1", min=1)
+    max_audios_per_step: int = arg(1, "audios encoded per step under the audios-per-step "
+                                   "what-if; the other variants keep 1", min=1)
     scale: str = arg("auto", choices=("auto", "full", "small"))
     warmup_requests: int = arg(4, min=0)
     seed: int = arg(0, min=0)

@@ -1,7 +1,7 @@
 """The fresh-process worker: one measured run of one variant of a spec, written as JSON.
 
     python -m refimpl.bench.worker --spec '{"bench": "startup", "spec": {...}}' \
-        --variant cache-reset --output-json run.json
+        --variant 0.9.0 --output-json run.json
 
 Started by ``refimpl.bench.orchestrate.run_fresh`` (and by the py-spy flame graphs of
 ``refimpl.analysis``); the spec is ``BenchSpec.to_json()``, the output one run record. A

@@ -1,6 +1,6 @@
 """A realistic Whisper serving workload: EOS stops, mixed clip lengths, a seeded arrival schedule.
 
-    refimpl bench workload --model whisper-tiny.en --variant scheduler-config \
+    refimpl bench workload --model whisper-tiny.en --variant 0.11.0 \
         --num-requests 200 --arrival poisson --rate 2.0 --output-json workload.json
     refimpl bench workload --engine hf ...   # transformers generate(), static batches
     refimpl bench workload --engine both --repeats 5 ...   # both in one process, E H H E ...
@@ -57,8 +57,8 @@ class WorkloadSpec(CliSpec):
     model: str = arg("whisper-tiny.en", choices=MODELS)
     engine: str = arg("refimpl", "refimpl, hf (generate()) or both (paired, E H H E)",
                       choices=("refimpl", "hf", "both"))
-    variant: str = arg("scheduler-config", f"one of {', '.join(ENCODER_LEN_VARIANTS)}")
-    max_audios_per_step: int = arg(1, "audios encoded per step under encoder-batch", min=1)
+    variant: str = arg("0.11.0", f"one of {', '.join(ENCODER_LEN_VARIANTS)}")
+    max_audios_per_step: int = arg(1, "audios encoded per step under audios-per-step", min=1)
     num_requests: int = arg(64, min=1)
     arrival: str = arg("all", choices=("all", "poisson"))
     rate: float = arg(1.0, "requests/s for --arrival poisson (> 0); refused with --arrival all")

@@ -17,8 +17,9 @@ class SchedulerConfig:
 
     ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` default to
     ``max_num_batched_tokens`` as in vLLM; for encoder-decoder models VllmConfig overrides
-    the former with the encoder length, or with ``max_audios_per_step`` encoder lengths under
-    the ``encoder-batch`` variant (PR #29421). ``encoder_len_per_item`` (tokens, Whisper 1500):
+    the former with the encoder length (vLLM 0.10.2 to 0.12; not from 0.13.0, PR #29421), or
+    with ``max_audios_per_step`` encoder lengths under the ``audios-per-step`` what-if (ours).
+    ``encoder_len_per_item`` (tokens, Whisper 1500):
     one audio's encoder length, its own field, set once by VllmConfig (or given, then checked
     against the model's ``max_source_positions``); never an alias of a batching budget.
     Raises ConfigError.

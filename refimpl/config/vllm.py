@@ -1,11 +1,12 @@
 """VllmConfig: all configs of one engine, validated and derived together.
 
 Mirrors ``VllmConfig`` of ``vllm/config/__init__.py`` (v0.10.2; ``vllm/config/vllm.py`` from
-v0.11.0), in particular ``__post_init__``, which for encoder-decoder models sets
+v0.11.1), in particular ``__post_init__``, which for encoder-decoder models sets
 ``scheduler_config.max_num_encoder_input_tokens`` from
 ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config)`` (the value PRs #24866 and
-#24989 read instead of calling the registry at run time), and ``get_encoder_len(site)``:
-where each call site reads the Whisper encoder length under a variant.
+#24989 read instead of calling the registry at run time; 0.13.0 no longer sets it, PR
+#29421), and ``get_encoder_len(site)``: where each call site reads the Whisper encoder length
+under an encoder-length row.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class VllmConfig:
     model_config: ModelConfig
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
-    encoder_len_variant: str = "scheduler-config"
+    encoder_len_variant: str = "0.11.0"
 
     def __post_init__(self):
         get_encoder_len_variant(self.encoder_len_variant)
@@ -50,13 +51,14 @@ class VllmConfig:
                 raise EncoderLengthMismatchError(
                     "scheduler_config.encoder_len_per_item", mc.max_encoder_len,
                     f"{sc.encoder_len_per_item} != the encoder's positions (max_source_positions)")
-            if get_encoder_len_variant(self.encoder_len_variant).encoder_batch:
+            budget = get_encoder_len_variant(self.encoder_len_variant).encoder_budget
+            if budget == "audios-per-step":  # ours: N encoder lengths
                 sc.max_num_encoder_input_tokens = sc.max_audios_per_step * per_item
                 sc.encoder_cache_size = max(sc.encoder_cache_size or 0, sc.max_num_encoder_input_tokens)
             elif sc.max_audios_per_step != 1:
-                raise ConfigError("max_audios_per_step", "1 unless encoder_len_variant='encoder-batch'",
+                raise ConfigError("max_audios_per_step", "1 unless encoder_len_variant='audios-per-step'",
                                   f"got {sc.max_audios_per_step} under {self.encoder_len_variant!r}")
-            else:
+            elif budget == "encoder-len":  # 0.10.2 to 0.12; 0.13.0 keeps max_num_batched_tokens
                 sc.max_num_encoder_input_tokens = per_item
 
     @property
@@ -72,8 +74,9 @@ class VllmConfig:
 
         'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
         processor and runs the feature extractor: vLLM 0.10.2); 'config':
-        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989); 'per-item':
-        ``scheduler_config.encoder_len_per_item`` (PR #29421, where the former is a budget).
+        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989; the batching
+        budget from 0.13.0); 'per-item': ``scheduler_config.encoder_len_per_item`` (one audio's
+        length, computed once).
         """
         source = self.encoder_len_source(site)
         if source == "registry":

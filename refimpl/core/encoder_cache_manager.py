@@ -1,10 +1,13 @@
 """Encoder cache accounting and encoder budget of the V1 scheduler and model runner.
 
 Mirrors ``vllm/v1/core/encoder_cache_manager.py``: ``EncoderCacheManager`` (see its
-docstring for the version) and ``compute_encoder_budget`` /
-``_compute_encoder_budget_multimodal`` (vLLM 0.9.0; the same in 0.10.2). Each budget call
-asks the registry for the max tokens per item, which (before PR #19756) means processing the
-dummy data -- the lookup PR #17935's cache made cheap from the second call on.
+docstring for the version) and ``compute_encoder_budget`` / ``compute_mm_encoder_budget``
+(vLLM 0.9.0's ``_compute_encoder_budget_multimodal``, renamed in 0.10.1; the same rule up to
+0.14.0). Each budget call asks the registry for the max tokens per item, which (before PR
+#19756) means processing the dummy data -- the lookup PR #17935's cache made cheap from the
+second call on. For Whisper the budget is one encoder length while ``VllmConfig`` sets
+``max_num_encoder_input_tokens`` to it (0.10.2 to 0.12), ``max_num_batched_tokens`` from
+0.13.0 (PR #29421: 8192 holds 5 audios).
 
 Left out: the warning logged when an item exceeds the budget.
 """
@@ -28,11 +31,17 @@ def compute_encoder_budget(model_config, scheduler_config, mm_registry, *, disab
     """
     if not mm_registry.supports_multimodal_inputs(model_config):
         return 0, 0
-    per_item = mm_registry.get_max_tokens_per_item_by_nonzero_modality(
-        model_config, disable_cache=disable_cache, use_formula=use_formula)
-    if not per_item:
+    return compute_mm_encoder_budget(scheduler_config, mm_registry.get_max_tokens_per_item_by_nonzero_modality(
+        model_config, disable_cache=disable_cache, use_formula=use_formula))
+
+
+def compute_mm_encoder_budget(scheduler_config, max_tokens_by_modality: dict[str, int]) -> tuple[int, int]:
+    """(encoder_compute_budget, encoder_cache_size) in tokens from the max tokens per item of
+    the enabled modalities: each the scheduler's setting, raised to the largest item;
+    (0, 0) when no modality is enabled."""
+    if not max_tokens_by_modality:
         return 0, 0
-    max_tokens_per_item = max(per_item.values())
+    max_tokens_per_item = max(max_tokens_by_modality.values())
     return (max(scheduler_config.max_num_encoder_input_tokens, max_tokens_per_item),
             max(scheduler_config.encoder_cache_size, max_tokens_per_item))
 

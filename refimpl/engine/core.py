@@ -2,20 +2,22 @@
 
 Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.__init__``, ``_initialize_kv_caches``,
 ``reset_mm_cache``) and the start-up path of ``vllm/v1/worker/gpu_model_runner.py`` and
-``vllm/v1/core/sched/scheduler.py`` as of vLLM 0.9.0, where PR #17935 kept the processing
-cache on during profiling and cleared it at the end of start-up.
+``vllm/v1/core/sched/scheduler.py``, release by release: each row of
+``refimpl.variants.STARTUP_VARIANTS`` says which profiling cache the passes use, whether the
+formula answers the lookups, where the profile dummy is sized and whether the caches are
+reset at the end (from 0.9.0, PR #17935).
 
-Start-up phases (in brackets the multimodal passes of the pass table in docs/background.md):
-  runner_init     GPUModelRunner.__init__: compute_encoder_budget            [#1]
+Start-up phases (in brackets the passes of ``refimpl.multimodal.worst_case.STARTUP_STEPS``,
+the pass table of docs/background.md):
+  runner_init     GPUModelRunner.__init__: the max-token lookup, the encoder budget   [#1]
   load_model      random-weight model from the shipped config
-  profile_run     max-token lookup [#2]; decoder dummy data through the encoder [#3];
-                  text dummy run; peak memory
+  profile_run     the lookup again until 0.10.0 [#2]; decoder dummy data through the
+                  encoder [#3]; text dummy run; peak memory
   kv_cache_init   KV sizing from the profiled peak, KV tensors allocated
   capture_model   CUDA graphs for decode batch sizes (CUDA only)
-  scheduler_init  Scheduler.__init__: compute_encoder_budget again           [#5]
-  reset_mm_cache  empty every multimodal cache (variants cache-reset, formula)
-
-Variants: ``refimpl.variants.STARTUP_VARIANTS`` (what each reproduces and its switches).
+  scheduler_init  Scheduler.__init__: compute_encoder_budget again                   [#5]
+  reset_mm_cache  empty the processing cache (rows from 0.9.0; in-process the one registry
+                  cache stands for the front end's and the engine core's)
 
 The two-process engine (front end P0, this class in a child P1, mirrored input caches) is in
 core_proc.py / core_client.py / frontend.py. Left out: multi-process executors and tensor
@@ -54,6 +56,7 @@ class StartupReport:
     encoder_cache_size: int = 0
     num_gpu_blocks: int = 0
     max_tokens_per_item: dict[str, int] = field(default_factory=dict)
+    profile_tokens_per_item: int = 0
     passes_by_phase: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -64,7 +67,8 @@ class StartupReport:
 class EngineCore:
     """Builds runner, KV cache and scheduler in vLLM V1's order, timing each phase.
 
-    ``variant`` names a record of ``refimpl.variants.STARTUP_VARIANTS``. On an exception in any
+    ``variant``: a record of ``refimpl.variants.STARTUP_VARIANTS`` or its name (default the
+    kit's own, ``refimpl``). On an exception in any
     phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
     ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
     engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
@@ -72,12 +76,12 @@ class EngineCore:
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
 
-    def __init__(self, vllm_config: VllmConfig, variant: str = "cache-reset", *,
+    def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
-        self.variant = variant
-        self.switches: StartupVariant = get_startup_variant(variant)
+        self.switches: StartupVariant = get_startup_variant(variant) if isinstance(variant, str) else variant
+        self.variant = variant = self.switches.name
         self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches
@@ -104,41 +108,49 @@ class EngineCore:
             self.report.passes_by_phase[name] = stats.hf_mm_passes - passes0
 
     def _startup(self) -> None:
-        from refimpl.core.encoder_cache_manager import compute_encoder_budget
+        from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
         from refimpl.core.sched.scheduler import Scheduler
         from refimpl.worker.gpu_model_runner import GPUModelRunner
-        cfg, rep, reg = self.vllm_config, self.report, self.mm_registry
+        cfg, rep, reg, v = self.vllm_config, self.report, self.mm_registry, self.switches
+        mc, sc = cfg.model_config, cfg.scheduler_config
         reg.reset_stats()
-        budget_kw = dict(disable_cache=not self.switches.cache_during_profiling,
-                         use_formula=self.switches.max_tokens_by_formula)
+        # The profiling cache per row: none (0.8.5), the registry's even when the user turned it
+        # off (0.9.0 to 0.10.0), the runner's only when the user has one (0.10.1 on), and then
+        # the scheduler's lookup passes none.
+        disable = {"off": True, "registry": False, "runner": mc.disable_mm_preprocessor_cache}[v.profiling_cache]
+        formula = v.uses_formula(mc.model)
         with self._phase("runner_init"):
-            self.model_runner = GPUModelRunner(cfg)
-            budget = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg, **budget_kw)
-            self.model_runner.encoder_compute_budget, self.model_runner.encoder_cache_size = budget
+            self.model_runner = runner = GPUModelRunner(cfg)
+            if reg.supports_multimodal_inputs(mc):
+                runner.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
+                    mc, disable_cache=disable, use_formula=formula))
+            enabled = {m: n for m, n in runner.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
+            runner.encoder_compute_budget, runner.encoder_cache_size = compute_mm_encoder_budget(sc, enabled)
         with self._phase("load_model"):
-            self.model_runner.load_model()
+            runner.load_model()
         with self._phase("profile_run"):
-            self.model_runner.profile_run(**budget_kw)
+            runner.profile_run(disable_cache=disable, use_formula=formula, variant=v)
         with self._phase("kv_cache_init"):
-            num_blocks = self.model_runner.determine_num_blocks()
-            self.model_runner.initialize_kv_cache(num_blocks)
+            num_blocks = runner.determine_num_blocks()
+            runner.initialize_kv_cache(num_blocks)
         with self._phase("capture_model"):
-            self.model_runner.capture_model()
+            runner.capture_model()
         with self._phase("scheduler_init"):
-            enc_budget, enc_cache = compute_encoder_budget(cfg.model_config, cfg.scheduler_config,
-                                                           reg, **budget_kw)
+            enc_budget, enc_cache = compute_encoder_budget(
+                mc, sc, reg, disable_cache=disable or v.profiling_cache == "runner", use_formula=formula)
             self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,
                                        encoder_cache_size=enc_cache, mm_registry=reg)
         rep.encoder_compute_budget, rep.encoder_cache_size = enc_budget, enc_cache
         rep.num_gpu_blocks = num_blocks
-        rep.max_tokens_per_item = dict(self.model_runner.max_tokens_per_item)
+        rep.max_tokens_per_item = dict(runner.max_tokens_per_item)
+        rep.profile_tokens_per_item = runner.profile_tokens_per_item
         stats = reg.stats
         rep.hf_processor_calls, rep.hf_mm_passes = stats.hf_processor_calls, stats.hf_mm_passes
         rep.cache_hits, rep.cache_misses = stats.cache_hits, stats.cache_misses
         rep.cache_bytes_before_reset = reg.cache_bytes()
         rep.rss_before_reset = rss_bytes()
         rep.peak_rss_bytes = peak_rss_bytes()
-        if self.switches.reset_at_end:
+        if v.reset_at_end:
             with self._phase("reset_mm_cache"):
                 self.reset_mm_cache()
         rep.cache_bytes_after_reset = reg.cache_bytes()
@@ -235,11 +247,13 @@ def check_encoder_len(vllm_config: VllmConfig) -> None:
     The guard for the review of vLLM PR #24989: ``max_num_encoder_input_tokens`` is an alias
     of ``max_num_batched_tokens`` unless the encoder-decoder override ran; 1024 would give 64
     cross-attention blocks instead of 94 (writes past the request's blocks), 8192 would give
-    512 (5x over-reservation). Every call site that reads a config field (not the registry)
-    under the engine's variant is checked: ``max_num_encoder_input_tokens`` for
-    runner-config / scheduler-config, ``encoder_len_per_item`` for encoder-batch (whose
-    ``max_num_encoder_input_tokens`` is a budget of several audios). Raises
-    EncoderLengthMismatchError naming the field and both values.
+    512 (5x over-reservation), which vLLM 0.13.0 shipped (PR #29421 dropped the override;
+    0.14.0 fixed the scheduler only). Every call site that reads a config field (not the
+    registry) under the engine's encoder-length row is checked: ``max_num_encoder_input_tokens``
+    where the row reads the config, ``encoder_len_per_item`` where it reads the per-item
+    length. So the rows 0.13.0 and 0.14.0 are refused by default; their sizing is computed by
+    ``refimpl.core.kv_cache_utils.cross_attention_sizing``. Raises EncoderLengthMismatchError
+    naming the field and both values.
     """
     mc = vllm_config.model_config
     if not mc.is_encoder_decoder:
@@ -255,5 +269,5 @@ def check_encoder_len(vllm_config: VllmConfig) -> None:
             raise EncoderLengthMismatchError(
                 field, mc.max_encoder_len,
                 f"{n} != the model's encoder length {mc.max_encoder_len} (max_source_positions), "
-                f"read at the {site!r} call site; cross-attention would allocate the wrong "
-                "number of blocks")
+                f"read at the {site!r} call site under {vllm_config.encoder_len_variant!r}; "
+                "cross-attention would allocate the wrong number of blocks")

@@ -9,11 +9,11 @@ the step's outputs. ``add_request`` fills the items P0 sent as a bare hash from
 ``mm_input_cache_server`` (``MirroredProcessingCache.get_and_update_p1``).
 
 ``reset_mm_cache`` per ``reset_scope`` (RESET_SCOPES):
-  ``v0.9.0``  clears the P1 mirror only, as ``EngineCore.reset_mm_cache`` in vLLM 0.9.0
-              (and still 0.10.1.1, checked in the released wheels): the dummy data the
-              profiling passes left in P1's own processing cache stays resident.
-  ``all``     also clears P1's processing cache (the later behaviour: every cache the
-              reset is meant to reach).
+  ``v0.9.0``  clears the P1 mirror only, as ``EngineCore.reset_mm_cache`` from vLLM 0.9.0
+              through 0.11.0 (checked in the released wheels): the dummy data the profiling
+              passes left in P1's own processing cache (from 0.10.1 the runner's) stays.
+  ``all``     also clears P1's processing cache (0.11.1 on: the reset reaches the runner's
+              profiling cache). The start-up row's ``reset_scope`` is the default.
 
 Left out: vLLM's separate IO threads, data parallelism, the batch queue; a fatal error is
 reported as one DEAD message (vLLM: ``ENGINE_CORE_DEAD``) and the process exits; a request

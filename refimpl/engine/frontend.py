@@ -27,14 +27,16 @@ from refimpl.variants import get_startup_variant
 
 class MPFrontend:
     """P0: a MirroredProcessingCache client and a SyncMPClient to the engine core.
+    ``reset_scope`` None: the start-up row's (``StartupVariant.reset_scope``).
 
     Raises ConfigError for an unknown reset_scope / mirror_fault, EngineDeadError when the
     engine core fails or exits.
     """
 
-    def __init__(self, vllm_config, variant: str, reset_scope: str = "v0.9.0",
+    def __init__(self, vllm_config, variant: str, reset_scope: Optional[str] = None,
                  mirror_fault: Optional[str] = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
+        reset_scope = reset_scope or get_startup_variant(variant).reset_scope  # the row's by default
         if reset_scope not in RESET_SCOPES:
             raise ConfigError("reset_scope", RESET_SCOPES, f"got {reset_scope!r}")
         if mirror_fault not in MIRROR_FAULTS:

@@ -41,8 +41,8 @@ class LLMEngine:
     In "mp" mode a dead engine core raises EngineDeadError; ``shutdown()`` ends the child.
     """
 
-    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "cache-reset", *,
-                 process_mode: Literal["inproc", "mp"] = "mp", reset_scope: str = "v0.9.0",
+    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "0.9.0", *,
+                 process_mode: Literal["inproc", "mp"] = "mp", reset_scope: Optional[str] = None,
                  mirror_fault: Optional[str] = None):
         from refimpl.multimodal import MULTIMODAL_REGISTRY
         from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
@@ -67,15 +67,15 @@ class LLMEngine:
         self.output_processor = OutputProcessor()
 
     @classmethod
-    def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "cache-reset",
-                  encoder_len_variant: str = "scheduler-config", max_num_seqs: int = 64,
+    def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "0.9.0",
+                  encoder_len_variant: str = "0.11.0", max_num_seqs: int = 64,
                   max_num_batched_tokens: int = 8192, num_gpu_blocks: Optional[int] = None,
                   block_size: int = 16, process_mode: Literal["inproc", "mp"] = "mp",
-                  reset_scope: str = "v0.9.0", mirror_fault: Optional[str] = None,
+                  reset_scope: Optional[str] = None, mirror_fault: Optional[str] = None,
                   max_audios_per_step: int = 1, cross_attention_read: str = "dense-once",
                   **model_kwargs: Any) -> "LLMEngine":
         """Build configs from keyword arguments (``model_kwargs`` go to ModelConfig).
-        ``max_audios_per_step`` > 1 needs ``encoder_len_variant="encoder-batch"``;
+        ``max_audios_per_step`` > 1 needs ``encoder_len_variant="audios-per-step"``;
         ``cross_attention_read``: see CacheConfig."""
         return cls(VllmConfig(
             ModelConfig(model, **model_kwargs),

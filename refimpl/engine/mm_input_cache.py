@@ -35,8 +35,11 @@ Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended be
 vLLM 0.9.0 itself built ``use_cache`` inverted (checked in the 0.9.0 wheel: the local named
 ``disable_mm_preprocessor_cache`` held "the cache is on", and ``use_cache`` its negation), so
 with the preprocessor cache on, the default, its mirrors were off and every item crossed
-whole; ``disable_mm_preprocessor_cache=True`` turned them on. PR #19068 fixed it (0.9.2 has
-the fix). refimpl implements the fixed mirror; the transport figures are what the fix saves.
+whole; ``disable_mm_preprocessor_cache=True`` turned them on. PR #19068 fixed it (first in
+0.9.1). refimpl implements the fixed mirror; the transport figures are what the fix saves.
+The mirrors skip an item larger than their capacity under every start-up row, also those that
+reproduce vLLM's raising LRU (0.9.0's mirrors were cachetools LRUs too): deliberate, the
+rows' "raise" is about the processing cache at start-up.
 
 Not reproduced: several front ends sharing one engine core's mirror (API-server scale-out,
 data parallelism without one front end per engine core): each P0 mirror misses the other's

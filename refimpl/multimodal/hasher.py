@@ -1,9 +1,12 @@
 """The byte paths of vLLM's ``MultiModalHasher`` across versions, for the start-up variants.
 
-Mirrors ``vllm/multimodal/hasher.py`` as released in vLLM 0.9.0, 0.9.2 and 0.11.0. All three
-feed blake3 the key and value bytes of every (nested) item; they differ in how many full-size
-copies of an item they make on the way (per hash, hits included):
+Mirrors ``vllm/multimodal/hasher.py`` as released in vLLM 0.8.5, 0.9.0, 0.9.2 and 0.11.0. All
+feed blake3 the key and value bytes of every (nested) item; they differ in what they read and
+in how many full-size copies of an item they make on the way (per hash, hits included):
 
+``v0.8.5``  ``serialize_item`` returns ``tobytes()`` of an ndarray, tensor (via ``.numpy()``)
+            or PIL image as it is: 1 copy; no dtype, shape or mode, so two arrays with the same
+            bytes and another shape share a key.
 ``v0.9.0``  ``serialize_item`` returns one ``bytes`` per item: an ndarray is copied by
             ``tobytes()``, its (key, value) pairs are glued with ``+`` and then with
             ``b"".join``: 3 copies of an ndarray; a tensor goes through ``.numpy()`` and one
@@ -28,7 +31,7 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
-BYTE_PATHS = ("v0.9.0", "v0.9.2", "stream")
+BYTE_PATHS = ("v0.8.5", "v0.9.0", "v0.9.2", "stream")
 Buf = Union[bytes, memoryview]
 
 
@@ -70,6 +73,32 @@ def _item_to_bytes(key: str, obj: Any, copy_arrays: bool) -> bytes:
     return b"".join([kb + vb for kb, vb in _iter_item_to_bytes(key, obj, copy_arrays)])
 
 
+def _serialize_v085(obj: Any) -> bytes:
+    """One item as bytes, the vLLM 0.8.5 way: the raw data alone."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8")
+    if isinstance(obj, bytes):
+        return obj
+    if isinstance(obj, Image.Image):
+        return obj.tobytes()
+    if isinstance(obj, torch.Tensor):
+        obj = obj.numpy()
+    if isinstance(obj, (int, float)):
+        obj = np.array(obj)
+    return obj.tobytes() if isinstance(obj, np.ndarray) else pickle.dumps(obj)
+
+
+def _iter_v085(key: str, obj: Any) -> Iterator[tuple[bytes, bytes]]:
+    if isinstance(obj, (list, tuple)):
+        for i, elem in enumerate(obj):
+            yield from _iter_v085(f"{key}.{i}", elem)
+    elif isinstance(obj, dict):
+        for k, v in obj.items():
+            yield from _iter_v085(f"{key}.{k}", v)
+    else:
+        yield key.encode("utf-8"), _serialize_v085(obj)
+
+
 def hash_kwargs_v09(copy_arrays: bool, **kwargs: Any) -> str:
     """blake3 hex digest (64 chars) of ``kwargs`` by vLLM 0.9.0's byte path (``copy_arrays``
     True) or 0.9.2's (False, PR #19484). Kwargs are hashed in call order, as vLLM does."""
@@ -92,4 +121,11 @@ def hash_kwargs_by(byte_path: str, **kwargs: Any) -> str:
         return MultiModalHasher.hash_kwargs(**kwargs)
     if byte_path not in BYTE_PATHS:
         raise ValueError(f"unknown hash byte path {byte_path!r}; one of {BYTE_PATHS}")
+    if byte_path == "v0.8.5":
+        h = blake3()
+        for k, v in kwargs.items():
+            for kb, vb in _iter_v085(k, v):
+                h.update(kb)
+                h.update(vb)
+        return h.hexdigest()
     return hash_kwargs_v09(byte_path == "v0.9.0", **kwargs)

@@ -138,8 +138,10 @@ def parse_video(x: Any) -> np.ndarray:
     return x
 
 
-def parse_audio(x: Any) -> np.ndarray:
-    """1-D float array at 16 kHz, or ``(array, sampling_rate)`` -> 1-D float32 array.
+def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
+    """1-D float array at 16 kHz, or ``(array, sampling_rate)`` -> 1-D float32 array (a
+    float64 array kept as it is with ``keep_float64``, as vLLM's parser does: the release rows
+    hash and process its 8-byte samples).
 
     Raises InvalidInputError: field "audio.sampling_rate" (limit 16000), "audio" for wrong
     rank/dtype (float16/32/64 accepted), empty, NaN/inf, or longer than 30 s (limit "30 s").
@@ -164,6 +166,11 @@ def parse_audio(x: Any) -> np.ndarray:
     if x.size > MAX_AUDIO_S * SAMPLING_RATE:
         raise InvalidInputError("audio", f"{MAX_AUDIO_S} s",
                                 f"{x.size / SAMPLING_RATE:.2f} s of audio ({x.size} samples)")
+    f32 = np.finfo(np.float32).max
+    if keep_float64 and x.dtype == np.float64:  # finite within float32's range, no copy
+        if not (np.isfinite(x).all() and -f32 <= x.min() and x.max() <= f32):
+            raise InvalidInputError("audio", "finite samples", "audio contains NaN or inf")
+        return x
     with np.errstate(over="ignore"):  # float64 beyond float32's range -> inf, refused below
         x = x.astype(np.float32, copy=False)
     if not np.isfinite(x).all():
@@ -174,8 +181,10 @@ def parse_audio(x: Any) -> np.ndarray:
 _PARSERS = {"image": parse_image, "video": parse_video, "audio": parse_audio}
 
 
-def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> dict[str, list[Any]]:
-    """Validate and normalize ``{modality: item | [items]}`` -> ``{modality: [items]}``.
+def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],
+                  keep_float64: bool = False) -> dict[str, list[Any]]:
+    """Validate and normalize ``{modality: item | [items]}`` -> ``{modality: [items]}``
+    (``keep_float64``: see parse_audio).
 
     ``limits``: allowed items per prompt for each supported modality. Raises
     InvalidInputError (field "mm_data") for a non-dict ``mm_data`` or an unknown modality, TooManyItemsError (field
@@ -199,7 +208,8 @@ def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int]) -> 
             raise TooManyItemsError(f"mm_data[{modality}]", limits[modality],
                                     f"{len(items)} {modality} items in one prompt")
         if items:
-            out[modality] = [_PARSERS[modality](x) for x in items]
+            out[modality] = [parse_audio(x, keep_float64) if modality == "audio" else _PARSERS[modality](x)
+                             for x in items]
     return out
 
 

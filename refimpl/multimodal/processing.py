@@ -37,13 +37,15 @@ class BaseProcessingInfo:
     """Per-model facts the processor and dummy builder need (vLLM: ``BaseProcessingInfo``).
 
     ``model_config``: refimpl.config.ModelConfig. The HF processor is built once per model and
-    ``mm_processor_kwargs`` (ModelConfig's, as vLLM's) and cached.
+    ``mm_processor_kwargs`` (ModelConfig's, as vLLM's) and cached. ``switches``: the
+    MultiModalSwitches to follow instead of ``model_config.mm_switches``.
     """
     modalities: tuple[str, ...] = ()
 
-    def __init__(self, model_config):
+    def __init__(self, model_config, switches=None):
         self.model_config = model_config
         self.model_id: str = model_config.model
+        self._switches = switches
 
     @property
     def mm_processor_kwargs(self) -> dict[str, Any]:
@@ -56,8 +58,8 @@ class BaseProcessingInfo:
 
     @property
     def switches(self):
-        """The model config's MultiModalSwitches (vLLM-version mechanics)."""
-        return self.model_config.mm_switches
+        """The MultiModalSwitches (vLLM-version mechanics) this processor follows."""
+        return self._switches or self.model_config.mm_switches
 
     def get_hf_processor(self):
         raise NotImplementedError
@@ -171,14 +173,14 @@ class BaseMultiModalProcessor:
         # call's kwargs (vLLM merges them before calling the HF processor).
         kw = self.info.mm_processor_kwargs | kw
         path = self.info.switches.hash_byte_path
-        if path != "stream":  # vLLM 0.9.x: model_id, {modality: item}, kwargs, with copies
+        if path != "stream":  # vLLM 0.8.5-0.10.2: model_id, {modality: item}, kwargs, with copies
             return hash_kwargs_by(path, model_id=self.info.model_id, **{modality: item}, **kw)
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
     def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool):
-        if self.cache is None:  # vLLM hashes here only when asked to (profiling does not ask)
+        if self.cache is None:  # hashed when asked to, or always from vLLM 0.10.2 (hash_uncached)
             hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
-                      if return_mm_hashes else {})
+                      if return_mm_hashes or self.info.switches.hash_uncached else {})
             ids, mm_kwargs, applied = self._apply_hf_processor_main(prompt, items, kw, enable_hf_prompt_update=True)
             return ids, mm_kwargs, hashes, applied
         hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
@@ -216,7 +218,8 @@ class BaseMultiModalProcessor:
         cache stay usable afterwards.
         """
         kw = dict(hf_processor_mm_kwargs or {})
-        items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits())
+        items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
+                              keep_float64=self.info.switches.dummy_audio_dtype == "float64")
         counts = {m: len(v) for m, v in items.items()}
         ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
                                                                           return_mm_hashes)

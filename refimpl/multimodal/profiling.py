@@ -3,7 +3,9 @@
 Mirrors ``vllm/multimodal/profiling.py`` at vLLM 0.9.0: ``BaseDummyInputsBuilder`` (the
 largest item per modality plus matching placeholder text) and ``MultiModalProfiler``
 (``get_mm_max_tokens``, ``get_decoder_dummy_data``, ``get_encoder_dummy_data``), which run
-the dummy data through the processor -- with the processing cache on, as PR #17935 made it.
+the dummy data through the processor, with or without its cache (the start-up row decides).
+``fit_counts`` (ours) sizes a dummy as for other item counts: the profile run builds one item
+at the per-item maximum the budget lookup found.
 
 Left out: ``mm_options`` overrides of dummy sizes (later vLLM), the V0 ``DummyData`` path
 and the warnings vLLM logs when the dummy prompt exceeds ``seq_len``.
@@ -45,20 +47,29 @@ class BaseDummyInputsBuilder:
         """Placeholder text for ``mm_counts`` items (e.g. ``"<|image_pad|>" * n``)."""
         raise NotImplementedError
 
-    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
+    def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
+                             fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
+        """``{modality: [spec] * count}``: each dummy item's kind and size as a tuple, without
+        building it (the cheap worst-case functions and the pass table compare these)."""
+        raise NotImplementedError
+
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
+                          fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
         """``{modality: [largest item] * count}`` for a ``seq_len``-token context."""
         raise NotImplementedError
 
-    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> MultiModalInputs:
+    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
+                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
         """What processing the dummy inputs would return, built from the processor's size
         functions without any HF-processor pass (the ``shape-only`` start-up; ours, beyond
         vLLM). Shapes, dtypes, token ids and placeholders equal the processed ones; tensor
         values are zeros, not the processed pixels."""
         raise NotImplementedError
 
-    def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> ProcessorInputs:
+    def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int],
+                                   fit_counts: Optional[dict[str, int]] = None) -> ProcessorInputs:
         return ProcessorInputs(prompt=self.get_dummy_text(mm_counts),
-                               mm_data=self.get_dummy_mm_data(seq_len, mm_counts))
+                               mm_data=self.get_dummy_mm_data(seq_len, mm_counts, fit_counts))
 
     @staticmethod
     def _get_dummy_images(width: int, height: int, num_images: int) -> list[Image.Image]:
@@ -80,12 +91,12 @@ class BaseDummyInputsBuilder:
         return [np.full((num_frames, height, width, 3), 255, dtype=dtype)] * num_videos
 
     @staticmethod
-    def _get_dummy_audios(length: int, num_audios: int) -> list[np.ndarray]:
-        """Silent float32 audio of ``length`` samples (vLLM: ``np.zeros`` default float64; the
-        feature extractor's output is float32 either way)."""
+    def _get_dummy_audios(length: int, num_audios: int, dtype=np.float32) -> list[np.ndarray]:
+        """Silent audio of ``length`` samples (vLLM: ``np.zeros``, default float64, 3.84 MB for
+        30 s; ours float32; the feature extractor's output is float32 either way)."""
         if num_audios == 0:
             return []
-        return [np.zeros(length, dtype=np.float32)] * num_audios
+        return [np.zeros(length, dtype=dtype)] * num_audios
 
 
 class MultiModalProfiler:
@@ -101,15 +112,16 @@ class MultiModalProfiler:
     def get_mm_limits(self) -> dict[str, int]:
         return self.processor.info.get_allowed_mm_limits()
 
-    def _get_dummy_mm_inputs(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
+    def _get_dummy_mm_inputs(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
+                             fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
         if mm_counts is None:
             mm_counts = self.get_mm_limits()
         stats, t0 = self.processor.stats, time.perf_counter()
         if self.processor.info.switches.shape_only:  # ours: no HF-processor pass at all
-            out = self.dummy_inputs.get_dummy_processed_inputs(seq_len, mm_counts)
+            out = self.dummy_inputs.get_dummy_processed_inputs(seq_len, mm_counts, fit_counts)
             stats.dummy_s += time.perf_counter() - t0
             return out
-        inp = self.dummy_inputs.get_dummy_processor_inputs(seq_len, mm_counts)
+        inp = self.dummy_inputs.get_dummy_processor_inputs(seq_len, mm_counts, fit_counts)
         stats.dummy_s += time.perf_counter() - t0
         return self.processor.apply(inp.prompt, inp.mm_data, inp.hf_processor_mm_kwargs)
 
@@ -121,10 +133,11 @@ class MultiModalProfiler:
         mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
         return {m: sum(p.length for p in ph) for m, ph in mm_inputs.mm_placeholders.items()}
 
-    def get_decoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> DummyDecoderData:
+    def get_decoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
+                               fit_counts: Optional[dict[str, int]] = None) -> DummyDecoderData:
         """Dummy decoder request of ``seq_len`` tokens (prompt padded with 0; longer prompts
         are kept whole, as vLLM 0.9 did after warning)."""
-        mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
+        mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts, fit_counts)
         ids = list(mm_inputs.prompt_token_ids)
         ids.extend([0] * max(0, seq_len - len(ids)))
         return DummyDecoderData(ids, mm_inputs.mm_kwargs, mm_inputs.mm_placeholders)

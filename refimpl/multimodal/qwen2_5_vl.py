@@ -3,7 +3,10 @@
 Mirrors ``Qwen2VLProcessingInfo`` / ``Qwen2VLDummyInputsBuilder`` /
 ``Qwen2VLMultiModalProcessor`` in ``vllm/model_executor/models/qwen2_vl.py`` (used by
 ``qwen2_5_vl.py``) at vLLM 0.9.0, plus ``get_max_tokens_per_item`` from PR #19756 (max
-tokens by formula, no dummy processing).
+tokens by formula, no dummy processing). What changed in later releases is a switch of
+``MultiModalSwitches`` (refimpl/variants.py): the worst-case image rule (square, #29692's
+factor pair, ours), the frame cap (16, 14 from 0.11.0), the frame fitting (image tokens
+subtracted until 0.10.1) and the dummy video's dtype.
 
 The HF processor is the real ``Qwen2_5_VLProcessor`` with the torchvision
 ``Qwen2VLImageProcessor`` and ``Qwen2VLVideoProcessor`` built from
@@ -13,13 +16,12 @@ min/max pixels, as transformers 4.5x loaded it from that file) and
 silences transformers 5's warning.
 
 Left out: the ``fps`` / ``second_per_grid_ts`` handling of video metadata beyond what the
-HF processor does, image/video embeddings as inputs, later vLLM's cap on frames per video.
+HF processor does, image/video embeddings as inputs, ``mm_options`` dummy-size overrides.
 """
 from __future__ import annotations
 
-import math
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -27,6 +29,7 @@ import torch
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
 from refimpl.multimodal.processing import BaseMultiModalProcessor, BaseProcessingInfo
 from refimpl.multimodal.profiling import BaseDummyInputsBuilder
+from refimpl.multimodal.worst_case import worst_case_image_size
 
 MODEL = "qwen2.5-vl-3b"
 
@@ -50,54 +53,6 @@ def build_hf_processor(model: str, overrides: tuple = ()):
         image_processor=Qwen2VLImageProcessor(size=size(), **kw),
         video_processor=Qwen2VLVideoProcessor(size=size(), cap_pixels_per_frame=False, **kw),
         tokenizer=get_tokenizer(model))
-
-
-@lru_cache(maxsize=64)
-def worst_case_image_size(min_pixels: int, max_pixels: int, factor: int = 28,
-                          max_ratio: int = 200) -> tuple[int, int]:
-    """(width, height) in pixels of an input image (or video frame) whose ``smart_resize``
-    (transformers' Qwen2-VL resize: sides rounded to ``factor`` = patch * merge = 28 pixels,
-    area brought into [min_pixels, max_pixels], aspect ratio <= ``max_ratio``) has the most
-    ``factor`` x ``factor`` cells, i.e. the most placeholder tokens per image (per frame pair
-    for video). Issue 8, kind 4: a huge square is not always the worst case.
-
-    Candidates, each evaluated with the real ``smart_resize``:
-      * an image that is not resized: ``factor * a`` x ``factor * b`` for the largest
-        a * b <= max_pixels // factor^2 whose closest factor pair an input of ratio <=
-        max_ratio can reach (vLLM's later Qwen2-VL ``get_image_size_with_most_features``
-        factorises the same way, checking the ratio on the grid instead);
-        768 * 28^2 gives 896 x 672 (768 tokens), not the 756 x 756 square (729 tokens);
-      * the flattest image that is scaled down (ratio ``max_ratio``): when max_pixels //
-        factor^2 is small, ``smart_resize`` clamps the short side to ``factor`` and the long
-        side's floor can give more cells than max_pixels allows;
-      * every image thinner than ``factor / 2`` pixels (up to ratio ``max_ratio``): they are
-        scaled up to min_pixels with both sides rounded up, which can give more cells than
-        max_pixels allows when min_pixels is close to it (e.g. min = max = 256 * 28^2:
-        1 x 200 pixels -> 454 tokens).
-    Cached per argument tuple; ~20,000 ``smart_resize`` calls (tens of ms) the first time.
-    """
-    from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
-    def cells(wh: tuple[int, int]) -> int:
-        h, w = smart_resize(wh[1], wh[0], factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
-        return (h // factor) * (w // factor)
-
-    cands: list[tuple[int, int]] = []
-    for n in range(max_pixels // factor ** 2, 0, -1):
-        a = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
-        b, near = n // a, factor // 2 - 1  # sides that still round to b and a cells
-        # the ratio limit applies to the input, not the grid: a short side of 28a + 13 and
-        # a long side of 28b - 13 pixels round to the same grid (1 x 211 cells from 41 x 5895)
-        wh = (factor * b, factor * a) if b <= max_ratio * a else (factor * b - near, factor * a + near)
-        if max(wh) <= max_ratio * min(wh) and cells(wh) == n:
-            cands.append(wh)
-            break
-    s = 1
-    while round(s / factor) * round(max_ratio * s / factor) * factor ** 2 <= max_pixels:
-        s *= 2
-    cands.append((max_ratio * s, s))
-    cands += [(w, h) for h in range(1, factor // 2 + 1) for w in range(h, max_ratio * h + 1)]
-    return max(cands, key=cells)  # the first (not resized) wins ties
 
 
 class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
@@ -126,11 +81,25 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
 
     def get_image_size_with_most_features(self) -> tuple[int, int]:
         """(width, height) in pixels of the image (and video frame) with the most tokens
-        under the processor's min/max pixels (``worst_case_image_size``): 3584 x 3584 under
-        the default max_pixels 12,845,056; 896 x 672 under 768 * 28^2."""
+        under the processor's min/max pixels and the switches' worst-case rule
+        (``worst_case_image_size``): 3584 x 3584 under the default max_pixels 12,845,056 for
+        every rule; 896 x 672 under 768 * 28^2 (756 x 756 by the square rule)."""
         patch, merge, _ = self._vision()
         size = self.get_hf_processor().image_processor.size
-        return worst_case_image_size(size.shortest_edge, size.longest_edge, patch * merge)
+        return worst_case_image_size(size.shortest_edge, size.longest_edge, patch * merge,
+                                     rule=self.switches.worst_case_image)
+
+    def get_item_tokens(self, spec: tuple) -> int:
+        """Placeholder tokens of a dummy item ``("image", w, h)`` or ``("video", frames, w, h)``."""
+        return self.get_vision_info(*spec[1:])[1] if spec[0] == "image" else \
+            self.get_vision_info(spec[2], spec[3], spec[1])[1]
+
+    def get_processed_item_bytes(self, spec: tuple) -> int:
+        """Bytes of that item once processed: its float32 patch rows (merge^2 per token, 3 *
+        tps * patch^2 values each) and the int64 grid (video: + its float32 seconds)."""
+        patch, merge, tps = self._vision()
+        return self.get_item_tokens(spec) * merge * merge * 3 * tps * patch * patch * 4 + 24 + \
+            (4 if spec[0] == "video" else 0)
 
     def get_max_image_tokens(self) -> int:
         w, h = self.get_image_size_with_most_features()
@@ -147,14 +116,22 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return n
 
     def get_num_frames_with_most_features(self, seq_len: int, mm_counts: dict[str, int]) -> int:
-        """Frames of the dummy video: as many largest-size frames as fit in ``seq_len`` minus
-        the image tokens, split over the videos, rounded down to a multiple of
-        temporal_patch_size (2) and at least 2. (vLLM 0.9 returned ``max(n, 1)``; one frame is
-        padded to two, so the token count is the same.) Qwen2.5-VL-3B, 128000, one image: 12."""
-        tps = self._vision()[2]
-        image_tokens = self.get_max_image_tokens() * mm_counts.get("image", 0)
-        n = self._get_max_video_frames(seq_len - image_tokens) // max(mm_counts.get("video", 0), 1)
-        return max(n - n % tps, tps)
+        """Frames per dummy video: as many largest-size frames as fit in ``seq_len`` (less the
+        image tokens of ``mm_counts`` under frame_fit "minus-images", vLLM until 0.10.1),
+        split over the videos, capped at ``max_frames_per_video`` (vLLM: 16, 14 from 0.11.0),
+        at least 1. Ours: a share of several videos is rounded down to a multiple of
+        temporal_patch_size (vLLM leaves it odd, then padded past the share). Qwen2.5-VL-3B at
+        128000 with one image: 12 (minus-images), 14 (whole-seq)."""
+        sw, tps = self.switches, self._vision()[2]
+        if sw.frame_fit == "minus-images":
+            seq_len -= self.get_max_image_tokens() * mm_counts.get("image", 0)
+        videos = max(mm_counts.get("video", 0), 1)
+        n = self._get_max_video_frames(seq_len) // videos
+        if videos > 1 and n > tps:
+            n -= n % tps
+        if sw.max_frames_per_video is not None:
+            n = min(n, sw.max_frames_per_video)
+        return max(n, 1)
 
     def get_max_video_tokens(self, seq_len: int, mm_counts: dict[str, int]) -> int:
         w, h = self.get_image_size_with_most_features()
@@ -174,41 +151,51 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
         hf = self.info.get_hf_processor()
         return hf.image_token * mm_counts.get("image", 0) + hf.video_token * mm_counts.get("video", 0)
 
-    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
-        """White 3584x3584 RGB PIL images and white (T, 3584, 3584, 3) videos, T from
-        get_num_frames_with_most_features. Video arrays are ``mm_switches.dummy_video_dtype``:
-        int64 reproduces vLLM <= 0.11.0's ``np.full(shape, 255)`` (3.7 GB for 12 frames of
-        3584x3584), uint8 vLLM 0.11.1 and later (462 MB)."""
+    def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
+                             fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
+        """What the dummy items are, without building them: ``("image", width, height)`` per
+        image and ``("video", frames, width, height)`` per video, frames fitted as for
+        ``fit_counts`` (default ``mm_counts``; the profile run fits them as the budget lookup
+        did). Sizes from ``get_image_size_with_most_features``."""
         w, h = self.info.get_image_size_with_most_features()
         n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
-        frames = self.info.get_num_frames_with_most_features(seq_len, mm_counts) if n_vid else 0
-        return {"image": self._get_dummy_images(w, h, n_img),
-                "video": self._get_dummy_videos(w, h, frames, n_vid, dtype=self.video_dtype or
-                                                np.dtype(self.info.switches.dummy_video_dtype))}
+        frames = self.info.get_num_frames_with_most_features(seq_len, fit_counts or mm_counts) if n_vid else 0
+        return {"image": [("image", w, h)] * n_img, "video": [("video", frames, w, h)] * n_vid}
 
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
+                          fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
+        """White RGB PIL images and white (T, H, W, 3) videos of ``get_dummy_item_specs``
+        (3584 x 3584 under the default max_pixels). Video arrays are
+        ``mm_switches.dummy_video_dtype``: int64 reproduces vLLM <= 0.11.0's ``np.full(shape,
+        255)`` (3.7 GB for 12 frames of 3584x3584), uint8 vLLM 0.11.1 and later (462 MB)."""
+        specs = self.get_dummy_item_specs(seq_len, mm_counts, fit_counts)
+        dtype = self.video_dtype or np.dtype(self.info.switches.dummy_video_dtype)
+        images = [self._get_dummy_images(w, h, 1)[0] for _, w, h in specs["image"][:1]]
+        videos = [self._get_dummy_videos(w, h, t, 1, dtype=dtype)[0] for _, t, w, h in specs["video"][:1]]
+        return {"image": images * len(specs["image"]), "video": videos * len(specs["video"])}
 
-    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> MultiModalInputs:
+    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
+                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
         """The processed dummy data without processing (shape-only start-up): per image
         ``pixel_values`` (grid_h * grid_w, 3 * tps * patch^2) float32 and ``image_grid_thw``
         (3,) int64 = [1, grid_h, grid_w]; per video ``pixel_values_videos`` (grid_t * grid_h *
         grid_w, 1176) float32, ``video_grid_thw`` and ``second_per_grid_ts`` () float32 =
         tps / fps (transformers' VideoMetadata default fps); grids from smart_resize of the
-        largest image size, grid_t = frames padded to tps, / tps. The prompt is the expanded
-        placeholder tokens (the profiler pads it). Values are zeros."""
+        sizes of ``get_dummy_item_specs``, grid_t = frames padded to tps, / tps. The prompt is
+        the expanded placeholder tokens (the profiler pads it). Values are zeros."""
         from transformers.video_utils import VideoMetadata
         info, hf = self.info, self.info.get_hf_processor()
         patch, merge, tps = info._vision()
-        w, h = info.get_image_size_with_most_features()
-        n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
-        frames = info.get_num_frames_with_most_features(seq_len, mm_counts) if n_vid else 0
+        specs = self.get_dummy_item_specs(seq_len, mm_counts, fit_counts)
         row = 3 * tps * patch * patch
         ids: list[int] = []
         mm_kwargs: dict[str, list[dict[str, torch.Tensor]]] = {}
         placeholders: dict[str, list[PlaceholderRange]] = {}
-        for m, n, tok in (("image", n_img, hf.image_token_id), ("video", n_vid, hf.video_token_id)):
-            for _ in range(n):
-                (rw, rh), tokens = info.get_vision_info(w, h, frames if m == "video" else 1)
-                grid_t = max((frames + frames % tps) // tps, 1) if m == "video" else 1
+        for m, tok in (("image", hf.image_token_id), ("video", hf.video_token_id)):
+            for spec in specs[m]:
+                frames, w, h = (1, *spec[1:]) if m == "image" else spec[1:]
+                (rw, rh), tokens = info.get_vision_info(w, h, frames)
+                grid_t = max((frames + frames % tps) // tps, 1)
                 grid = torch.tensor([grid_t, rh // patch, rw // patch], dtype=torch.int64)
                 feats = torch.zeros(int(grid.prod()), row, dtype=torch.float32)
                 item = ({"pixel_values": feats, "image_grid_thw": grid} if m == "image" else

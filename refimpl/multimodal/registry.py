@@ -6,7 +6,8 @@ Mirrors ``MultiModalRegistry`` in ``vllm/multimodal/registry.py``: ``create_proc
 with ``use_formula=True``), ``get_decoder_dummy_data`` / ``get_encoder_dummy_data``,
 ``reset_processor_cache`` (PR #17935), and ``get_encdec_max_encoder_len`` as slow as vLLM
 0.10.2's: nothing cached, three processor creations and one uncached HF Whisper pass (feature
-extractor on 480,000 samples + tokenizer) per call (docs/background.md: its call sites).
+extractor on 480,000 samples + tokenizer) per call, the float64 dummy clip blake3-hashed
+through 0.9.2's two-copy join (docs/background.md: its call sites).
 
 Left out: ``register_processor`` decorators on model classes (a static table here),
 ``MultiModalBudget``, the V1 P0/P1 mirror caches, per-request ``mm_processor_kwargs``.
@@ -19,8 +20,13 @@ from typing import Any, Optional
 
 from refimpl.multimodal.cache import ProcessingCache
 from refimpl.multimodal.profiling import DummyDecoderData, DummyEncoderData, MultiModalProfiler
+from refimpl.variants import MultiModalSwitches
 
 DEFAULT_CACHE_BYTES = 4 << 30  # VLLM_MM_INPUT_CACHE_GIB = 4
+# get_encdec_max_encoder_len's mechanics in vLLM 0.10.2, whatever row the engine runs: np.zeros'
+# float64 clip, hashed on the uncached path through the 0.9.2 hasher (two full copies).
+ENCDEC_SWITCHES = MultiModalSwitches(dummy_audio_dtype="float64", hash_byte_path="v0.9.2",
+                                     hash_uncached=True)
 
 
 @dataclass
@@ -94,8 +100,10 @@ class MultiModalRegistry:
     def supports_multimodal_inputs(self, model_config) -> bool:
         return _factories(model_config.model) is not None
 
-    def create_processor(self, model_config, *, disable_cache: Optional[bool] = None):
-        """A new (cheap) vLLM-level processor around the cached HF processor of the model.
+    def create_processor(self, model_config, *, disable_cache: Optional[bool] = None,
+                         switches: Optional[MultiModalSwitches] = None):
+        """A new (cheap) vLLM-level processor around the cached HF processor of the model,
+        following ``switches`` (default ``model_config.mm_switches``).
 
         Uses the process-wide ProcessingCache (capacity set to ``model_config.mm_cache_bytes``)
         unless ``disable_cache`` or ``model_config.mm_processor_cache_gb == 0``.
@@ -116,7 +124,7 @@ class MultiModalRegistry:
             cache = self._processing_cache
             if cache.capacity_bytes != model_config.mm_cache_bytes:
                 cache.set_capacity(model_config.mm_cache_bytes)
-        info = info_cls(model_config)
+        info = info_cls(model_config, switches)
         return proc_cls(info, dummy_cls(info), cache=cache, stats=self.stats)
 
     def get_mm_limits_per_prompt(self, model_config) -> dict[str, int]:
@@ -126,7 +134,8 @@ class MultiModalRegistry:
         return self.create_processor(model_config, disable_cache=True).info.get_allowed_mm_limits()
 
     def get_max_tokens_per_item_by_modality(self, model_config, *, disable_cache: bool = False,
-                                            use_formula: bool = False) -> dict[str, int]:
+                                            use_formula: bool = False,
+                                            switches: Optional[MultiModalSwitches] = None) -> dict[str, int]:
         """Max placeholder tokens of one item per enabled modality (tokens).
 
         Processes the dummy data (seq_len = max_model_len, one item of each modality whose
@@ -139,24 +148,27 @@ class MultiModalRegistry:
         mm_limits = self.get_mm_limits_per_prompt(model_config)
         mm_counts = {m: 1 for m, n in mm_limits.items() if n > 0}
         seq_len = model_config.max_model_len
-        processor = self.create_processor(model_config, disable_cache=disable_cache)
+        processor = self.create_processor(model_config, disable_cache=disable_cache, switches=switches)
         if use_formula:
             return processor.info.get_max_tokens_per_item(seq_len, mm_counts)
         return MultiModalProfiler(processor).get_mm_max_tokens(seq_len, mm_counts)
 
     def get_max_tokens_per_item_by_nonzero_modality(self, model_config, *, disable_cache: bool = False,
-                                                    use_formula: bool = False) -> dict[str, int]:
+                                                    use_formula: bool = False,
+                                                    switches: Optional[MultiModalSwitches] = None) -> dict[str, int]:
         """As above, keeping only modalities whose limit per prompt is > 0."""
         mm_limits = self.get_mm_limits_per_prompt(model_config)
         per_item = self.get_max_tokens_per_item_by_modality(model_config, disable_cache=disable_cache,
-                                                            use_formula=use_formula)
+                                                            use_formula=use_formula, switches=switches)
         return {m: n for m, n in per_item.items() if mm_limits.get(m, 0) > 0}
 
     def get_decoder_dummy_data(self, model_config, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
-                               *, disable_cache: bool = False) -> DummyDecoderData:
-        """Dummy decoder request of ``seq_len`` tokens with ``mm_counts`` largest items."""
+                               *, disable_cache: bool = False,
+                               fit_counts: Optional[dict[str, int]] = None) -> DummyDecoderData:
+        """Dummy decoder request of ``seq_len`` tokens with ``mm_counts`` largest items, sized
+        as for ``fit_counts`` items (default ``mm_counts``)."""
         processor = self.create_processor(model_config, disable_cache=disable_cache)
-        return MultiModalProfiler(processor).get_decoder_dummy_data(seq_len, mm_counts)
+        return MultiModalProfiler(processor).get_decoder_dummy_data(seq_len, mm_counts, fit_counts)
 
     def get_encoder_dummy_data(self, model_config, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
                                *, disable_cache: bool = False) -> DummyEncoderData:
@@ -167,15 +179,17 @@ class MultiModalRegistry:
         """Encoder length of an encoder-decoder model (Whisper: 1500 tokens); 0 otherwise.
 
         Faithfully slow (vLLM 0.10.2): no caching anywhere; each call creates the processor
-        three times (limits, then limits + processor inside the max-token lookup) and runs
-        the HF Whisper processor on 30 s of dummy audio, bypassing the ProcessingCache.
-        Counts ``stats.encdec_calls`` and ``stats.encdec_s`` (seconds).
+        three times (limits, then limits + processor inside the max-token lookup), builds 30 s
+        of float64 silence, blake3-hashes it through 0.9.2's join (ENCDEC_SWITCHES) and runs
+        the HF Whisper processor on it, bypassing the ProcessingCache, whatever row the engine
+        runs. Counts ``stats.encdec_calls`` and ``stats.encdec_s`` (seconds).
         """
         t0 = time.perf_counter()
         try:
             if not model_config.is_encoder_decoder:
                 return 0
-            max_tokens = self.get_max_tokens_per_item_by_nonzero_modality(model_config, disable_cache=True)
+            max_tokens = self.get_max_tokens_per_item_by_nonzero_modality(
+                model_config, disable_cache=True, switches=ENCDEC_SWITCHES)
             if not max_tokens:
                 return 0
             assert len(max_tokens) == 1, "encoder-decoder models take one modality"

@@ -15,8 +15,9 @@ transcription prompt helpers.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, Optional
 
+import numpy as np
 import torch
 
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
@@ -50,6 +51,15 @@ class WhisperProcessingInfo(BaseProcessingInfo):
         """Encoder positions per audio: ``max_source_positions`` (1500)."""
         return self.hf_config["max_source_positions"]
 
+    def get_item_tokens(self, spec: tuple) -> int:
+        """Encoder positions of a dummy item ``("audio", samples)``: 1500 for any length."""
+        return self.get_num_audio_tokens()
+
+    def get_processed_item_bytes(self, spec: tuple) -> int:
+        """Bytes of its float32 ``input_features``: mel bins x 3000 frames x 4."""
+        fe = self.get_feature_extractor()
+        return fe.feature_size * (fe.chunk_length * fe.sampling_rate // fe.hop_length) * 4
+
     def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
         return {"audio": self.get_num_audio_tokens()} if mm_counts.get("audio", 0) > 0 else {}
 
@@ -58,13 +68,22 @@ class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
     def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
         return "<|startoftranscript|>" * mm_counts.get("audio", 0)
 
-    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, list[Any]]:
-        """``{"audio": [zeros(480000) float32] * n}`` (30 s at 16 kHz), independent of seq_len."""
+    def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
+                             fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
+        """``{"audio": [("audio", 480000)] * n}``: 30 s at 16 kHz, independent of seq_len."""
         fe = self.info.get_feature_extractor()
-        return {"audio": self._get_dummy_audios(fe.chunk_length * fe.sampling_rate, mm_counts.get("audio", 0))}
+        return {"audio": [("audio", fe.chunk_length * fe.sampling_rate)] * mm_counts.get("audio", 0)}
 
+    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
+                          fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
+        """``{"audio": [zeros(480000)] * n}`` (30 s at 16 kHz), independent of seq_len; the
+        dtype is ``mm_switches.dummy_audio_dtype`` (vLLM's float64, 3.84 MB; ours float32)."""
+        specs = self.get_dummy_item_specs(seq_len, mm_counts)["audio"]
+        dtype = np.dtype(self.info.switches.dummy_audio_dtype)
+        return {"audio": self._get_dummy_audios(specs[0][1], len(specs), dtype) if specs else []}
 
-    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int]) -> MultiModalInputs:
+    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
+                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
         """The processed dummy audio without processing (shape-only start-up): per audio
         ``input_features`` (feature_size mel bins, chunk_length * sampling_rate / hop_length
         = 3000 frames) float32 zeros; encoder prompt 1500 zeros per audio; decoder prompt the

@@ -8,12 +8,14 @@ cache unless ``disable_cache``; PR #19756: ``use_formula``) and 0.10.2 for Whisp
 Runs on ``cpu`` or ``cuda``; on CPU the KV cache gets ``cache_config.kv_cache_memory_bytes``
 and the peak memory is the process RSS peak during the profile run (sampled).
 
-Profile run: max tokens per item via the registry picks the largest modality; one dummy
-item from ``get_decoder_dummy_data(seq_len=max_num_batched_tokens, mm_counts={m: 1})`` is
-replicated up to the encoder budget (``encoder_compute_budget // max_tokens_per_item``,
-capped by ``max_num_seqs * limit``) and run through the model's vision / audio encoder, then
-a text dummy run (``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)``
-sequences, no KV cache, logits of the last token of each).
+Profile run: max tokens per item (the engine's lookup, or a new one until 0.10.0) picks the
+largest modality; one dummy item from ``get_decoder_dummy_data(mm_counts={m: 1})``, sized as
+the start-up row says (at ``max_num_batched_tokens`` until 0.10.2, ``max_model_len`` from
+0.11.0, the per-item maximum in the kit's default), is replicated up to the encoder budget
+(``max_items_per_batch``) and run through the model's vision / audio encoder, then a text
+dummy run (``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` sequences,
+no KV cache, logits of the last token of each). KV sizing reads the encoder length once per
+cross-attention layer and once more, as 0.10.2's memory check and concurrency log did.
 
 Left out: decoder-only (Qwen2.5-VL) serving, CUDA graphs (``capture_model`` returns 0
 captured sizes: the paged Whisper path runs eagerly), sampler warm-up, LoRA, pipeline
@@ -26,9 +28,12 @@ from typing import Any, Optional
 import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
+from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, EngineStateError
+from refimpl.multimodal.worst_case import max_items_per_batch, profile_seq_len
 from refimpl.utils.mem_utils import RssPeakSampler
+from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
 
@@ -69,7 +74,7 @@ class GPUModelRunner:
         self.max_tokens_per_item: dict[str, int] = {}
         self.peak_memory_bytes = 0
         self.profile_modality: Optional[str] = None
-        self.profile_mm_items = self.profile_encoder_tokens = 0
+        self.profile_mm_items = self.profile_encoder_tokens = self.profile_tokens_per_item = 0
         self.kv_caches: list[torch.Tensor] = []
         self.whisper_runner: Optional[WhisperRunner] = None
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
@@ -94,32 +99,36 @@ class GPUModelRunner:
         out = fn(feats[key].to(self.dtype), feats[grid])
         return torch.cat(list(out.pooler_output))
 
-    def _profile_encoder(self, disable_cache: bool, use_formula: bool) -> Optional[torch.Tensor]:
+    def _profile_encoder(self, disable_cache: bool, use_formula: bool,
+                         v: StartupVariant) -> Optional[torch.Tensor]:
         mc, sc, reg = self.model_config, self.scheduler_config, self._registry()
-        self.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
-            mc, disable_cache=disable_cache, use_formula=use_formula))
+        if v.profile_run_lookup or not self.max_tokens_per_item:  # #2 until 0.10.0
+            self.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
+                mc, disable_cache=disable_cache, use_formula=use_formula))
         allowed = {m: t for m, t in self.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
         if not allowed:
             return None
         modality = max(allowed, key=lambda m: allowed[m])
         per_item = allowed[modality]
         if self.encoder_compute_budget is None or self.encoder_cache_size is None:
-            from refimpl.core.encoder_cache_manager import compute_encoder_budget
-            self.encoder_compute_budget, self.encoder_cache_size = compute_encoder_budget(
-                mc, sc, reg, disable_cache=disable_cache, use_formula=use_formula)
-        budget = min(self.encoder_compute_budget, self.encoder_cache_size)
-        n = max(1, min(budget // per_item, sc.max_num_seqs * mc.get_mm_limit(modality)))
-        dummy = reg.get_decoder_dummy_data(mc, seq_len=sc.max_num_batched_tokens,
-                                           mm_counts={modality: 1}, disable_cache=disable_cache)
+            self.encoder_compute_budget, self.encoder_cache_size = compute_mm_encoder_budget(sc, allowed)
+        n = max_items_per_batch(v.profile_items, min(self.encoder_compute_budget, self.encoder_cache_size),
+                                per_item, sc.max_num_seqs, mc.get_mm_limit(modality), mc.max_model_len)
+        # Sized as the row did: at max_num_batched_tokens (until 0.10.2), max_model_len (#25553),
+        # or with the frames the lookup fitted, i.e. at the per-item maximum (ours).
+        fit = {m: 1 for m in allowed} if v.profile_seq_len == "per-item-max" else None
+        dummy = reg.get_decoder_dummy_data(mc, seq_len=profile_seq_len(v, mc, sc), mm_counts={modality: 1},
+                                           disable_cache=disable_cache, fit_counts=fit)
         item = _item_tensors(dummy, modality)
         if modality == "audio":
             batch = {"input_features": item["input_features"].reshape(1, *item["input_features"].shape[-2:])
                      .expand(n, -1, -1)}
         else:
-            batch = {k: torch.cat([v] * n) for k, v in item.items()}
+            batch = {k: torch.cat([t] * n) for k, t in item.items()}
         out = self._run_encoder(modality, batch)
         self.profile_mm_items, self.profile_modality = n, modality
         self.profile_encoder_tokens = n * int(out.shape[-2]) if modality == "audio" else int(out.shape[0])
+        self.profile_tokens_per_item = self.profile_encoder_tokens // n
         return out
 
     @torch.inference_mode()
@@ -139,13 +148,15 @@ class GPUModelRunner:
         h = m.model.language_model(input_ids=ids, use_cache=False).last_hidden_state
         return m.lm_head(h[:, -1])
 
-    def profile_run(self, *, disable_cache: bool = False, use_formula: bool = False) -> int:
+    def profile_run(self, *, disable_cache: bool = False, use_formula: bool = False,
+                    variant: StartupVariant | str = "refimpl") -> int:
         """Run the worst-case encoder batch and a text dummy run; returns the peak memory (bytes).
 
-        ``disable_cache``: the profiling passes bypass the processing cache (before PR #17935);
-        ``use_formula``: max tokens per item by formula (PR #19756). Sets
-        ``peak_memory_bytes``. Raises EngineStateError before
-        ``load_model``; whatever the registry raises.
+        ``disable_cache``: the profiling passes bypass the processing cache; ``use_formula``:
+        max tokens per item by formula (PR #19756); ``variant`` (a start-up row): whether the
+        lookup is repeated here, where the dummy is sized and how many items are encoded (see
+        StartupVariant). Sets ``peak_memory_bytes``, ``profile_tokens_per_item``. Raises
+        EngineStateError before ``load_model``; whatever the registry raises.
         """
         if self.model is None:
             raise EngineStateError("profile_run", "load_model() first", "no model loaded")
@@ -154,7 +165,8 @@ class GPUModelRunner:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         with RssPeakSampler() as rss:
-            enc = self._profile_encoder(disable_cache, use_formula)
+            v = get_startup_variant(variant) if isinstance(variant, str) else variant
+            enc = self._profile_encoder(disable_cache, use_formula, v)
             del enc
             self._dummy_run(self.scheduler_config.max_num_batched_tokens)
             if cuda:
@@ -203,8 +215,12 @@ class GPUModelRunner:
         cc, mc = self.cache_config, self.model_config
         user_blocks = cc.num_gpu_blocks
         num = user_blocks or self.determine_available_memory() // self.bytes_per_block()
-        # the start-up KV memory check: a registry call in vLLM 0.10.2, config after #24989
-        enc = self.vllm_config.get_encoder_len("kv_cache") if mc.is_encoder_decoder else None
+        # the start-up KV memory check: in vLLM 0.10.2 a registry call per cross-attention layer
+        # (CrossAttentionSpec.max_memory_usage_bytes) plus one for the concurrency log
+        enc = None
+        if mc.is_encoder_decoder:
+            for _ in range(self.get_kv_cache_shape()[0] + 1):
+                enc = self.vllm_config.get_encoder_len("kv_cache")
         need = blocks_for_one_request(self.vllm_config, enc)
         if num < need:  # name the setting the user gave, with its limit in its own unit
             what = f"{num} KV blocks cannot hold one request of max_model_len={mc.max_model_len} ({need} blocks)"

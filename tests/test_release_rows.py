@@ -14,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from refimpl.bench.schema import Result
-from refimpl.config import ModelConfig, SchedulerConfig
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.core import EngineCore
+from refimpl.errors import InvalidInputError
 from refimpl.multimodal.worst_case import lookup_specs, max_tokens_per_item, profile_dummy
 from refimpl.variants import (
     ENCODER_LEN_VARIANTS,
@@ -23,6 +25,7 @@ from refimpl.variants import (
     get_startup_variant,
     legacy_name,
 )
+from utils import create_requests
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("make_pass_table", ROOT / "scripts" / "make_pass_table.py")
@@ -116,3 +119,21 @@ def test_old_names_label_the_rows_they_were():
             continue
         known = STARTUP_VARIANTS if res.bench in ("startup", "budget") else ENCODER_LEN_VARIANTS
         assert all(v.partition("@")[0] in known or v == "hf-generate" for v in res.variants), path
+
+
+def test_no_admitted_item_is_larger_than_the_profiled_one():
+    """Issue 21 kind 3, admission side: under the kit's default the scheduler refuses an item
+    above the profiled one, even where the batching budget would hold it (a video of more,
+    smaller frames); a release row keeps vLLM's budget-only bound."""
+    mc = qwen(4096, max_cells=64, limit_mm_per_prompt={"image": 0, "video": 1})
+    sc = SchedulerConfig(max_num_batched_tokens=8192)
+    core = EngineCore(VllmConfig(mc, sc, CacheConfig(num_gpu_blocks=600)))
+    profiled = core.report.profile_tokens_per_item
+    assert profiled == max_tokens_per_item(mc, "refimpl")["video"] == core.scheduler.encoder_item_limit
+    too_big = create_requests(1, model="qwen2.5-vl-3b", prompt_len=4090, num_mm_items=1,
+                              mm_len=profiled + 2, max_tokens=1)[0]
+    with pytest.raises(InvalidInputError) as e:
+        core.add_request(too_big)
+    assert (e.value.field, e.value.limit) == ("mm_inputs", profiled)
+    core.add_request(create_requests(1, model="qwen2.5-vl-3b", prompt_len=4090, num_mm_items=1,
+                                     mm_len=profiled, max_tokens=1, prefix="ok")[0])

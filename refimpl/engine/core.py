@@ -138,8 +138,11 @@ class EngineCore:
         with self._phase("scheduler_init"):
             enc_budget, enc_cache = compute_encoder_budget(
                 mc, sc, reg, disable_cache=disable or v.profiling_cache == "runner", use_formula=formula)
+            # the kit's default admits no item larger than the one its profile run encoded
+            covered = runner.profile_tokens_per_item if v.profile_seq_len == "per-item-max" else None
             self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,
-                                       encoder_cache_size=enc_cache, mm_registry=reg)
+                                       encoder_cache_size=enc_cache, mm_registry=reg,
+                                       max_item_tokens=covered or None)
         rep.encoder_compute_budget, rep.encoder_cache_size = enc_budget, enc_cache
         rep.num_gpu_blocks = num_blocks
         rep.max_tokens_per_item = dict(runner.max_tokens_per_item)

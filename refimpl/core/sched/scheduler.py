@@ -34,13 +34,15 @@ from refimpl.request import Request, RequestStatus
 class Scheduler(SchedulerInterface):
     """kv_cache_manager: a KVCacheManager, or a block count (None: cache_config.num_gpu_blocks).
     encoder_compute_budget / encoder_cache_size (tokens): from ``compute_encoder_budget``
-    when not given. check_encoder_len: refuse a cross-attention length that is not the
-    model's own (EncoderLengthMismatchError; the review warning on PR #24989)."""
+    when not given. max_item_tokens: the largest encoder item the profile run covered (tokens);
+    admission refuses a larger one (None: only the budget and cache bound it, as vLLM).
+    check_encoder_len: refuse a cross-attention length that is not the model's own
+    (EncoderLengthMismatchError; the review warning on PR #24989)."""
 
     def __init__(self, vllm_config: VllmConfig, kv_cache_manager: KVCacheManager | int | None = None,
                  *, encoder_compute_budget: Optional[int] = None,
                  encoder_cache_size: Optional[int] = None, mm_registry=None,
-                 check_encoder_len: bool = True):
+                 max_item_tokens: Optional[int] = None, check_encoder_len: bool = True):
         self.vllm_config = vllm_config
         mc, sc = vllm_config.model_config, vllm_config.scheduler_config
         self.max_num_running_reqs = sc.max_num_seqs
@@ -69,6 +71,8 @@ class Scheduler(SchedulerInterface):
             encoder_compute_budget, encoder_cache_size = compute_encoder_budget(mc, sc, mm_registry)
         self.max_num_encoder_input_tokens = encoder_compute_budget
         self.encoder_cache_manager = EncoderCacheManager(encoder_cache_size)
+        self.encoder_item_limit = min(encoder_compute_budget, encoder_cache_size,
+                                      max_item_tokens or encoder_compute_budget)
         self.requests: dict[str, Request] = {}
         self.waiting = FCFSRequestQueue()
         self.running: list[Request] = []
@@ -80,8 +84,7 @@ class Scheduler(SchedulerInterface):
         ``check_kv_cache_fit`` raise (sched/utils.py) for a request that can never be served."""
         if request.request_id in self.requests:
             raise InvalidInputError("request_id", "unique", f"{request.request_id!r} is in flight")
-        check_request_limits(request, self.max_model_len, self.is_encoder_decoder,
-                             min(self.max_num_encoder_input_tokens, self.encoder_cache_manager.cache_size),
+        check_request_limits(request, self.max_model_len, self.is_encoder_decoder, self.encoder_item_limit,
                              vocab_size=self.vocab_size, encoder_input_shape=self.encoder_input_shape)
         check_kv_cache_fit(request, self.kv_cache_manager, self.max_model_len, self.max_encoder_len,
                            self.is_encoder_decoder)

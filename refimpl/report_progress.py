@@ -1,18 +1,10 @@
-"""Terminal progress of ``refimpl report``, built on papermill's own ``log_output``.
+"""Terminal progress of ``refimpl report`` from papermill's own ``log_output`` records.
 
-With ``log_output=True`` papermill logs to the ``papermill`` logger: ``Executing Cell N---``
-when cell N (1-based, over all cells, papermill's injected-parameters cell included) starts,
-the kernel's stdout at INFO, its stderr at WARNING, and the text form of displayed values at
-INFO. :func:`terminal_progress` attaches a handler for the duration of one notebook that
-writes, to this process's stderr:
-
-* for each code cell started: ``[report +0:12:34] 01_x.ipynb cell 4/9: <first line>``;
-* the kernel's stderr, one line per carriage-return or newline separated piece: the
-  benchmark driver's tqdm bar (``startup: 3/9 [01:40<03:20, cache-reset repeat 2/3]``),
-  warnings and tracebacks printed there.
-
-Left out: the kernel's stdout and displayed values (tables and figures go into the notebook),
-papermill's other INFO lines.
+papermill logs ``Executing Cell N---`` (N over all cells, its injected parameters cell
+included), the kernel's stdout at INFO and its stderr at WARNING. For one notebook,
+:func:`terminal_progress` writes to stderr one ``[report +0:12:34] 01_x.ipynb cell 4/9: <first
+line>`` per code cell started and each line of the kernel's stderr (the benches' tqdm bars,
+warnings); the kernel's stdout and displayed values stay in the notebook.
 """
 from __future__ import annotations
 
@@ -24,20 +16,18 @@ import time
 from pathlib import Path
 from typing import IO, Iterator, Optional
 
+import nbformat
+
 _CELL_START = re.compile(r"Executing Cell (\d+)-*$")
 
 
 def clock(seconds: float) -> str:
-    """``h:mm:ss`` of a non-negative duration in seconds."""
     s = int(round(seconds))
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def cell_labels(nb_path: Path) -> list[Optional[str]]:
-    """One entry per cell papermill will run: the first source line of code cells, None for
-    the others; an entry for papermill's injected-parameters cell follows the ``parameters``
-    cell (papermill inserts it there)."""
-    import nbformat
+    """Per cell papermill runs: a code cell's first line, else None (its injected cell included)."""
     labels: list[Optional[str]] = []
     for c in nbformat.read(nb_path, as_version=4).cells:
         first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
@@ -48,7 +38,6 @@ def cell_labels(nb_path: Path) -> list[Optional[str]]:
 
 
 class ProgressHandler(logging.Handler):
-    """Writes papermill's ``log_output`` records of one notebook as progress lines (see module)."""
 
     def __init__(self, nb_path: Path, t0: float, stream: Optional[IO[str]] = None):
         super().__init__(logging.INFO)
@@ -86,9 +75,7 @@ class ProgressHandler(logging.Handler):
 
 @contextlib.contextmanager
 def terminal_progress(nb_path: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
-    """Show papermill's ``log_output`` records of ``nb_path`` as progress lines while in the
-    block; ``t0`` (``time.perf_counter()`` seconds) is when the report started. Restores the
-    ``papermill`` logger's level and propagation on exit."""
+    """Progress lines of ``nb_path`` while in the block (``t0``: the report's perf_counter start)."""
     logger = logging.getLogger("papermill")
     handler = ProgressHandler(nb_path, t0, stream)
     level, propagate = logger.level, logger.propagate

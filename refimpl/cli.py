@@ -13,9 +13,8 @@ from typing import Annotated, Optional
 
 import tyro
 
-from refimpl import report
 from refimpl.bench import trial
-from refimpl.bench.fresh import MODULES
+from refimpl.bench.fresh import bench_module
 from refimpl.bench.specs import SPECS, Spec
 from refimpl.errors import RefimplError
 
@@ -29,16 +28,17 @@ USAGE = """usage: refimpl bench {startup,serve,wer} [FLAGS]   (refimpl bench NAM
 Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
 
+OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result (default: "
+                                            "reports/<bench>_<model>_<UTC time>.json)")]
+IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
+
+
 def _entry(cls: type[Spec]):
-    def bench(spec: Annotated[cls, tyro.conf.arg(name="")],  # type: ignore[valid-type]
-              output_json: Optional[str] = None, in_process: bool = False):
-        """
-        Args:
-            output_json: where to write the Result (default reports/<bench>_<model>_<UTC>.json)
-            in_process: every run in this process (smoke figures, not fresh-process ones)
-        """
+    def bench(spec, output_json=None, in_process=False):
         return spec, output_json, in_process
-    bench.__doc__ = f"{cls.__doc__}\n{bench.__doc__}"
+    bench.__annotations__ = {"spec": Annotated[cls, tyro.conf.arg(name="")], "output_json": OUT,  # flat flags
+                             "in_process": IN_PROCESS if cls.fresh else tyro.conf.Suppress[bool]}
+    bench.__doc__ = cls.__doc__
     return bench
 
 
@@ -56,7 +56,7 @@ def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> in
     except RefimplError as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return 2
-    print("\n".join(MODULES[spec.name].lines(res)))
+    print("\n".join(bench_module(spec).lines(res)))
     p = res.params
     if p["failed"]:
         kept = f"{p['rounds_run']} finished rounds" if "rounds_run" in p else \
@@ -68,7 +68,8 @@ def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> in
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["report"]:
+    if argv[:1] == ["report"]:  # papermill, the report's, is absent where only benches run (GPU hosts)
+        from refimpl import report
         return report.main(argv[1:])
     if argv[:1] == ["bench"]:
         return bench(*parse(argv[1:]))

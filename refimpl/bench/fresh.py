@@ -22,14 +22,13 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
-from refimpl.bench import serve, startup, wer
 from refimpl.bench.common import _json_default, write_json
 from refimpl.bench.specs import Spec, spec_from_json, spec_to_json
 from refimpl.errors import RefimplError
 
 REFIMPL_ERROR_EXIT = 3
 PARENT_PID_ENV = "REFIMPL_PARENT_PID"
-MODULES = {"startup": startup, "serve": serve, "wer": wer}
+MODULES = {"startup": "refimpl.bench.startup", "serve": "refimpl.bench.serve", "wer": "refimpl.bench.wer"}
 WORKER = "refimpl.bench.fresh"
 
 
@@ -39,6 +38,11 @@ class FreshProcessError(RuntimeError):
     def __init__(self, message: str, returncode: Optional[int] = None, output_tail: str = ""):
         super().__init__(message + (f"\n--- output tail ---\n{output_tail}" if output_tail else ""))
         self.returncode, self.output_tail = returncode, output_tail
+
+
+def bench_module(spec: Spec) -> Any:
+    """The module of ``spec``'s bench (imported on demand: ``startup`` needs no jiwer)."""
+    return importlib.import_module(MODULES[spec.name])
 
 
 def refimpl_error_record(e: RefimplError) -> dict[str, Any]:
@@ -122,7 +126,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     die_with_parent()
     try:
         spec = spec_from_json(args.spec)
-        run = MODULES[spec.name].run_once(spec.resolve(), args.variant)
+        run = bench_module(spec).run_once(spec.resolve(), args.variant)
     except RefimplError as e:
         write_json(args.output_json, {"refimpl_error": refimpl_error_record(e)})
         print(f"refimpl error: {type(e).__name__}: {e}", file=sys.stderr)

@@ -47,11 +47,11 @@ def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool 
     """Refuse ``spec`` (run in fresh processes unless ``in_process``, written to ``out``) before
     anything runs; see the module doc."""
     bench = f"refimpl bench {spec.name}"
+    for name, choices in CHOICES.items():  # before resolve(): the design picks the defaults
+        if getattr(spec, name, None) is not None and getattr(spec, name) not in choices:
+            raise ConfigError(name, choices, f"got {getattr(spec, name)!r}")
     s = spec.resolve()
     values = {**{f.name: getattr(s, f.name) for f in dataclasses.fields(s)}, "in_process": in_process}
-    for name, choices in CHOICES.items():
-        if values.get(name) is not None and values[name] not in choices:
-            raise ConfigError(name, choices, f"got {values[name]!r}")
     for name, low in AT_LEAST.items():
         if values.get(name) is not None and not values[name] >= low:
             raise ConfigError(name, f">= {low}", f"got {values[name]!r}")

@@ -194,7 +194,7 @@ def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
     ``startup --calls``, ``max_audios_per_step`` N is in the label (``encoder-batch@N``)."""
     if bench in ("startup", "budget", "wer"):
         cls = WerSpec if bench == "wer" else StartupSpec
-        return cls(**_fields(cls, params))
+        return cls(**_fields(cls, {"calls": 2, **params} if bench == "budget" else params))
     p = dict(params, design={"throughput": "fresh"}.get(bench, bench))
     n = p.get("max_audios_per_step", 1)
     p["variants"] = [f"{v}@{n}" if n > 1 and v in ENCODER_LEN_VARIANTS and ENCODER_LEN_VARIANTS[v].encoder_batch

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator, Optional
 from tqdm import tqdm
 
 from refimpl.bench import guard
-from refimpl.bench.fresh import MODULES, WORKER, run_in_fresh_process
+from refimpl.bench.fresh import WORKER, bench_module, run_in_fresh_process
 from refimpl.bench.schema import Result
 from refimpl.bench.serve import Servers
 from refimpl.bench.specs import Spec, spec_to_json
@@ -74,7 +74,7 @@ def executor(spec: Spec, in_process: bool) -> Callable[[Step], dict]:
     """Fresh processes (the fresh designs), ``run_once`` here, or serve.Servers."""
     if not spec.fresh and spec.abba:
         return Servers(spec)
-    run_once, spec_json = MODULES[spec.name].run_once, spec_to_json(spec)
+    run_once, spec_json = bench_module(spec).run_once, spec_to_json(spec)
 
     def one(step: Step) -> dict:
         guard.wait_for_memory(spec, step.label)  # others may hold memory now
@@ -116,7 +116,7 @@ def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike
     if spec.abba:  # whole rounds only
         n = min(len(rs) for rs in trial.runs.values())
         trial.runs = {k: rs[:n] for k, rs in trial.runs.items()}
-    res = MODULES[spec.name].result(spec, trial, in_process)
+    res = bench_module(spec).result(spec, trial, in_process)
     if out is not None:
         res.write(out)
     if check and trial.failed:

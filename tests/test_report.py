@@ -205,7 +205,7 @@ def test_notebook_parameters_go_to_the_notebooks_that_declare_them(tmp_path, mon
     monkeypatch.setattr(report, "NOTEBOOKS_DIR", tmp_path / "nbs")
     (tmp_path / "nbs").mkdir()
     for name, source in (("01_a.ipynb", "REPEATS = 3\nLIMITS = []"), ("02_b.ipynb", "REPEATS = 3")):
-        nbformat.write(nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3"}},
+        nbformat.write(nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
                                                 cells=[nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})]),
                        tmp_path / "nbs" / name)
     nbs = report.select_notebooks(None)

@@ -6,7 +6,7 @@ import copy
 import matplotlib
 import pytest
 
-from refimpl.bench.gains import MIN_PAIRS
+from refimpl.stats import MIN_PAIRS
 from refimpl.bench.schema import Result
 from refimpl.env import REPO_ROOT
 

@@ -4,7 +4,8 @@ Writes ``--out-dir`` (default reports/latest/): the executed notebooks (.ipynb, 
 figures, flame graphs and bench JSONs, and ``summary.md`` with the headline figures and the
 machine. ``-p NAME=VALUE`` sets a parameter of the notebooks that declare it (papermill; a
 Python literal or a string), between QUICK and the full report. Progress goes to stderr
-(refimpl/report_progress.py). A failing notebook does not stop the others: its partial
+(one line per code cell started and the kernel's stderr, from papermill's own ``log_output``
+records: the benches' progress bars). A failing notebook does not stop the others: its partial
 notebook is kept, summary.md says so and the command exits 1. ``--out-dir`` is emptied only
 under reports/; elsewhere it must be empty.
 """
@@ -12,10 +13,14 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
+import logging
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import IO, Iterator, Optional
 
 import nbformat
 import papermill as pm
@@ -30,10 +35,10 @@ from refimpl.bench.schema import Result
 from refimpl.config import resolve_device
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError
-from refimpl.report_progress import clock, terminal_progress
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
+CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
@@ -177,6 +182,61 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); summary: {out / 'summary.md'}",
           flush=True)
     return 130 if status.startswith("interrupted") else 1 if failed else 0
+
+
+def clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class ProgressHandler(logging.Handler):
+    """papermill's ``log_output`` records of one notebook as lines on ``stream`` (stderr): one
+    per code cell started, and each line of the kernel's stderr (WARNING records)."""
+
+    def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
+        super().__init__(logging.INFO)
+        self.nb, self.t0, self.stream, self.last, self.labels = nb.name, t0, stream, "", []
+        for c in nbformat.read(nb, as_version=4).cells:
+            first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
+            self.labels.append(first if c.cell_type == "code" else None)
+            if "parameters" in c.metadata.get("tags", []):
+                self.labels.append("(injected parameters)")
+        self.code = [i for i, label in enumerate(self.labels) if label is not None]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg, out = record.getMessage(), []
+            m = CELL_START.match(msg.strip())
+            if m and int(m[1]) - 1 in self.code:
+                i = int(m[1]) - 1
+                out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
+                           f"{self.code.index(i) + 1}/{len(self.code)}: {self.labels[i][:70]}")
+            elif not m and record.levelno >= logging.WARNING:
+                for piece in re.split(r"[\r\n]+", msg):
+                    if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
+                        self.last = piece.rstrip()
+                        out.append(f"  {self.last}")
+            stream = self.stream or sys.stderr
+            stream.write("".join(line + "\n" for line in out))
+            stream.flush()
+        except Exception:  # a progress line must never stop the report
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def terminal_progress(nb: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
+    """Progress lines of ``nb`` while in the block (``t0``: the report's perf_counter start)."""
+    logger, handler = logging.getLogger("papermill"), ProgressHandler(nb, t0, stream)
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _one_line(e: BaseException) -> str:

@@ -6,9 +6,9 @@ import copy
 import matplotlib
 import pytest
 
-from refimpl.stats import MIN_PAIRS
 from refimpl.bench.schema import Result
 from refimpl.env import REPO_ROOT
+from refimpl.stats import MIN_PAIRS
 
 matplotlib.use("Agg")
 STORED = REPO_ROOT / "results/cpu-amd-epyc-2c"

@@ -1,13 +1,12 @@
 """refimpl report: what it may delete, failing loudly, and its terminal progress lines."""
 import io
 import logging
-import sys
 
 import nbformat
 import pytest
 
 from refimpl import report
-from refimpl.report_progress import clock, terminal_progress
+from refimpl.report import clock, terminal_progress
 
 
 def test_out_dir_outside_reports_is_never_deleted(tmp_path, capsys):
@@ -167,8 +166,8 @@ def test_ratio_table_never_resolved_below_min_pairs():
     """The unpaired ratio tables follow the paired gains' rule: fewer than MIN_PAIRS runs a
     side is "not resolved" even when the ranges are wholly apart."""
     from refimpl.analysis import ratio_table
-    from refimpl.stats import MIN_PAIRS
     from refimpl.bench.schema import Result
+    from refimpl.stats import MIN_PAIRS
 
     def res(n: int) -> Result:
         runs = {"slow": [2.0 + 0.01 * i for i in range(n)], "fast": [1.0 + 0.01 * i for i in range(n)]}

@@ -4,17 +4,19 @@
 
 A fresh process per run keeps import caches, allocator state and the processing cache from
 leaking between repeats (start-up is only meaningful cold). The worker writes one run record;
-a refimpl error it raises is written as a record and raised again in the parent with the same
-class, field and limit (exit REFIMPL_ERROR_EXIT); any other failure is a FreshProcessError
-carrying the output's tail. Workers end with the process that started them (Linux).
+a refimpl error it raises is written pickled (RefimplError pickles its field, limit and message)
+and raised again in the parent as itself (exit REFIMPL_ERROR_EXIT); any other failure is a
+FreshProcessError carrying the output's tail. Workers end with the process that started them (Linux).
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import ctypes
 import importlib
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -22,7 +24,7 @@ import tempfile
 import time
 from typing import Any, Optional, Sequence
 
-from refimpl.bench.common import _json_default, write_json
+from refimpl.bench.common import write_json
 from refimpl.bench.specs import Spec, spec_from_json, spec_to_json
 from refimpl.errors import RefimplError
 
@@ -43,27 +45,6 @@ class FreshProcessError(RuntimeError):
 def bench_module(spec: Spec) -> Any:
     """The module of ``spec``'s bench (imported on demand: ``startup`` needs no jiwer)."""
     return importlib.import_module(MODULES[spec.name])
-
-
-def refimpl_error_record(e: RefimplError) -> dict[str, Any]:
-    try:
-        limit = json.loads(json.dumps(e.limit, default=_json_default))
-    except (TypeError, ValueError):
-        limit = repr(e.limit)
-    return {"type": type(e).__name__, "module": type(e).__module__, "field": e.field, "limit": limit,
-            "message": e.message}
-
-
-def refimpl_error_from_record(rec: dict[str, Any]) -> Exception:
-    """The same RefimplError subclass of a refimpl module when there is one, else RefimplError."""
-    cls: Any = RefimplError
-    if str(rec.get("module", "")).split(".")[0] == "refimpl":
-        found = getattr(importlib.import_module(rec["module"]), rec["type"], None)
-        cls = found if isinstance(found, type) and issubclass(found, RefimplError) else cls
-    try:
-        return cls(rec["field"], rec["limit"], rec["message"])
-    except TypeError:  # a subclass with another signature
-        return RefimplError(rec["field"], rec["limit"], rec["message"])
 
 
 def die_with_parent() -> None:
@@ -98,7 +79,7 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
         except (OSError, ValueError) as e:
             result, why = None, e
         if proc.returncode == REFIMPL_ERROR_EXIT and isinstance(result, dict) and "refimpl_error" in result:
-            raise refimpl_error_from_record(result["refimpl_error"])
+            raise pickle.loads(base64.b64decode(result["refimpl_error"]))  # the worker's own, as it raised it
         if proc.returncode != 0:
             raise FreshProcessError(f"{module} exited with code {proc.returncode}", proc.returncode, tail)
         if not isinstance(result, dict):
@@ -128,7 +109,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         spec = spec_from_json(args.spec)
         run = bench_module(spec).run_once(spec.resolve(), args.variant)
     except RefimplError as e:
-        write_json(args.output_json, {"refimpl_error": refimpl_error_record(e)})
+        write_json(args.output_json, {"refimpl_error": base64.b64encode(pickle.dumps(e)).decode()})
         print(f"refimpl error: {type(e).__name__}: {e}", file=sys.stderr)
         return REFIMPL_ERROR_EXIT
     write_json(args.output_json, run)

@@ -79,58 +79,36 @@ def _features(proc, audios) -> torch.Tensor:
 
 
 def run_once(spec: Resolved, label: str) -> dict:
-    """One run of the fresh design in this process (a new engine, or generate()), one thread."""
+    """One run of the fresh design in this process: a new engine (or generate()), one thread."""
     threads = set_single_thread()
-    prompts = make_request_audios(spec.num_requests, seed=0)
-    rec = _fresh_hf(spec, prompts) if label == HF else _fresh_engine(spec, label, prompts)
-    return rec | {"torch_num_threads": threads}
-
-
-def _fresh_engine(spec: Resolved, label: str, audios: list) -> dict:
-    engine = build_engine(spec, label)
-    prompts = [{"multi_modal_data": {"audio": (a, 16000)}} for a in audios]
+    work = [WorkItem(0.0, a) for a in make_request_audios(spec.num_requests, seed=0)]
+    if label == HF:
+        mc = ModelConfig(spec.model, device=spec.device)
+        model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
+        args = (model, proc, whisper_decoder_prompt(spec.model))
+        serve_hf(*args, work[:spec.warmup_requests], spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
+        r = serve_hf(*args, work, spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
+        return {"engine": "hf", "variant": HF, "device": mc.device, "num_requests": r["num_requests"],
+                "num_output_tokens": r["num_output_tokens"], "wall_s": r["wall_s"],
+                "requests_per_s": r["requests_per_s"], "output_tokens_per_s": r["output_tokens_per_s"],
+                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
+                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": threads}
+    engine, audios = build_engine(spec, label), [w.audio for w in work]
     params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
-    engine.generate(prompts[:spec.warmup_requests], params)  # untimed
-    core = engine.engine_core
-    REG.reset_stats()
-    core.step_timings.clear()
-    outputs = []
-    t0 = time.perf_counter()
-    for p in prompts:
-        engine.add_request(None, p, params)
-    while engine.has_unfinished_requests():
-        outputs += engine.step()
-    wall = time.perf_counter() - t0
-    steps, n_tok = list(core.step_timings), sum(len(o.output_token_ids) for o in outputs)
-    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device, "num_requests": len(outputs),
-            "num_output_tokens": n_tok, "wall_s": wall, "requests_per_s": len(outputs) / wall,
-            "output_tokens_per_s": n_tok / wall, "registry_calls": REG.stats.encdec_calls,
-            "registry_s_total": REG.stats.encdec_s, "steps": len(steps),
+    engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios[:spec.warmup_requests]], params)
+    engine.engine_core.step_timings.clear()
+    b = serve_block(engine, audios, params, gc_off=False)
+    steps, outs = list(engine.engine_core.step_timings), b["outputs"]
+    n_tok = sum(len(o.output_token_ids) for o in outs)
+    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device, "num_requests": len(outs),
+            "num_output_tokens": n_tok, "wall_s": b["wall_s"], "requests_per_s": len(outs) / b["wall_s"],
+            "output_tokens_per_s": n_tok / b["wall_s"], "registry_calls": b["registry_calls"],
+            "registry_s_total": b["registry_s"], "steps": len(steps),
             "step_time_ms_median": 1e3 * median(t.total for t in steps),
             "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
             "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
             "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
-            "num_preemptions": sum(o.num_preemptions for o in outputs)}
-
-
-def _fresh_hf(spec: Resolved, audios: list) -> dict:
-    mc = ModelConfig(spec.model, device=spec.device)
-    model, proc, dec = get_model(mc), REG.create_processor(mc, disable_cache=True), whisper_decoder_prompt(spec.model)
-
-    def run_batch(batch):
-        return hf_greedy_generate(model, _features(proc, batch).to(model.device, model.dtype), dec, spec.max_tokens)
-
-    run_batch(audios[:spec.warmup_requests])
-    t0, n_tok, batch_s = time.perf_counter(), 0, []
-    for i in range(0, len(audios), spec.max_num_seqs):
-        tb = time.perf_counter()
-        n_tok += sum(len(t) for t in run_batch(audios[i:i + spec.max_num_seqs]))
-        batch_s.append(time.perf_counter() - tb)
-    wall = time.perf_counter() - t0
-    return {"engine": "hf", "variant": HF, "device": mc.device, "num_requests": len(audios), "num_output_tokens": n_tok,
-            "wall_s": wall, "requests_per_s": len(audios) / wall, "output_tokens_per_s": n_tok / wall,
-            "registry_calls": 0, "registry_s_total": 0.0, "steps": len(batch_s),
-            "batch_time_ms_median": 1e3 * median(batch_s)}
+            "num_preemptions": sum(o.num_preemptions for o in outs), "torch_num_threads": threads}
 
 
 def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
@@ -166,31 +144,35 @@ def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
 
 
 def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
-             batch_size: int) -> dict:
-    """Serve ``work`` with generate() in static batches, each padded to its longest sequence."""
-    e2e, n_tok = [], 0
+             batch_size: int, stop_at_eos: bool = True) -> dict:
+    """Serve ``work`` with generate() in static batches, each padded to its longest sequence;
+    ``batch_s``: seconds per batch."""
+    e2e, n_tok, batch_s = [], 0, []
     t0 = time.perf_counter()
     for b in range(0, len(work), batch_size):
         batch = work[b:b + batch_size]
         wait = batch[-1].arrival_s - (time.perf_counter() - t0)
         if wait > 0:
             time.sleep(wait)
+        tb = time.perf_counter()
         feats = _features(processor, [w.audio for w in batch]).to(model.device, model.dtype)
-        rows = hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=True)
-        t = time.perf_counter() - t0
-        n_tok += sum(len(r) for r in rows)
-        e2e += [t - w.arrival_s for w in batch]
+        n_tok += sum(len(r) for r in hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=stop_at_eos))
+        t = time.perf_counter()
+        batch_s.append(t - tb)
+        e2e += [t - t0 - w.arrival_s for w in batch]
     wall = time.perf_counter() - t0
-    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall,
+    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall, "batch_s": batch_s,
             "requests_per_s": len(work) / wall, "output_tokens_per_s": n_tok / wall,
             **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}
 
 
-def serve_block(engine, audios: list, params) -> dict:
-    """One block served to completion after ``gc.collect()``, the collector off inside it:
-    wall / CPU / registry seconds, registry calls, steps and every request's tokens."""
-    gc.collect()
-    gc.disable()
+def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
+    """``audios`` served to completion, given at once (after ``gc.collect()`` and with the
+    collector off inside, unless not ``gc_off``): wall / CPU / registry seconds, registry calls,
+    steps, the outputs and every request's tokens."""
+    if gc_off:
+        gc.collect()
+        gc.disable()
     try:
         REG.reset_stats()
         w0, c0 = time.perf_counter(), time.process_time()
@@ -202,9 +184,11 @@ def serve_block(engine, audios: list, params) -> dict:
                 done[o.request_id] = o
         wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     finally:
-        gc.enable()
+        if gc_off:
+            gc.enable()
+    outs = [done[i] for i in ids]
     return {"wall_s": wall, "cpu_s": cpu, "registry_s": REG.stats.encdec_s, "registry_calls": REG.stats.encdec_calls,
-            "steps": steps, "tokens": [list(done[i].output_token_ids) for i in ids]}
+            "steps": steps, "tokens": [list(o.output_token_ids) for o in outs], "outputs": outs}
 
 
 class Servers:
@@ -226,15 +210,15 @@ class Servers:
     def _engine(self, label: str):
         engine = build_engine(self.spec, label, disable_mm_preprocessor_cache=True)
         if self.spec.design == "paired":
-            return lambda step: serve_block(engine, self.audios, self.params)
+            return lambda step: {k: v for k, v in serve_block(engine, self.audios, self.params).items() if k != "outputs"}
         return lambda step: serve_engine(engine, self.warm if step.round is None else self.work, self.spec.max_tokens)
 
     def _hf(self):
         mc = ModelConfig(self.spec.model, device=self.spec.device)
         model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
         dec = whisper_decoder_prompt(self.spec.model)
-        return lambda step: serve_hf(model, proc, dec, self.warm if step.round is None else self.work,
-                                     self.spec.max_tokens, self.spec.max_num_seqs)
+        return lambda step: {k: v for k, v in serve_hf(model, proc, dec, self.warm if step.round is None else self.work,
+                                                        self.spec.max_tokens, self.spec.max_num_seqs).items() if k != "batch_s"}
 
     def __call__(self, step) -> dict:
         if self.spec.design == "workload" and step.round is None and not self.warm:
@@ -308,26 +292,18 @@ def result(spec: ServeSpec, trial, in_process: bool) -> Result:
 
 
 def lines(res: Result) -> list[str]:
-    """What the bench prints at its end: each run's figures or each variant's medians, and
-    every ratio or gain with its 95% interval."""
-    p = res.params
-    out = []
-    if res.bench == "throughput":
-        out = ratio_lines(f"throughput {p['model']} on {res.env['device']} ({res.hardware_name}), requests/s: "
-                          f"{p['num_requests']} requests x {p['max_tokens']} tokens, batch {p['max_num_seqs']}",
-                          {v: res.values(v, "requests_per_s") for v in res.variants})
-    for v in res.variants if res.bench == "workload" else ():
-        out += [f"workload {p['model']} {v}: {r['requests_per_s']:.3f} req/s, {r['output_tokens_per_s']:.1f} tok/s, "
-                f"TTFT p50/p90/p99 {r['ttft_s_p50']:.2f}/{r['ttft_s_p90']:.2f}/{r['ttft_s_p99']:.2f} s, E2E "
-                f"{r['e2e_s_p50']:.2f}/{r['e2e_s_p90']:.2f}/{r['e2e_s_p99']:.2f} s ({r['num_requests']} requests, "
-                f"{r['num_output_tokens']} tokens, {r['cpu_s']:.1f} CPU s, {p['arrival']})" for r in res.runs(v)]
+    """Each variant's requests/s (paired: CPU s) median [min, max]; every ratio or gain with its
+    95% interval: over the first variant (fresh), the engine over generate() (workload), the
+    paired gains."""
+    p, metric = res.params, "cpu_s" if res.bench == "paired" else "requests_per_s"
+    out = ratio_lines(f"{res.bench} {p['model']} on {res.env['device']} ({res.hardware_name}), {metric}: "
+                      f"{p['num_requests']} requests x <= {p['max_tokens']} tokens, batch {p['max_num_seqs']}",
+                      {v: res.values(v, metric) for v in res.variants}, ratios=res.bench == "throughput")
     for c in res.comparisons:
         out.append(gain_line(c) if "gain" in c else
-                   f"{c['variant']} over {c['over']}, {c['metric']}: {c['ratio']:.3f}x [{c['low']:.3f}, {c['high']:.3f}] "
+                   f"  {c['variant']} over {c['over']}, {c['metric']}: {c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}] "
                    f"(95% CI, {c['pairs']} pair(s), {'resolved' if c['resolved'] else 'not resolved'})")
-    if res.bench == "paired":
-        out.append(f"tokens identical across variants and blocks: {p['tokens_identical']}")
-    return out
+    return out + ([f"  tokens identical across variants and blocks: {p['tokens_identical']}"] if "tokens_identical" in p else [])
 
 
 def gain_line(r: dict) -> str:
@@ -336,6 +312,6 @@ def gain_line(r: dict) -> str:
         return f"{k} {word}{'' if k == 1 else 's'}"
     state = ("resolved" if r["resolved"] else f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS
              else "not resolved: holds 0")
-    return (f"{r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
+    return (f"  {r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
             f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {n(r['pairs'], 'pair')} of "
             f"{n(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")

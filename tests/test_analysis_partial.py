@@ -53,6 +53,7 @@ def test_sweep_table_labels_points_from_too_few_runs():
     assert "| - | no runs of runner-config |" in _row(md, "64 ")
 
 
+@pytest.mark.slow
 def test_startup_views_of_a_result_without_runs(tmp_path):
     from refimpl.analysis.startup import budget_figure, budget_table, ladder_figure, medians_table
     empty = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 0, "cache-reset": 0}, interrupted=True)

@@ -16,6 +16,9 @@ from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
 # The pass table of docs/background.md, image only: passes #1 (runner_init), #2 and #3 (profile_run), #5
 # (scheduler_init). The dummy image does not depend on seq_len, so #3 hits what #1 stored.
+
+pytestmark = pytest.mark.slow  # engine start-ups
+
 EXPECTED_PASSES = {
     "no-cache": {"runner_init": 1, "profile_run": 2, "scheduler_init": 1},
     "cache-reset": {"runner_init": 1, "profile_run": 0, "scheduler_init": 0},

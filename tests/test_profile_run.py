@@ -58,6 +58,7 @@ def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates():
     assert reg.calls[1] == ("dummy", {"seq_len": 256, "mm_counts": {"image": 1}, "disable_cache": True})
 
 
+@pytest.mark.slow
 def test_profile_run_whisper_stand_in_then_kv_sizing():
     reg = StandInRegistry({"audio": 1500}, {"audio": {"input_features": torch.zeros(80, 3000)}})
     cfg = create_vllm_config(max_num_batched_tokens=512, max_num_seqs=8, block_size=16)
@@ -95,6 +96,7 @@ def test_runner_guards():
         GPUModelRunner(_qwen_config()).execute_model(None)
 
 
+@pytest.mark.slow
 def test_profile_run_qwen_real_registry():
     mm = pytest.importorskip("refimpl.multimodal.registry")
     cfg = _qwen_config(max_num_batched_tokens=8192, max_num_seqs=4)

@@ -126,6 +126,7 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
         "num_gpu_blocks", ("x", 2), "1 block holds no request")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
 def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
     """A stand-in worker (die_with_parent, then sleep) under a stand-in bench killed by SIGTERM."""
@@ -159,6 +160,7 @@ def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
             bench.kill()
 
 
+@pytest.mark.slow
 def test_the_analysis_reads_a_partial_result(runs_until, tmp_path):
     """Results interrupted or failed part way: the tables, figure and summaries show the runs
     that exist and say the result is partial."""

@@ -54,9 +54,12 @@ PAIRED = ServeSpec(design="paired", model="whisper-tiny", variants=("registry", 
 
 
 @pytest.fixture
-def fake_engines(monkeypatch):
-    """``fake_engines(**{label: interrupt_at})``: FakeEngines for the paired design; returns the log."""
+def fake_engines(monkeypatch, request):
+    """``fake_engines(**{label: interrupt_at})``: FakeEngines for the paired design; returns the
+    log. The heap is frozen meanwhile: each block's gc.collect() then skips it (~0.7 s a block)."""
     monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
+    gc.freeze()
+    request.addfinalizer(gc.unfreeze)
 
     def setup(error=KeyboardInterrupt, **interrupt_at):
         log = []
@@ -136,6 +139,7 @@ def test_gain_line_says_resolved_or_why_not():
     assert gain_line(row).count("resolved") == 1 and ", resolved)" in gain_line(row)
 
 
+@pytest.mark.slow
 def test_model_curve_points_and_figure(tmp_path):
     from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
     by = {"registry": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],

@@ -195,7 +195,8 @@ class ProgressHandler(logging.Handler):
 
     def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
         super().__init__(logging.INFO)
-        self.nb, self.t0, self.stream, self.last, self.labels = nb.name, t0, stream, "", []
+        self.nb, self.t0, self.stream, self.last = nb.name, t0, stream, ""
+        self.labels: list[str | None] = []
         for c in nbformat.read(nb, as_version=4).cells:
             first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
             self.labels.append(first if c.cell_type == "code" else None)
@@ -210,7 +211,7 @@ class ProgressHandler(logging.Handler):
             if m and int(m[1]) - 1 in self.code:
                 i = int(m[1]) - 1
                 out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
-                           f"{self.code.index(i) + 1}/{len(self.code)}: {self.labels[i][:70]}")
+                           f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
             elif not m and record.levelno >= logging.WARNING:
                 for piece in re.split(r"[\r\n]+", msg):
                     if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats

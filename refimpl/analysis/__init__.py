@@ -100,9 +100,9 @@ def stored_results(bench: str) -> list[tuple[str, Result]]:
 def measure(spec: Spec, quick: bool, out: Optional[Path] = None) -> Result:
     """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes, written
     to ``out`` (a JSON path) when given - a partial Result too: after Ctrl-C
-    (``params["interrupted"]``), and before a failing run's error propagates
-    (``params["failed"]``, refimpl.bench.orchestrate.partial_result), so a failed notebook
-    still leaves the runs that finished."""
+    (``params["interrupted"]``), and before a failing run raises RuntimeError
+    (``params["failed"]``, refimpl.bench.trial.run), so a failed notebook still leaves the
+    runs that finished."""
     return trial.run(spec, in_process=quick, out=out, check=True)
 
 

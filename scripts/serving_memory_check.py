@@ -13,8 +13,8 @@ import sys
 import torch
 
 from refimpl.audio import make_request_audios
-from refimpl.engine.llm_engine import LLMEngine
 from refimpl.bench.guard import check_serving_memory
+from refimpl.engine.llm_engine import LLMEngine
 from refimpl.sampling_params import SamplingParams
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 

@@ -2,6 +2,8 @@
 #
 #   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
 #                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
+#   make test-fast     the quick gate before a push (under a minute): the tests not marked slow
+#                      (no engine at real size, no notebook, no fresh-process bench), no lint
 #   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
@@ -23,7 +25,7 @@ PYTEST_ARGS ?=
 # thread); PYTEST_WORKERS=0 runs it in one process, as `make soak` does.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test soak report report-quick lab clean distclean
+.PHONY: .venv setup lint test test-fast soak report report-quick lab clean distclean
 
 .venv setup: $(STAMP)
 
@@ -38,6 +40,9 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not soak" $(PYTEST_ARGS)
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)

@@ -1,64 +1,80 @@
-"""Command line: ``refimpl bench startup|budget|throughput ...`` and ``refimpl report``.
+"""``refimpl bench startup|serve|wer ...`` and ``refimpl report``.
 
-Each ``bench`` subcommand is one module under ``refimpl/bench`` (one question per module, as
-vLLM's ``benchmarks/``); its flags are documented by ``refimpl bench NAME --help``. A setting
-out of its limits (refimpl's ConfigError, raised by the bench's spec before anything runs),
-or a run the machine's memory cannot hold (InsufficientMemoryError, from the bench's memory
-check before the runs), is printed as one line naming the field and the limit, and the command
-exits 2, as argparse does for a malformed flag.
+A bench's flags are its spec's fields (refimpl/bench/specs.py), parsed by tyro; a value refused
+before the run (refimpl/bench/guard.py) is one line naming the field and its limit, exit 2, as
+a malformed flag is. Every bench writes its Result (default reports/<bench>_<model>_<UTC>.json)
+and prints its figures, ratios and gains with their 95% intervals.
 """
 from __future__ import annotations
 
-import importlib
 import sys
-import textwrap
+from pathlib import Path
+from typing import Annotated, Optional
 
-from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
+import tyro
 
+from refimpl.bench import trial
+from refimpl.bench.fresh import bench_module
+from refimpl.bench.specs import SPECS, Spec
+from refimpl.errors import RefimplError
 
-def _variants(names) -> str:
-    """``a | b | c`` on lines of their own, indented to the usage text's description column."""
-    return textwrap.fill(" | ".join(names), 96, initial_indent=" " * 20, subsequent_indent=" " * 20)
+USAGE = """usage: refimpl bench {startup,serve,wer} [FLAGS]   (refimpl bench NAME --help lists them)
+       refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
 
-
-BENCHES = ("startup", "budget", "throughput", "wer", "workload", "paired")
-USAGE = f"""usage: refimpl bench {{{','.join(BENCHES)}}} [options] --output-json PATH
-       refimpl report [--quick] [--device auto|cpu|cuda]
-
-  bench startup     engine start-up per phase; variants:
-{_variants(STARTUP_VARIANTS)}
-  bench budget      N successive compute_encoder_budget calls in one fresh process
-  bench throughput  Whisper serving; variants (audios-per-step: --max-audios-per-step N):
-{_variants(ENCODER_LEN_VARIANTS)}
-  bench wer         word error rate of the real whisper-tiny.en weights on the speech clips
-  bench workload    EOS-stopping requests, mixed lengths, all-at-once or Poisson arrivals; TTFT, E2E
-  bench paired      variants in one process on identical blocks, A B B A; gains with 95% CIs
-  report            run every notebook headless and write reports/latest/
-A variant's vLLM version or PR: refimpl/variants.py; all flags: refimpl bench NAME --help.
-"""
+  bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
+  bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
+  bench wer       word error rate of the real whisper-tiny.en weights on the speech clips
+  report          run every notebook headless and write reports/latest/
+Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
 
-def main(argv: list[str] | None = None) -> int:
+OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result (default: "
+                                            "reports/<bench>_<model>_<UTC time>.json)")]
+IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
+
+
+def _entry(cls: type[Spec]):
+    def bench(spec, output_json=None, in_process=False):
+        return spec, output_json, in_process
+    bench.__annotations__ = {"spec": Annotated[cls, tyro.conf.arg(name="")], "output_json": OUT,  # flat flags
+                             "in_process": IN_PROCESS if cls.fresh else tyro.conf.Suppress[bool]}
+    bench.__doc__ = cls.__doc__
+    return bench
+
+
+def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
+    """(spec, output_json, in_process) of ``refimpl bench`` flags; SystemExit(2) on a malformed one."""
+    return tyro.extras.subcommand_cli_from_dict({n: _entry(c) for n, c in SPECS.items()},
+                                                prog="refimpl bench", args=argv)
+
+
+def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
+    """Run ``spec`` as the command line does; its exit status."""
+    name, path = f"refimpl bench {spec.name}", Path(out) if out else trial.default_out(spec)
+    try:
+        res = trial.run(spec, in_process=in_process, out=path)
+    except RefimplError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(bench_module(spec).lines(res)))
+    p = res.params
+    if p["failed"]:
+        kept = f"{p['rounds_run']} finished rounds" if "rounds_run" in p else \
+            f"{sum(len(v['runs']) for v in res.variants.values())} finished runs"
+        print(f"{name}: error: {p['failed'].splitlines()[0]} (kept the {kept} in {path})", file=sys.stderr)
+    print(f"wrote {path}")
+    return trial.exit_status(res)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    cmd, rest = argv[0], argv[1:]
-    if cmd == "bench":
-        if not rest or rest[0] not in BENCHES:
-            print(USAGE, file=sys.stderr)
-            return 2
-        from refimpl.errors import ConfigError, InsufficientMemoryError
-        try:
-            return importlib.import_module(f"refimpl.bench.{rest[0]}").main(rest[1:]) or 0
-        except (ConfigError, InsufficientMemoryError) as e:
-            print(f"refimpl bench {rest[0]}: error: {e}", file=sys.stderr)
-            return 2
-    if cmd == "report":
-        from refimpl.report import main as report_main
-        return report_main(rest) or 0
-    print(USAGE, file=sys.stderr)
-    return 2
+    if argv[:1] == ["report"]:  # papermill, the report's, is absent where only benches run (GPU hosts)
+        from refimpl import report
+        return report.main(argv[1:])
+    if argv[:1] == ["bench"]:
+        return bench(*parse(argv[1:]))
+    print(USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
+    return 0 if argv[:1] in (["-h"], ["--help"]) else 2
 
 
 if __name__ == "__main__":

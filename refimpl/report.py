@@ -1,173 +1,154 @@
-"""``refimpl report [--quick]`` (what ``make report`` runs): execute every notebook headless
-on the best device present and write ``reports/latest/``: executed notebooks (.ipynb and
-.html), figures (PNG/SVG), py-spy flame graphs, the benchmark JSONs and ``summary.md`` with
-the headline figures and the hardware and versions they were measured on.
+"""``refimpl report [--quick] [-p NAME=VALUE ...]`` (``make report``): every notebook headless.
 
-Progress goes to the terminal (stderr) through papermill's own ``log_output``: one line per
-code cell started (notebook, cell i of n, elapsed, the cell's first line) and the kernel's
-stderr, where the benchmark driver's tqdm bar names the benchmark, variant, repeat i of n,
-elapsed and an estimate of what is left. The last line says where the report is and how
-long it took.
-
-A notebook that raises does not stop the report: the next notebooks still run, the
-partial notebook is kept (``<out-dir>/<name>.ipynb``, executed as far as it got), summary.md
-lists which notebooks finished and which failed (with the error and that path), and the
-command exits 1.
-
-``--out-dir`` is emptied before a run only when it lies under the repository's
-``reports/``; any other existing folder must be empty, else the report refuses to start.
+Writes ``--out-dir`` (default reports/latest/): the executed notebooks (.ipynb, .html), their
+figures, flame graphs and bench JSONs, and ``summary.md`` with the headline figures and the
+machine. ``-p NAME=VALUE`` sets a parameter of the notebooks that declare it (papermill; a
+Python literal or a string), between QUICK and the full report. Progress goes to stderr
+(one line per code cell started and the kernel's stderr, from papermill's own ``log_output``
+records: the benches' progress bars). A failing notebook does not stop the others: its partial
+notebook is kept, summary.md says so and the command exits 1. ``--out-dir`` is emptied only
+under reports/; elsewhere it must be empty.
 """
 from __future__ import annotations
 
 import argparse
+import ast
+import contextlib
+import logging
+import re
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import IO, Iterator, Optional
 
+import nbformat
+import papermill as pm
+from nbconvert import HTMLExporter
+
+from refimpl.analysis import md_table
+from refimpl.analysis import serving as SV
+from refimpl.analysis import startup as S
+from refimpl.analysis import throughput as T
+from refimpl.analysis.two_process import memory_table
+from refimpl.bench.schema import Result
+from refimpl.config import resolve_device
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError
-from refimpl.report_progress import clock, terminal_progress
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
+CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
-    """Resolve ``out`` and make it an empty folder; returns the resolved path.
-
-    An existing ``out`` strictly inside ``reports_dir`` (symlinks resolved) is deleted first.
-    Raises ValueError, deleting nothing, for an existing ``out`` elsewhere (``reports_dir``
-    itself included) unless it is an empty folder.
-    """
+    """``out`` resolved and empty: deleted first when strictly inside ``reports_dir`` (links
+    resolved). Raises ValueError, deleting nothing, for a non-empty folder elsewhere."""
     out, reports = Path(out).resolve(), Path(reports_dir).resolve()
     if out.exists():
         if out != reports and out.is_relative_to(reports):
             shutil.rmtree(out)
         elif not out.is_dir() or any(out.iterdir()):
-            raise ValueError(f"refusing to delete {out}: only folders under {reports} are "
-                             "emptied; give a new or empty folder")
+            raise ValueError(f"refusing to delete {out}: only folders under {reports} are emptied; "
+                             "give a new or empty folder")
     out.mkdir(parents=True, exist_ok=True)
     return out
 
 
-def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
-            progress: bool = False) -> Path:
-    """Run one notebook with papermill (kernel ``python3``, cwd notebooks/); save .ipynb and .html.
-
-    ``progress``: forward the kernel's stderr and one line per cell to this process's stderr
-    (papermill ``log_output``; see ``refimpl.report_progress``). Raises papermill's
-    PapermillExecutionError when a cell fails (the partial notebook is saved at ``out``).
-    """
-    import nbformat
-    import papermill as pm
-    from nbconvert import HTMLExporter
+def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None, progress: bool = False) -> Path:
+    """Run one notebook (kernel python3, cwd notebooks/); save .ipynb and .html. Raises
+    papermill's PapermillExecutionError when a cell fails (the partial notebook is saved)."""
     out = out_dir / nb.name
-    pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3",
-                        cwd=str(nb.parent), progress_bar=False, log_output=progress,
-                        execution_timeout=timeout_s)
-    html, _ = HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))
-    out.with_suffix(".html").write_text(html)
+    pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(nb.parent),
+                        progress_bar=False, log_output=progress, execution_timeout=timeout_s)
+    out.with_suffix(".html").write_text(HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))[0])
     return out
 
 
 def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
-    """summary.md text from the JSONs the notebooks wrote into ``out_dir``.
-
-    ``finished``: notebook file names that ran to the end; ``failed``: notebook file name ->
-    one-line error. When given, a ``## Notebooks`` section lists both, each failed one with
-    the path of its partial notebook in ``out_dir``.
-    """
-    from refimpl.analysis import md_table
-    from refimpl.analysis import startup as S
+    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) list
+    the notebooks, a failed one with the path of its partial notebook."""
     parts = [f"# refimpl report ({'QUICK' if quick else 'full'} mode, device {device})", ""]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
         rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
         parts += ["## Notebooks", "", md_table(["notebook", "status", "executed notebook"], rows), ""]
         if failed:
-            parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from "
-                      "the benchmarks that finished.", ""]
+            parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
+                      "that finished.", ""]
     if quick:
-        parts += ["QUICK mode is a smoke test: small sizes, one repeat, runs inside the notebook's "
-                  "process (not fresh processes; peak RSS is the process's). Use `make report` "
-                  "for figures.", ""]
-    from refimpl.bench.schema import Result
-    env = None
-    for p in sorted(out_dir.glob("startup_*.json")):
-        res = Result.load(p)
-        env = env or res.env
-        budget_p = out_dir / p.name.replace("startup_", "budget_")
-        parts += [S.summary_md(res, Result.load(budget_p) if budget_p.exists() else None), ""]
-    twoproc = {}
-    for p in sorted(out_dir.glob("twoproc_startup_*.json")):
-        res = Result.load(p)
-        env = env or res.env
-        for v in res.variants.values():
-            if v["runs"]:
-                twoproc[f"{v['runs'][0]['reset_scope']} ({p.name})"] = {"runs": v["runs"]}
+        parts += ["QUICK mode is a smoke test (small sizes, one repeat; each command line says whether "
+                  "its runs were in one process). Use `make report` for figures.", ""]
+    results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
+               if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
+    env = next((r.env for r in results.values()), None)
+    for p, res in results.items():
+        if p.name.startswith("startup_"):
+            budget = out_dir / p.name.replace("startup_", "budget_")
+            parts += [S.summary_md(res, Result.load(budget) if budget.exists() else None), ""]
+    twoproc = {f"{v['runs'][0]['reset_scope']} ({p.name})": {"runs": v["runs"]} for p, res in results.items()
+               if p.name.startswith("twoproc_startup_") for v in res.variants.values() if v["runs"]}
     if twoproc:
-        from refimpl.analysis.two_process import memory_table
         parts += ["## Two processes: each process's memory before -> after reset_mm_cache", "",
-                  "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` "
-                  "(notebook 01's last section; the command is beside the table there).", "",
-                  memory_table(twoproc), ""]
-    from refimpl.analysis import throughput as T
-    for p in sorted(out_dir.glob("throughput_*.json")):
-        if p.name.startswith(("throughput_sweep", "throughput_hf")):
-            continue
-        res = Result.load(p)
-        env = env or res.env
-        parts += [T.summary_md(res, out_dir), ""]
-    from refimpl.analysis import serving
-    second = serving.summary_md(out_dir)
-    if second:
-        parts += [second, ""]
+                  "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
+                  "last section; the command is beside the table there).", "", memory_table(twoproc), ""]
+    parts += [x for p, res in results.items() if p.name.startswith("throughput_")
+              and not p.name.startswith(("throughput_sweep", "throughput_hf")) for x in (T.summary_md(res, out_dir), "")]
+    second = SV.summary_md(out_dir)
+    parts += [second, ""] if second else []
     if env:
-        hw, v = env["hardware"], env["versions"]
+        hw = env["hardware"]
         parts += ["## Measured on", "", md_table(["", ""], [
             ["hardware", hw["name"]], ["cpu", f"{hw['cpu']['model']} ({hw['cpu']['logical_cores']} logical cores)"],
             ["gpu", (hw["gpu"] or {}).get("name", "none")], ["RAM GiB", f"{hw['ram_bytes'] / 2**30:.0f}"],
             ["torch threads", env.get("torch_num_threads")], ["date", env.get("date")],
-            ["git", (env.get("git") or {}).get("commit")],
-            *[[k, val] for k, val in v.items()]]), ""]
+            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]]), ""]
     return "\n".join(parts)
 
 
 def select_notebooks(names: list[str] | None) -> list[Path]:
-    """The numbered notebooks of ``NOTEBOOKS_DIR`` (``[0-9]*.ipynb``, sorted), or those named
-    in ``names`` (file names). Raises ConfigError (field ``notebooks``) naming the unknown
-    ones and the notebooks there are."""
-    nb_dir = NOTEBOOKS_DIR
-    nbs = sorted(nb_dir.glob("[0-9]*.ipynb"))
-    if not names:
-        return nbs
-    known = [n.name for n in nbs]
-    unknown = [n for n in names if n not in known]
+    """The numbered notebooks, or those ``names``; ConfigError ("notebooks") for an unknown one."""
+    nbs = sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))
+    unknown = [n for n in names or [] if n not in [nb.name for nb in nbs]]
     if unknown:
-        raise ConfigError("notebooks", f"file names of {nb_dir}: {', '.join(known)}",
+        raise ConfigError("notebooks", f"file names of {NOTEBOOKS_DIR}: {', '.join(nb.name for nb in nbs)}",
                           f"unknown notebook(s) {', '.join(unknown)}")
-    return [n for n in nbs if n.name in names]
+    return [nb for nb in nbs if not names or nb.name in names]
+
+
+def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
+    """``-p NAME=VALUE`` per notebook that declares NAME; ConfigError ("parameters") for a NAME
+    none of ``nbs`` declares, or a pair without '='."""
+    declared = {nb: pm.inspect_notebook(str(nb)) for nb in nbs}
+    out: dict[Path, dict] = {nb: {} for nb in nbs}
+    for pair in pairs:
+        name, eq, text = pair.partition("=")
+        if not eq or not any(name in d for d in declared.values()):
+            raise ConfigError("parameters", f"NAME=VALUE, NAME one of {sorted({k for d in declared.values() for k in d})}",
+                              f"got {pair!r}")
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            value = text
+        for nb, d in declared.items():
+            if name in d:
+                out[nb][name] = value
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="refimpl report", description=__doc__)
     p.add_argument("--quick", action="store_true", help="QUICK mode of every notebook")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--out-dir", default=str(REPO_ROOT / "reports" / "latest"))
-    p.add_argument("--notebooks", nargs="*", default=None,
-                   help="subset of notebook file names (e.g. 01_startup_dummy_data_cache.ipynb); "
-                        "an unknown name is refused (exit 2)")
+    p.add_argument("--out-dir", default=str(REPORTS_DIR / "latest"))
+    p.add_argument("--notebooks", nargs="*", default=None, help="a subset of the notebooks' file names")
+    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
+                   help="a notebook parameter, e.g. -p REPEATS=2 -p LIMITS=\"['video=0']\"")
     args = p.parse_args(argv)
-    try:
+    try:  # refused before anything is emptied or run
         nbs = select_notebooks(args.notebooks)
-    except ConfigError as e:  # before the out dir is emptied
-        print(f"refimpl report: error: {e}", file=sys.stderr)
-        return 2
-    from refimpl.config import resolve_device
-    try:  # --device cuda on a machine without CUDA: refused before any notebook runs
-        device = resolve_device(args.device)
+        device, extra = resolve_device(args.device), notebook_params(nbs, args.parameter)
     except ConfigError as e:
         print(f"refimpl report: error: {e}", file=sys.stderr)
         return 2
@@ -175,15 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         out = prepare_out_dir(Path(args.out_dir))
     except ValueError as e:
         p.error(str(e))
-    t0 = time.perf_counter()
-    status = "wrote"
-    finished: list[str] = []
-    failed: dict[str, str] = {}
+    t0, status, finished, failed = time.perf_counter(), "wrote", [], {}
     for i, nb in enumerate(nbs, 1):
-        log(f"notebook {i}/{len(nbs)} {nb.name} (QUICK={args.quick}, device={device})", t0)
+        log(f"notebook {i}/{len(nbs)} {nb.name} (QUICK={args.quick}, device={device}, {extra[nb] or 'defaults'})", t0)
         try:
             with terminal_progress(nb, t0):
-                execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out)},
+                execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out), **extra[nb]},
                         progress=True)
             finished.append(nb.name)
         except KeyboardInterrupt:
@@ -191,8 +169,8 @@ def main(argv: list[str] | None = None) -> int:
             break
         except Exception as e:  # one failing notebook must not cost the others
             failed[nb.name] = _one_line(e)
-            log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}: {failed[nb.name]}; "
-                f"the notebook as far as it ran: {out / nb.name}; going on", t0)
+            log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}: {failed[nb.name]}; the notebook "
+                f"as far as it ran: {out / nb.name}; going on", t0)
     try:
         text = summary(out, device, args.quick, finished, failed)
     except Exception as e:  # a partial JSON of a failed notebook: still say what ran
@@ -201,20 +179,74 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.md").write_text(text)
     if failed and status == "wrote":
         status = f"{len(failed)} of {len(nbs)} notebook(s) FAILED ({', '.join(failed)}); wrote"
-    print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); "
-          f"summary: {out / 'summary.md'}", flush=True)
+    print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); summary: {out / 'summary.md'}",
+          flush=True)
     return 130 if status.startswith("interrupted") else 1 if failed else 0
+
+
+def clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+class ProgressHandler(logging.Handler):
+    """papermill's ``log_output`` records of one notebook as lines on ``stream`` (stderr): one
+    per code cell started, and each line of the kernel's stderr (WARNING records)."""
+
+    def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
+        super().__init__(logging.INFO)
+        self.nb, self.t0, self.stream, self.last = nb.name, t0, stream, ""
+        self.labels: list[str | None] = []
+        for c in nbformat.read(nb, as_version=4).cells:
+            first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
+            self.labels.append(first if c.cell_type == "code" else None)
+            if "parameters" in c.metadata.get("tags", []):
+                self.labels.append("(injected parameters)")
+        self.code = [i for i, label in enumerate(self.labels) if label is not None]
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            msg, out = record.getMessage(), []
+            m = CELL_START.match(msg.strip())
+            if m and int(m[1]) - 1 in self.code:
+                i = int(m[1]) - 1
+                out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
+                           f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
+            elif not m and record.levelno >= logging.WARNING:
+                for piece in re.split(r"[\r\n]+", msg):
+                    if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
+                        self.last = piece.rstrip()
+                        out.append(f"  {self.last}")
+            stream = self.stream or sys.stderr
+            stream.write("".join(line + "\n" for line in out))
+            stream.flush()
+        except Exception:  # a progress line must never stop the report
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def terminal_progress(nb: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
+    """Progress lines of ``nb`` while in the block (``t0``: the report's perf_counter start)."""
+    logger, handler = logging.getLogger("papermill"), ProgressHandler(nb, t0, stream)
+    level, propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate
 
 
 def _one_line(e: BaseException) -> str:
     """``Type: first line of the message`` (papermill's error repeats the cell's traceback)."""
-    name = getattr(e, "ename", None) or type(e).__name__
     msg = str(getattr(e, "evalue", None) or e).strip().splitlines()
-    return f"{name}: {msg[0][:200] if msg else ''}".replace("|", "/")
+    return f"{getattr(e, 'ename', None) or type(e).__name__}: {msg[0][:200] if msg else ''}".replace("|", "/")
 
 
 def log(msg: str, t0: float) -> None:
-    """One ``[report +h:mm:ss] msg`` line on stderr (elapsed since ``t0``, perf_counter s)."""
     print(f"[report +{clock(time.perf_counter() - t0)}] {msg}", file=sys.stderr, flush=True)
 
 

@@ -1,22 +1,19 @@
-"""Statistics of every table and figure: medians, spread, bootstrap confidence intervals.
+"""Medians, spread and bootstrap confidence intervals for every table, figure and bench line.
 
-One place for them, so a median is always the true median (the mean of the two middle values
-for an even count) and every comparison carries an interval. Percentile bootstrap with numpy
-(Efron & Tibshirani, "An Introduction to the Bootstrap", 1993, ch. 13), fixed seed, so a
-table rebuilt from the same runs shows the same interval.
-
-Errors: ValueError for no values, a non-finite value, unequal lengths of paired samples, or a
-ratio whose denominator median (or a paired denominator) is zero.
+Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) with a fixed seed, so a table rebuilt
+from the same runs shows the same interval. Raises ValueError for no values, a non-finite
+value, paired samples of unequal length, or a ratio whose denominator (median) is zero.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Literal
+from typing import Any, Iterable, Literal, Sequence
 
 import numpy as np
 
 N_BOOT = 10_000
 SEED = 0
+MIN_PAIRS = 5  # fewer runs or pairs a side: the bootstrap interval is degenerate, never resolved
 
 
 def _array(values: Iterable[float], name: str = "values") -> np.ndarray:
@@ -29,15 +26,11 @@ def _array(values: Iterable[float], name: str = "values") -> np.ndarray:
 
 
 def median(values: Iterable[float]) -> float:
-    """The median of ``values`` (mean of the two middle values for an even count)."""
     return float(np.median(_array(values)))
 
 
 def summarize(values: Iterable[float]) -> dict[str, float]:
-    """``{"median", "min", "max", "iqr", "n"}`` of ``values`` (units of ``values``; ``n`` an int).
-
-    IQR is p75 - p25 with numpy's linear interpolation. Raises ValueError (see module doc).
-    """
+    """``{"median", "min", "max", "iqr", "n"}`` (units of ``values``; iqr = p75 - p25)."""
     arr = _array(values)
     q25, q75 = np.percentile(arr, [25, 75])
     return {"median": float(np.median(arr)), "min": float(arr.min()), "max": float(arr.max()),
@@ -46,9 +39,8 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its bootstrap confidence interval [low, high] (units of the
-    statistic; a ratio is unitless). ``null`` is the value meaning "no difference" (1 for a
-    ratio, 0 for a difference); ``resolved`` is True when the interval excludes it."""
+    """An estimate and its bootstrap interval; ``resolved``: the interval excludes ``null``
+    (1 for a ratio, 0 for a difference)."""
     estimate: float
     low: float
     high: float
@@ -71,24 +63,17 @@ class Interval:
 def _interval(estimate: float, boot: np.ndarray, confidence: float, null: float) -> Interval:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    alpha = (1 - confidence) / 2
-    low, high = np.quantile(boot, [alpha, 1 - alpha])
+    low, high = np.quantile(boot, [(1 - confidence) / 2, (1 + confidence) / 2])
     return Interval(float(estimate), float(low), float(high), confidence, null, int(boot.size))
 
 
 def _resample_medians(arr: np.ndarray, rng: np.random.Generator, n_boot: int) -> np.ndarray:
-    idx = rng.integers(0, arr.size, size=(n_boot, arr.size))
-    return np.median(arr[idx], axis=1)
+    return np.median(arr[rng.integers(0, arr.size, size=(n_boot, arr.size))], axis=1)
 
 
 def ratio_of_medians(a: Iterable[float], b: Iterable[float], *, confidence: float = 0.95,
                      n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
-    """median(a) / median(b) for two independent samples, with a percentile-bootstrap interval.
-
-    Each bootstrap round resamples ``a`` and ``b`` separately (with replacement). Example: a =
-    requests/s of the fixed variant over its fresh-process repeats, b = of the old one; a
-    ratio of 1.03 means 3% faster. Raises ValueError (see module doc).
-    """
+    """median(a) / median(b) of two independent samples; each bootstrap round resamples both."""
     xa, xb = _array(a, "a"), _array(b, "b")
     if np.median(xb) == 0:
         raise ValueError("b: median is zero, the ratio is undefined")
@@ -96,19 +81,13 @@ def ratio_of_medians(a: Iterable[float], b: Iterable[float], *, confidence: floa
     ma, mb = _resample_medians(xa, rng, n_boot), _resample_medians(xb, rng, n_boot)
     with np.errstate(divide="ignore", invalid="ignore"):
         boot = ma / mb
-    boot = boot[np.isfinite(boot)]
-    return _interval(np.median(xa) / np.median(xb), boot, confidence, 1.0)
+    return _interval(np.median(xa) / np.median(xb), boot[np.isfinite(boot)], confidence, 1.0)
 
 
-def paired(a: Iterable[float], b: Iterable[float], *,
-           kind: Literal["difference", "ratio"] = "difference", confidence: float = 0.95,
-           n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
-    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``), with a bootstrap interval.
-
-    ``a`` and ``b`` are measured in pairs (same round of an A B B A design, same inputs); each
-    bootstrap round resamples whole pairs. Units: those of the values (difference) or none
-    (ratio). Raises ValueError (see module doc).
-    """
+def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference", "ratio"] = "difference",
+           confidence: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
+    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``); each bootstrap round resamples
+    whole pairs (same round of an A B B A design)."""
     xa, xb = _array(a, "a"), _array(b, "b")
     if xa.size != xb.size:
         raise ValueError(f"paired samples differ in length: {xa.size} != {xb.size}")
@@ -120,5 +99,35 @@ def paired(a: Iterable[float], b: Iterable[float], *,
         d, null = xa - xb, 0.0
     else:
         raise ValueError(f"kind must be 'difference' or 'ratio', got {kind!r}")
-    boot = _resample_medians(d, np.random.default_rng(seed), n_boot)
-    return _interval(np.median(d), boot, confidence, null)
+    return _interval(np.median(d), _resample_medians(d, np.random.default_rng(seed), n_boot), confidence, null)
+
+
+def compare(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+    """median(a) / median(b) with its 95% interval and a ``state``: no ratio without runs, no
+    interval from one run a side, never resolved below MIN_PAIRS runs a side."""
+    n = min(len(a), len(b))
+    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
+    if n == 0:
+        return out | {"state": "no runs"}
+    if n < 2:
+        return out | {"estimate": median(a) / median(b), "state": f"not resolved ({n} run a side)"}
+    ci = ratio_of_medians(a, b)
+    return out | {"estimate": ci.estimate, "low": ci.low, "high": ci.high,
+                  "state": f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
+                  else "resolved" if ci.resolved else "unresolved (interval holds 1)"}
+
+
+def ratio_lines(title: str, values: dict[str, list[float]], ratios: bool = True) -> list[str]:
+    """Lines of a bench's end: per label the median [min, max], then each label over the first."""
+    out = [title]
+    for v, xs in values.items():
+        s = summarize(xs) if xs else None
+        out.append(f"  {v}: " + (f"median {s['median']:.4g} [{s['min']:.4g}, {s['max']:.4g}] over {s['n']} runs"
+                                 if s else "no finished run"))
+    first = next(iter(values))
+    for v, xs in list(values.items())[1:] if ratios else ():
+        c = compare(xs, values[first])
+        ci = f" [{c['low']:.3f}, {c['high']:.3f}] (95% CI)" if c["low"] is not None else ""
+        out.append(f"  {v} / {first}: " + (f"{c['estimate']:.3f}{ci}, " if c["estimate"] is not None else "")
+                   + c["state"])
+    return out

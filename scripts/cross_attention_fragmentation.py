@@ -20,7 +20,7 @@ import time
 
 import refimpl.worker.whisper_runner as whisper_runner
 from refimpl.attention.cross_attention import key_segments
-from refimpl.bench import workload as W
+from refimpl.bench import serve as W
 from refimpl.bench.common import set_single_thread
 from refimpl.engine.llm_engine import LLMEngine
 
@@ -54,7 +54,7 @@ def main() -> None:
                                       device="cpu", max_num_seqs=args.max_num_seqs, process_mode="inproc",
                                       disable_mm_preprocessor_cache=True, cross_attention_read=r)
                for r in reads}
-    work = W.make_workload(args.num_requests, 0, "all")
+    work = W.make_workload(args.num_requests, 0)
     for i in range(args.runs):
         for read, engine in engines.items():
             count.update(lookups=0, runs=0)

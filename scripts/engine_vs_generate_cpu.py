@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from refimpl.bench import workload as W
+from refimpl.bench import serve as W
 from refimpl.bench.common import set_single_thread
 
 
@@ -32,7 +32,7 @@ def main() -> None:
     from refimpl.tokenizer import whisper_decoder_prompt
     from refimpl.worker.model_loader import get_model
     set_single_thread()
-    work, warm = W.make_workload(args.num_requests, 0, "all"), W.make_workload(4, 1000)
+    work, warm = W.make_workload(args.num_requests, 0), W.make_workload(4, 1000)
     engine = LLMEngine.from_args(args.model, encoder_len_variant="0.11.0", device="cpu",
                                  max_num_seqs=args.max_num_seqs, process_mode="inproc",
                                  disable_mm_preprocessor_cache=True)

@@ -2,10 +2,10 @@
 # Download the wheels scripts/gpu_bench.sh needs on a CUDA host that has no network.
 #
 # The GPU host's python3 (3.12) already has torch, transformers, tokenizers, numpy, pillow,
-# tqdm and psutil; it may lack blake3 (the processing-cache hash), py-spy (profiles) and
-# espeakng-loader (only for regenerating speech clips) and pyzmq (only for `--process-mode mp`,
-# the two-process start-up). This fetches them as CPython 3.12
-# manylinux x86_64 wheels into ./.whl (git-ignored), pinned to the versions in this
+# tqdm and psutil; it may lack blake3 (the processing-cache hash), py-spy (profiles),
+# espeakng-loader (only for regenerating speech clips), pyzmq (the two-process engine) and tyro
+# with docstring-parser and typeguard (the `refimpl bench` command line). This fetches them as
+# CPython 3.12 manylinux x86_64 wheels into ./.whl (git-ignored), pinned to the versions in this
 # machine's .venv when it has them, so both machines hash and profile with the same code:
 #
 #   python3 -m pip download --only-binary=:all: --no-deps -d .whl \
@@ -26,7 +26,7 @@ PY=python3
 [[ -x .venv/bin/python ]] && PY=.venv/bin/python
 
 pkgs=()
-for p in blake3 py-spy espeakng-loader pyzmq; do
+for p in blake3 py-spy espeakng-loader pyzmq tyro docstring-parser typeguard; do
   v="$("$PY" -c "import importlib.metadata as m, sys
 try: print(m.version(sys.argv[1]))
 except m.PackageNotFoundError: pass" "$p")"

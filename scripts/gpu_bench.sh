@@ -12,15 +12,15 @@
 #                     shape-only (STARTUP_REPEATS fresh processes each, at STARTUP_LEN
 #                     [50000] tokens: the dummy data and hashing are CPU work, the same on a
 #                     GPU host; 128000 tokens x 5 variants would not fit the ~9 min window)
-#   budget.json       bench budget   qwen2.5-vl-3b  0.8.5,0.9.0  --calls 2
-#   paired.json       bench paired   whisper-large-v3 0.10.2,0.10.2+#24866,0.11.0,
-#                     fixed time (T_PAIRED): the GPU points of notebook 02's model curve
-#   encoder_batch.json  bench paired whisper-large-v3 0.11.0 vs audios-per-step@2,4,8
+#   budget.json       bench startup --calls 2  qwen2.5-vl-3b  0.8.5, 0.9.0 (the reviewer's experiment)
+#   paired.json       bench serve --design paired  whisper-large-v3 0.10.2, 0.10.2+#24866,
+#                     0.11.0, fixed time (T_PAIRED): the GPU points of notebook 02's model curve
+#   encoder_batch.json  bench serve --design paired  0.11.0 vs audios-per-step@2,4,8
 #                     (the next bottleneck after vLLM #24946; a what-if, not PR #29421), fixed time
-#   workload.json     bench workload whisper-large-v3 --engine both: the engine against
-#                     transformers' generate() in static batches, WORKLOAD_PAIRS pairs E H H E
-#   throughput.json, throughput_hf.json  (only with ONLY=...) the first stage's fresh-process
-#                     runs and transformers' generate()
+#   workload.json     bench serve --design workload  the engine against transformers' generate()
+#                     in static batches, WORKLOAD_PAIRS pairs E H H E
+#   throughput.json, throughput_hf.json  (only with ONLY=...) bench serve (design fresh): the first
+#                     stage's fresh-process runs and transformers' generate()
 #   <name>.log        each command's stdout/stderr
 # and prints one summary line per JSON. Every command runs under `timeout` (SIGINT first, so
 # the driver writes the repeats finished so far, then SIGKILL) with a cap that also respects
@@ -135,26 +135,25 @@ run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.jso
 VL=${VL_MODEL:-qwen2.5-vl-3b}
 ASR=${ASR_MODEL:-whisper-large-v3}
 run startup "${T_STARTUP:-170}" bench startup --model $VL \
-  --variant 0.8.5,0.9.0,0.9.2,0.11.1,shape-only --device "$DEVICE" \
+  --variants 0.8.5 0.9.0 0.9.2 0.11.1 shape-only --device "$DEVICE" \
   --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
-run budget "${T_BUDGET:-70}" bench budget --model $VL --variant 0.8.5,0.9.0 --calls 2 \
+run budget "${T_BUDGET:-70}" bench startup --model $VL --variants 0.8.5 0.9.0 --calls 2 \
   --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
 T_PAIRED=${T_PAIRED:-120}; T_EB=${T_EB:-100}
-run paired "$T_PAIRED" bench paired --model $ASR --variant 0.10.2,0.10.2+#24866,0.11.0 \
-  --budget-s $(( T_PAIRED - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
-  --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
-run encoder_batch "$T_EB" bench paired --model $ASR --against first \
-  --variant 0.11.0,audios-per-step@2,audios-per-step@4,audios-per-step@8 \
-  --budget-s $(( T_EB - 40 )) --block-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" \
-  --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
-run workload "${T_WORKLOAD:-70}" bench workload --model $ASR --engine both \
+run paired "$T_PAIRED" bench serve --design paired --model $ASR \
+  --variants 0.10.2 0.10.2+#24866 0.11.0 --budget-s $(( T_PAIRED - 40 )) \
+  --num-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
+run encoder_batch "$T_EB" bench serve --design paired --model $ASR --against first \
+  --variants 0.11.0 audios-per-step@2 audios-per-step@4 audios-per-step@8 --budget-s $(( T_EB - 40 )) \
+  --num-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
+run workload "${T_WORKLOAD:-70}" bench serve --design workload --model $ASR \
   --repeats "${WORKLOAD_PAIRS:-2}" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE" --warmup-requests 2
-run throughput "${T_THROUGHPUT:-180}" bench throughput --model $ASR \
-  --variant 0.10.2,0.10.2+#24866,0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
+run throughput "${T_THROUGHPUT:-180}" bench serve --model $ASR \
+  --variants 0.10.2 0.10.2+#24866 0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \
   --warmup-requests 2
-run throughput_hf "${T_HF:-60}" bench throughput --model $ASR --engine hf --device "$DEVICE" \
+run throughput_hf "${T_HF:-60}" bench serve --model $ASR --variants hf-generate --device "$DEVICE" \
   --repeats "$REPEATS" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --warmup-requests 2
 

@@ -6,9 +6,9 @@ import copy
 import matplotlib
 import pytest
 
-from refimpl.bench.gains import MIN_PAIRS
 from refimpl.bench.schema import Result
 from refimpl.env import REPO_ROOT
+from refimpl.stats import MIN_PAIRS
 
 matplotlib.use("Agg")
 STORED = REPO_ROOT / "results/cpu-amd-epyc-2c"
@@ -53,6 +53,7 @@ def test_sweep_table_labels_points_from_too_few_runs():
     assert "| - | no runs of 0.10.2+#24866 |" in _row(md, "64 ")
 
 
+@pytest.mark.slow
 def test_startup_views_of_a_result_without_runs(tmp_path):
     from refimpl.analysis.startup import budget_figure, budget_table, ladder_figure, medians_table
     empty = _with_runs("startup_qwen2.5-vl-3b.json", {"0.8.5": 0, "0.9.0": 0}, interrupted=True)

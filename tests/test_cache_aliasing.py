@@ -9,6 +9,7 @@ equal the uncached HF output. Small images through the real Qwen2.5-VL processor
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -65,6 +66,7 @@ def _equal(a: dict, b: dict) -> bool:
 
 @settings(max_examples=15, deadline=None, database=None,
           suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
 @given(st.lists(st.tuples(st.integers(0, 1), st.sampled_from(ACTIONS)), min_size=1, max_size=4))
 def test_hit_equals_fresh_whatever_callers_did(steps):
     proc, cache = _setup()

@@ -155,6 +155,7 @@ def test_palette_images_get_different_keys():
     assert not _equal(oa, ob) and ka != kb
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pairs, n", [(image_pairs(), 80), (video_pairs(), 25)], ids=["image", "video"])
 def test_same_key_implies_same_output(pairs, n):
     seen = check_same_key_same_output(pairs, max_examples=n)

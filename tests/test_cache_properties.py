@@ -154,7 +154,7 @@ class CacheMachine(RuleBasedStateMachine):
         assert list(c._data) == list(self.model), "LRU order differs from the model"
 
 
-TestCacheMachine = CacheMachine.TestCase
+TestCacheMachine = pytest.mark.slow(CacheMachine.TestCase)
 TestCacheMachine.settings = settings(max_examples=25, stateful_step_count=20, deadline=None,
                                      suppress_health_check=[HealthCheck.too_slow])
 

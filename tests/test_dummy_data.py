@@ -20,6 +20,7 @@ def qwen(max_model_len, small=False, **kw):
     return mc
 
 
+@pytest.mark.slow
 def test_largest_image_and_full_size_formula_equals_processing():
     reg = MultiModalRegistry()
     mc = qwen(20000)  # 20000 - 16384 leaves room for no frame pair: the dummy video gets 2 frames
@@ -73,6 +74,7 @@ def test_formula_equals_processed_dummy_tokens(seq_len, counts):
     assert total == {m: n * counts[m] for m, n in want.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["qwen2.5-vl-3b", "whisper-tiny"])
 def test_identical_dummy_passes_run_hf_once_with_cache(model):
     mc = qwen(2048, small=True) if model.startswith("qwen") else ModelConfig(model, device="cpu")
@@ -132,6 +134,7 @@ def test_whisper_dummy_and_encdec_len(model, mels):
     assert reg.stats.hf_mm_passes == 3
 
 
+@pytest.mark.slow
 def test_int64_dummy_video_like_vllm_0_9():
     reg = MultiModalRegistry()
     proc = reg.create_processor(qwen(2048, small=True))

@@ -19,6 +19,7 @@ def _config(n: int, variant: str = "audios-per-step", **sc_kw) -> VllmConfig:
                           CacheConfig(), encoder_len_variant=variant)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 2, 3, 8])
 def test_n_audios_per_step_and_94_cross_blocks_whatever_n(n):
     cfg = _config(n)

@@ -19,6 +19,8 @@ from refimpl.multimodal import MULTIMODAL_REGISTRY
 from refimpl.multimodal.worst_case import PHASES, hf_passes_by_phase, max_tokens_per_item
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
+pytestmark = pytest.mark.slow  # engine start-ups
+
 IMAGE_TOKENS = 1024  # max_pixels / (28 * 28): Qwen2.5-VL merges 2x2 patches of 14 px
 BATCHED_TOKENS = 2048
 # the kit's default with every lookup processed: the processing path of the per-item maximum

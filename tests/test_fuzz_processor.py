@@ -1,11 +1,13 @@
 """Fuzz the processor entry point with hypothesis (issue #4, part 6): ~200 random prompts,
 byte strings, arrays, PIL images and mm_data shapes through the Qwen2.5-VL and Whisper
 processors; only refimpl exceptions may come out. The 10,000-case run is in tests/test_soak.py."""
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fuzz_inputs import Fuzzer, fuzz_cases
 
 
+@pytest.mark.slow
 def test_fuzz_processor_fast():
     fuzzer = Fuzzer()
 

@@ -154,5 +154,5 @@ class KVManagerMachine(RuleBasedStateMachine):
         assert all(b.ref_cnt == (b.block_id in set(ids)) for b in self.m.block_pool.blocks[1:])
 
 
-TestKVManagerMachine = KVManagerMachine.TestCase
+TestKVManagerMachine = pytest.mark.slow(KVManagerMachine.TestCase)
 TestKVManagerMachine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)

@@ -30,6 +30,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("make") is None, reason="make not installed")
 def test_make_lab_serves_the_notebooks(tmp_path):
     venv = Path(sys.executable).parent.parent

@@ -15,6 +15,9 @@ from refimpl.errors import ConfigError, EncoderLengthMismatchError, InvalidInput
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.sampling_params import SamplingParams
 
+pytestmark = pytest.mark.slow  # engines and transformers' generate()
+
+
 MAX_TOKENS = (5, 9, 3, 7, 6)
 
 

@@ -1,91 +1,88 @@
-"""The bench refuses a run the machine cannot hold, before it starts (DEVELOPERS.md), and a
-lower --max-model-len gives a smaller run."""
+"""A run the machine cannot hold is refused before it starts, naming the need and what is
+available (refimpl/bench/memory.py estimates, refimpl/bench/guard.py refuses); a lower
+--max-model-len gives a smaller run."""
 import pytest
 
-from refimpl.bench.memory import GiB, check_memory, estimate_peak_rss_bytes
-from refimpl.config import ModelConfig
-from refimpl.errors import InsufficientMemoryError
+from refimpl.bench import guard, memory, startup, trial
+from refimpl.bench.guard import check_serving_memory, check_startup_memory
+from refimpl.bench.memory import GiB, startup_bytes
+from refimpl.bench.specs import ServeSpec, StartupSpec
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.errors import ConfigError, InsufficientMemoryError
 from refimpl.variants import STARTUP_VARIANTS as V
+
+
+def available(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(guard.psutil, "virtual_memory", lambda: type("VM", (), {"available": n, "total": 24 * GiB})())
 
 
 def test_int64_cache_reset_needs_most_and_shorter_context_less():
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")  # 128000 tokens: 12 frames of 3584x3584
-    need = {n: estimate_peak_rss_bytes(mc, V[n]) for n in V}
-    assert need["0.9.0"] > need["0.9.0+#19484"] > need["0.9.0+#24925"] > need["0.9.0+uint8"] > need["0.9.2"]
-    assert need["0.8.5"] == need["0.9.0+#24925"] and need["shape-only"] <= need["0.9.2"]
+    need = {n: startup_bytes(mc, V[n]) for n in V}
+    assert need["0.9.0"] > need["0.9.0+#19484"] > need["0.9.0+#24925"] > need["0.9.0+#24925+uint8"] > need["0.9.0+#19756+#24925+uint8"]
+    assert need["0.8.5"] == need["0.9.0+#24925"] and need["shape-only"] <= need["0.9.0+#19756+#24925+uint8"]
     assert 15 * GiB < need["0.9.0"] < 19 * GiB  # 12 * 3584^2 * 3 int64 values, 4 copies
     small = ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=40000)
-    assert estimate_peak_rss_bytes(small, V["0.9.0"]) < need["0.9.0"] / 2
+    assert startup_bytes(small, V["0.9.0"]) < need["0.9.0"] / 2
 
 
 def test_refused_with_need_available_and_a_max_model_len_that_fits():
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")
-    assert check_memory(mc, [V["0.9.0+uint8"]], available=64 * GiB) < 8 * GiB
-    with pytest.raises(InsufficientMemoryError, match=r"0.9.0.*GiB.*--max-model-len \d+ would fit") as e:
-        check_memory(mc, [V["0.8.5"], V["0.9.0"]], available=8 * GiB)
+    assert check_startup_memory(mc, [V["0.9.0+#24925+uint8"]], available=64 * GiB) < 8 * GiB
+    with pytest.raises(InsufficientMemoryError, match=r"cache-reset.*GiB.*--max-model-len \d+ would fit") as e:
+        check_startup_memory(mc, [V["0.8.5"], V["0.9.0"]], available=8 * GiB)
     assert e.value.field == "max_model_len" and e.value.limit == 8 * GiB
     fits = int(str(e.value).split("--max-model-len ")[1].split()[0])
-    assert check_memory(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=fits),
-                        [V["0.9.0"]], available=8 * GiB) <= 8 * GiB
+    assert check_startup_memory(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=fits),
+                                [V["0.9.0"]], available=8 * GiB) <= 8 * GiB
 
 
 def test_memory_checked_before_each_run_and_refusal_names_need_and_free(monkeypatch):
-    from refimpl.bench import orchestrate, startup
-    from refimpl.bench.startup import StartupSpec
     checked, ran = [], []
-    monkeypatch.setattr(startup, "preflight", lambda spec: checked.append(spec.variants))
+    monkeypatch.setattr(guard, "check_memory", lambda spec, available=None: checked.append(spec.labels))
     monkeypatch.setattr(startup, "run_once", lambda spec, v: ran.append(v) or {"total_s": 1.0, "peak_rss_bytes": 1})
-    spec = StartupSpec(variants=("0.9.2", "shape-only"), repeats=2, warmup=True)
-    orchestrate.run_in_process(spec)
-    assert checked == [("0.9.2", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
+    trial.run(StartupSpec(variants=("0.9.0+#19756+#24925+uint8", "shape-only"), repeats=2), in_process=True)
+    assert checked == [("0.9.0+#19756+#24925+uint8", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
     monkeypatch.undo()
-    monkeypatch.setattr("refimpl.bench.memory.psutil.virtual_memory",
-                        lambda: type("VM", (), {"available": 2 * GiB})())
-    with pytest.raises(InsufficientMemoryError, match=r"0.8.5.*needs about .* GiB.*2\.0 GiB available"):
-        startup.preflight(StartupSpec(variants=("0.8.5",)))
+    available(monkeypatch, 2 * GiB)
+    with pytest.raises(InsufficientMemoryError, match=r"no-cache.*needs about .* GiB.*2\.0 GiB available"):
+        guard.check(StartupSpec(variants=("0.8.5",)))
 
 
 def test_numpy_hugepage_off_by_default_in_workers():
-    from refimpl.bench.budget import BudgetSpec
-    from refimpl.bench.memory import set_numpy_hugepage, thp_state
-    from refimpl.bench.startup import StartupSpec
-    from refimpl.errors import ConfigError
     assert StartupSpec().worker_env() == {"NUMPY_MADVISE_HUGEPAGE": "0"}
-    assert BudgetSpec(numpy_hugepage="on").worker_env() == {"NUMPY_MADVISE_HUGEPAGE": "1"}
-    with pytest.raises(ConfigError, match="numpy_hugepage"):
-        StartupSpec(numpy_hugepage="maybe")
-    before = set_numpy_hugepage(False)
+    assert StartupSpec(calls=2, numpy_hugepage="on").worker_env() == {"NUMPY_MADVISE_HUGEPAGE": "1"}
+    before = startup.set_numpy_hugepage(False)
     try:
-        assert thp_state()["numpy_madvise_hugepage"] is False
+        assert startup.thp_state()["numpy_madvise_hugepage"] is False
     finally:
-        set_numpy_hugepage(before)
+        startup.set_numpy_hugepage(before)
 
 
-def test_run_waits_for_memory_others_hold_then_refuses():
-    from refimpl.bench.orchestrate import wait_for_memory
+def test_run_waits_for_memory_others_hold_then_refuses(monkeypatch):
     calls = []
 
     def short(times):
-        def check():
-            calls.append(1)
+        def check(spec, available=None):
+            calls.append(spec.labels)
             if len(calls) <= times:
                 raise InsufficientMemoryError("max_model_len", GiB, "needs 2 GiB, 1 GiB available")
         return check
-    wait_for_memory(short(2), wait_s=5, poll_s=0.01)  # memory came back on the third look
-    assert len(calls) == 3
+    monkeypatch.setattr(guard, "check_memory", short(2))
+    guard.wait_for_memory(StartupSpec(), "0.9.0+#19756+#24925+uint8", wait_s=5, poll_s=0.01)  # memory came back on the third look
+    assert calls == [("0.9.0+#19756+#24925+uint8",)] * 3
     calls.clear()
+    monkeypatch.setattr(guard, "check_memory", short(10**6))
     with pytest.raises(InsufficientMemoryError, match="1 GiB available"):
-        wait_for_memory(short(10**6), wait_s=0.05, poll_s=0.01)
+        guard.wait_for_memory(StartupSpec(), "0.9.0+#19756+#24925+uint8", wait_s=0.05, poll_s=0.01)
     assert 1 < len(calls) < 10
 
 
 def test_whisper_serving_memory_refused_from_the_configs_alone(monkeypatch):
-    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from refimpl.memory import check_serving_memory
-
     def cfg(seqs, blocks=None, read="dense-once"):
         return VllmConfig(ModelConfig("whisper-large-v3", scale="full", device="cpu"),
                           SchedulerConfig(max_num_seqs=seqs), CacheConfig(num_gpu_blocks=blocks, cross_attention_read=read))
+
     def copies(seqs, blocks):  # what the dense-once read adds over paged-runs (bytes)
         return (check_serving_memory(cfg(seqs, blocks), available=1 << 50)
                 - check_serving_memory(cfg(seqs, blocks, "paged-runs"), available=1 << 50))
@@ -96,21 +93,17 @@ def test_whisper_serving_memory_refused_from_the_configs_alone(monkeypatch):
         check_serving_memory(cfg(16, blocks=4000), available=16 * GiB)
     assert e.value.field == "num_gpu_blocks" and e.value.limit == 16 * GiB
     with pytest.raises(InsufficientMemoryError) as e:
-        check_serving_memory(cfg(1, blocks=20000), available=16 * GiB)
-    assert e.value.field == "num_gpu_blocks"
-    with pytest.raises(InsufficientMemoryError) as e:
         check_serving_memory(cfg(1, read="paged-runs"), available=4 * GiB)
     assert e.value.field == "scale"
     huge_dummy = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_batched_tokens=10**9))
     with pytest.raises(InsufficientMemoryError) as e:  # profile_run's dummy prompt: 10**9 token ids
         check_serving_memory(huge_dummy, available=8 * GiB)
     assert e.value.field == "max_num_batched_tokens"
-    # the refusal is the harness's (bench preflights); the mechanism itself loads as vLLM does
-    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory", lambda: type("VM", (), {"available": 8 * GiB})())
+    available(monkeypatch, 8 * GiB)
     with pytest.raises(InsufficientMemoryError, match="max_num_seqs=256"):
         check_serving_memory(VllmConfig(ModelConfig("whisper-large-v3", scale="full", device="cpu"),
                                         SchedulerConfig(max_num_seqs=256), CacheConfig(num_gpu_blocks=4000)))
-    assert check_serving_memory(VllmConfig(ModelConfig("whisper-tiny", device="cpu")), available=8 * GiB) < 8 * GiB
+    assert check_serving_memory(VllmConfig(ModelConfig("whisper-tiny", device="cpu"))) < 8 * GiB
 
 
 def test_cuda_kv_sizing_leaves_room_for_the_dense_cross_copies(monkeypatch):
@@ -119,7 +112,6 @@ def test_cuda_kv_sizing_leaves_room_for_the_dense_cross_copies(monkeypatch):
     import torch
 
     from refimpl.attention.cross_attention import dense_copy_bytes
-    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from refimpl.worker.gpu_model_runner import GPUModelRunner
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (100 * GiB, 140 * GiB))
     monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 40 * GiB)
@@ -137,44 +129,38 @@ def test_cuda_kv_sizing_leaves_room_for_the_dense_cross_copies(monkeypatch):
         VllmConfig(vc.model_config, SchedulerConfig(max_num_seqs=64), CacheConfig()))
 
 
-def test_throughput_bench_refuses_before_any_run_and_the_cli_exits_2(monkeypatch, capsys, tmp_path):
+def test_serving_refused_before_any_run_and_the_cli_exits_2(monkeypatch, capsys, tmp_path):
     from refimpl import cli
-    from refimpl.bench import throughput
-    ran = []
-    monkeypatch.setattr(throughput, "run_once", lambda spec, v: ran.append(v))
-    monkeypatch.setattr("refimpl.memory.psutil.virtual_memory",
-                        lambda: type("VM", (), {"available": 8 * GiB, "total": 24 * GiB})())
-    argv = ["bench", "throughput", "--model", "whisper-large-v3", "--scale", "full", "--max-num-seqs", "64",
-            "--num-gpu-blocks", "4000", "--in-process", "--repeats", "1", "--no-warmup",
-            "--output-json", str(tmp_path / "t.json")]
-    assert cli.main(argv) == 2 and ran == [] and not (tmp_path / "t.json").exists()
-    assert "error: num_gpu_blocks: whisper-large-v3 (full scale, float32)" in capsys.readouterr().err
-    throughput.preflight(throughput.ThroughputSpec(model="whisper-tiny", max_num_seqs=64))  # fits
+    monkeypatch.setattr(trial, "executor", lambda *a: pytest.fail("ran despite too little memory"))
+    available(monkeypatch, GiB)
+    argv = ["bench", "serve", "--model", "whisper-large-v3", "--device", "cpu", "--max-num-seqs", "64",
+            "--num-gpu-blocks", "4000", "--in-process", "--output-json", str(tmp_path / "t.json")]
+    assert cli.main(argv) == 2 and not (tmp_path / "t.json").exists()
+    assert "error: num_gpu_blocks: whisper-large-v3 (small scale, float32)" in capsys.readouterr().err
+    available(monkeypatch, 8 * GiB)
+    guard.check_memory(ServeSpec(max_num_seqs=64).resolve())  # whisper-tiny fits
 
 
-def test_whisper_startup_refused_in_the_parent_before_any_worker():
-    from refimpl.bench import startup
+def test_whisper_startup_refused_in_the_parent_before_any_worker(monkeypatch):
+    monkeypatch.setattr(memory, "serving_parts", lambda vc: ({"scale": 0, "kv_cache_memory_bytes": 0, "max_num_seqs": 0,
+                                                               "max_num_batched_tokens": 1 << 50}, 1))
     with pytest.raises(InsufficientMemoryError) as e:
-        startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_batched_tokens=10**10))
+        guard.check_memory(StartupSpec(model="whisper-tiny"))
     assert e.value.field == "max_num_batched_tokens"
-    startup.preflight(startup.StartupSpec(model="whisper-tiny", max_num_seqs=16))  # fits
+    guard.check_memory(StartupSpec(model="whisper-tiny", calls=2))  # budget calls build no engine
 
 
 def test_full_scale_weights_on_cpu_count_in_the_startup_estimate():
-    from refimpl.bench.memory import extra_weight_bytes
     full, small = (ModelConfig("qwen2.5-vl-3b", device="cpu", scale=s) for s in ("full", "small"))
-    assert extra_weight_bytes(small) == 0 and 13 * GiB < extra_weight_bytes(full) < 15 * GiB
-    assert estimate_peak_rss_bytes(full, V["shape-only"]) == estimate_peak_rss_bytes(small, V["shape-only"]) + extra_weight_bytes(full)
+    assert memory.extra_weight_bytes(small) == 0 and 13 * GiB < memory.extra_weight_bytes(full) < 15 * GiB
+    assert startup_bytes(full, V["shape-only"]) == startup_bytes(small, V["shape-only"]) + memory.extra_weight_bytes(full)
 
 
-def test_too_few_kv_blocks_refused_by_the_throughput_preflight():
-    """The start-up KV check, from the configs alone: no worker starts for --num-gpu-blocks 1."""
-    from refimpl.bench import throughput
-    from refimpl.config import ModelConfig, VllmConfig
+def test_too_few_kv_blocks_refused_before_any_run():
+    """The start-up KV check, from the configs alone: no worker starts for --num-gpu-blocks 122."""
     from refimpl.core.kv_cache_utils import blocks_for_one_request
-    from refimpl.errors import ConfigError
     assert blocks_for_one_request(VllmConfig(ModelConfig("whisper-tiny", device="cpu"))) == 28 + 1 + 94
     with pytest.raises(ConfigError) as e:
-        throughput.preflight(throughput.ThroughputSpec(num_gpu_blocks=122))
+        guard.check(ServeSpec(num_gpu_blocks=122))
     assert (e.value.field, e.value.limit) == ("num_gpu_blocks", 123)
-    throughput.preflight(throughput.ThroughputSpec(num_gpu_blocks=123))
+    guard.check(ServeSpec(num_gpu_blocks=123))

@@ -181,7 +181,7 @@ class MirrorMachine(RuleBasedStateMachine):
         assert self.pair.p0.bytes <= self.pair.p0.capacity_bytes
 
 
-TestMirrorMachine = MirrorMachine.TestCase
+TestMirrorMachine = pytest.mark.slow(MirrorMachine.TestCase)
 TestMirrorMachine.settings = settings(max_examples=6, stateful_step_count=12, deadline=None)
 
 

@@ -19,6 +19,7 @@ def tiny():
     return get_model(_mc(seed=3))
 
 
+@pytest.mark.slow
 def test_dummy_whisper_tiny_shapes_and_init(tiny):
     cfg = tiny.config
     assert type(tiny).__name__ == "WhisperForConditionalGeneration" and not tiny.training
@@ -33,6 +34,7 @@ def test_dummy_whisper_tiny_shapes_and_init(tiny):
     assert all(torch.isfinite(p).all() for p in tiny.parameters())
 
 
+@pytest.mark.slow
 def test_dummy_weights_are_seeded(tiny):
     same = get_model(_mc(seed=3))
     other = get_model(_mc(seed=4))
@@ -40,6 +42,7 @@ def test_dummy_weights_are_seeded(tiny):
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+@pytest.mark.slow
 def test_dummy_qwen_small_and_dtype():
     m = get_model(_mc("qwen2.5-vl-3b", scale="small", dtype="bfloat16", max_model_len=20000))
     assert type(m).__name__ == "Qwen2_5_VLForConditionalGeneration"
@@ -53,6 +56,7 @@ def test_dummy_qwen_small_and_dtype():
     assert out.last_hidden_state.shape == (1, 3, 256)
 
 
+@pytest.mark.slow
 def test_hf_load_round_trip(tiny, tmp_path):
     tiny.save_pretrained(tmp_path)
     loaded = get_model(_mc(load_format="hf", model_path=str(tmp_path)))

@@ -6,6 +6,7 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("[0-9]*.ipynb"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nb", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_quick(nb, tmp_path):
     from refimpl.report import execute

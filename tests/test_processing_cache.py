@@ -6,6 +6,7 @@ import sys
 import weakref
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -91,6 +92,7 @@ def test_bound_holds_under_many_distinct_items_through_processor():
     assert reg.processing_cache.evictions > 0 and 0 < len(reg.processing_cache) < 30
 
 
+@pytest.mark.slow
 def test_reset_empties_and_releases_memory():
     reg = MultiModalRegistry()
     mc = ModelConfig("qwen2.5-vl-3b", max_model_len=4096, device="cpu", limit_mm_per_prompt={"image": 1})
@@ -130,6 +132,7 @@ print(json.dumps({"held": held, "released": before - rss()}))
 """
 
 
+@pytest.mark.slow
 def test_reset_gives_memory_back_to_the_os():
     """RSS falls by most of the cached bytes on reset; measured in a fresh process, where no
     earlier test's allocator state can hide the release."""

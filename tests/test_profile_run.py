@@ -77,6 +77,7 @@ def test_profile_run_reuses_the_runners_lookup_from_0_10_1():
         assert [c[0] for c in reg.calls] == ["dummy", "max_tokens", "dummy"]
 
 
+@pytest.mark.slow
 def test_profile_run_whisper_stand_in_then_kv_sizing():
     reg = StandInRegistry({"audio": 1500}, {"audio": {"input_features": torch.zeros(80, 3000)}})
     cfg = create_vllm_config(max_num_batched_tokens=512, max_num_seqs=8, block_size=16)
@@ -114,6 +115,7 @@ def test_runner_guards():
         GPUModelRunner(_qwen_config()).execute_model(None)
 
 
+@pytest.mark.slow
 def test_profile_run_qwen_real_registry():
     mm = pytest.importorskip("refimpl.multimodal.registry")
     cfg = _qwen_config(max_num_batched_tokens=8192, max_num_seqs=4)

@@ -23,6 +23,9 @@ from refimpl.worker.ct2_loader import (
     read_ct2_model,
 )
 
+pytestmark = pytest.mark.slow  # the real whisper-tiny.en weights
+
+
 MODEL = "whisper-tiny.en"
 CFG = get_config_dict(MODEL)
 

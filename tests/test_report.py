@@ -1,14 +1,12 @@
 """refimpl report: what it may delete, failing loudly, and its terminal progress lines."""
 import io
 import logging
-import sys
 
 import nbformat
 import pytest
 
 from refimpl import report
-from refimpl.bench.orchestrate import _progress
-from refimpl.report_progress import clock, terminal_progress
+from refimpl.report import clock, terminal_progress
 
 
 def test_out_dir_outside_reports_is_never_deleted(tmp_path, capsys):
@@ -46,13 +44,6 @@ def test_out_dir_rules(tmp_path):
     assert report.prepare_out_dir(tmp_path / "new" / "dir", reports).is_dir()
 
 
-def test_summary_fails_loudly_on_import_error(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "refimpl.analysis.throughput", None)  # import -> ImportError
-    monkeypatch.delattr("refimpl.analysis.throughput", raising=False)  # even when imported before
-    with pytest.raises(ImportError):
-        report.summary(tmp_path, "cpu", quick=True)
-
-
 def test_progress_lines_from_papermill_log(tmp_path):
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("# title"),
@@ -77,17 +68,15 @@ def test_progress_lines_from_papermill_log(tmp_path):
     assert not log.handlers and log.propagate  # the logger is left as it was
 
 
-def test_bench_progress_names_the_run_in_progress(capsys):
-    order = ["a", "b", "a", "b"]
-    done = {"a": 0, "b": 0}
-    seen = []
-    for v in _progress(order, "startup", lambda v: f"running {v} repeat {done[v] + 1}/2"):
-        seen.append(v)
-        done[v] += 1
-    assert seen == order
+def test_bench_progress_names_the_run_in_progress(capsys, monkeypatch):
+    from refimpl.bench import guard, serve, trial
+    from refimpl.bench.specs import ServeSpec
+    monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
+    monkeypatch.setattr(serve, "run_once", lambda spec, v: {"requests_per_s": 1.0, "output_tokens_per_s": 1.0,
+                                                            "registry_s_total": 0.0, "wall_s": 1.0})
+    trial.run(ServeSpec(variants=("0.10.2", "0.11.0"), repeats=2), in_process=True)
     err = capsys.readouterr().err
-    for text in ("running a repeat 1/2", "running b repeat 1/2", "running a repeat 2/2",
-                 "running b repeat 2/2", "4/4", "done"):
+    for text in ("running 0.10.2 warm-up", "running 0.10.2 repeat 1/2", "running 0.11.0 repeat 2/2", "6/6"):
         assert text in err
 
 
@@ -177,8 +166,8 @@ def test_ratio_table_never_resolved_below_min_pairs():
     """The unpaired ratio tables follow the paired gains' rule: fewer than MIN_PAIRS runs a
     side is "not resolved" even when the ranges are wholly apart."""
     from refimpl.analysis import ratio_table
-    from refimpl.bench.gains import MIN_PAIRS
     from refimpl.bench.schema import Result
+    from refimpl.stats import MIN_PAIRS
 
     def res(n: int) -> Result:
         runs = {"slow": [2.0 + 0.01 * i for i in range(n)], "fast": [1.0 + 0.01 * i for i in range(n)]}
@@ -196,14 +185,39 @@ def test_throughput_summary_prints_a_runnable_generate_command(tmp_path):
 
     from refimpl.analysis.throughput import summary_md
     from refimpl.bench.schema import Result
-    from refimpl.bench.throughput import ThroughputSpec
+    from refimpl.bench.specs import ServeSpec
+    from refimpl.cli import parse
     from refimpl.env import REPO_ROOT
     res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/throughput_whisper-tiny.json")
-    hf_spec = ThroughputSpec(engine="hf", variants=("hf-generate",), num_requests=4, max_tokens=4)
+    hf_spec = ServeSpec(variants=("hf-generate",), num_requests=4, max_tokens=4)
     Result("throughput", res.env, hf_spec.params(), {"hf-generate": res.variants["0.10.2"]}).write(
         tmp_path / "throughput_hf_whisper-tiny.json")
     line = next(ln for ln in summary_md(res, tmp_path).splitlines() if ln.startswith("Command:"))
     hf_cmd = line.split("generate(): `")[1].rstrip("`")
-    assert "--output-json throughput_hf_whisper-tiny.json" in hf_cmd and "--engine hf" in hf_cmd
-    spec, out = ThroughputSpec.from_argv(shlex.split(hf_cmd)[3:])
-    assert spec == hf_spec and out == "throughput_hf_whisper-tiny.json"
+    assert "--output-json throughput_hf_whisper-tiny.json" in hf_cmd and "--variants hf-generate" in hf_cmd
+    spec, out, _ = parse(shlex.split(hf_cmd)[2:])
+    assert spec.resolve() == hf_spec.resolve() and out == "throughput_hf_whisper-tiny.json"
+
+
+def test_notebook_parameters_go_to_the_notebooks_that_declare_them(tmp_path, monkeypatch, capsys):
+    from refimpl.errors import ConfigError
+    monkeypatch.setattr(report, "NOTEBOOKS_DIR", tmp_path / "nbs")
+    (tmp_path / "nbs").mkdir()
+    for name, source in (("01_a.ipynb", "REPEATS = 3\nLIMITS = []"), ("02_b.ipynb", "REPEATS = 3")):
+        nbformat.write(nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+                                                cells=[nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})]),
+                       tmp_path / "nbs" / name)
+    nbs = report.select_notebooks(None)
+    params = report.notebook_params(nbs, ["REPEATS=2", "LIMITS=['video=0']"])
+    assert params[nbs[0]] == {"REPEATS": 2, "LIMITS": ["video=0"]} and params[nbs[1]] == {"REPEATS": 2}
+    for bad in ("NOPE=1", "REPEATS"):
+        with pytest.raises(ConfigError) as e:
+            report.notebook_params(nbs, [bad])
+        assert e.value.field == "parameters" and "REPEATS" in e.value.limit
+    ran = []
+    monkeypatch.setattr(report, "execute", lambda nb, out, params, **kw: ran.append(params))
+    assert report.main(["--out-dir", str(tmp_path / "o"), "--device", "cpu", "-p", "REPEATS=2",
+                        "--notebooks", "02_b.ipynb"]) == 0
+    assert ran[0]["REPEATS"] == 2 and ran[0]["QUICK"] is False
+    assert report.main(["-p", "NOPE=1", "--out-dir", str(tmp_path / "never")]) == 2
+    assert "error: parameters:" in capsys.readouterr().err and not (tmp_path / "never").exists()

@@ -1,12 +1,11 @@
 """One result schema (refimpl.bench.schema): every committed result validates; bad keys are named;
-specs travel as JSON; README's flags still build the same specs."""
+specs travel as JSON to the fresh-process workers."""
 import copy
 import json
 from pathlib import Path
 
 import pytest
 
-from refimpl.bench.bench_spec import spec_from_json
 from refimpl.bench.schema import Result, SchemaError, validate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,10 +32,10 @@ def _good():
     (lambda d: d.update(by_variant={}), "by_variant"),
     (lambda d: d.update(schema_version=0), "schema_version"),
     (lambda d: d["env"].pop("hardware"), "env.hardware"),
-    (lambda d: d["variants"]["no-cache"].update(runs=[]), "variants['no-cache'].runs"),
-    (lambda d: d["variants"]["no-cache"]["summary"]["call_1_s"].pop("median"),
-     "variants['no-cache'].summary['call_1_s']"),
-    (lambda d: d.update(comparisons=[{"variant": "turbo", "over": "no-cache", "metric": "s"}]),
+    (lambda d: d["variants"]["0.8.5"].update(runs=[]), "variants['0.8.5'].runs"),
+    (lambda d: d["variants"]["0.8.5"]["summary"]["call_1_s"].pop("median"),
+     "variants['0.8.5'].summary['call_1_s']"),
+    (lambda d: d.update(comparisons=[{"variant": "turbo", "over": "0.8.5", "metric": "s"}]),
      "comparisons[0].variant"),
 ])
 def test_validate_names_the_bad_key(breaks, key):
@@ -48,21 +47,8 @@ def test_validate_names_the_bad_key(breaks, key):
     assert e.value.key == key
 
 
-def test_spec_json_roundtrip_and_cli_flags_build_specs():
-    from refimpl.bench import budget, startup, throughput
-    spec, out = startup.StartupSpec.from_argv(
-        ["--model", "qwen2.5-vl-3b", "--variant", "0.8.5,0.9.2", "--repeats", "2",
-         "--limit-mm-per-prompt", "video=0", "--max-model-len", "20000", "--output-json", "x"])
-    assert spec.variants == ("0.8.5", "0.9.2") and spec.limit_mm_per_prompt == {"video": 0} and out == "x"
-    assert spec_from_json(spec.to_json()) == spec
-    b = budget.BudgetSpec(calls=3)
-    assert spec_from_json(b.to_json()) == b and b.variants == ("0.8.5", "0.9.0")
-    t, _ = throughput.ThroughputSpec.from_argv(["--engine", "hf", "--num-requests", "8", "--output-json", "x"])
-    assert t.variants == ("hf-generate",) and spec_from_json(t.to_json()) == t
-
-
-def test_spec_refuses_unknown_variant():
-    from refimpl.bench.startup import StartupSpec
-    from refimpl.errors import UnknownVariantError
-    with pytest.raises(UnknownVariantError, match="variant"):
-        StartupSpec(variants=("turbo",))
+def test_specs_travel_as_json():
+    from refimpl.bench.specs import ServeSpec, StartupSpec, WerSpec, spec_from_json, spec_to_json
+    for spec in (StartupSpec(variants=("0.8.5", "0.9.0+#19756+#24925+uint8"), limit_mm_per_prompt={"video": 0}, calls=2),
+                 ServeSpec(design="paired", variants=("0.10.2", "audios-per-step@4"), budget_s=5.0), WerSpec()):
+        assert spec_from_json(spec_to_json(spec)) == spec

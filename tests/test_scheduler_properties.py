@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -123,6 +124,7 @@ def workloads(draw):
     return model, jobs, num_blocks, draw(st.integers(1, 8)), batched
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(workloads())
 def test_random_workloads_under_pressure_equal_unpressured_run(w):

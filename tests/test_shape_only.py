@@ -10,6 +10,9 @@ from refimpl.config import ModelConfig, MultiModalSwitches, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry
 
+pytestmark = pytest.mark.slow  # dummy data at real size
+
+
 SHAPE_ONLY = MultiModalSwitches(shape_only=True)
 
 # (model, max_model_len, limit_mm_per_prompt, mm_processor_kwargs)

@@ -28,6 +28,9 @@ from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
+pytestmark = pytest.mark.slow  # engine start-ups with faults
+
+
 ENGINE_KW = dict(device="cpu", max_num_seqs=4, num_gpu_blocks=300, process_mode="inproc")
 
 

@@ -28,6 +28,9 @@ from refimpl.engine.llm_engine import LLMEngine
 from refimpl.errors import EngineDeadError, EngineStateError
 from refimpl.sampling_params import SamplingParams
 
+pytestmark = pytest.mark.slow  # two-process engines
+
+
 CAPACITY_GB = 2.5 * 960_000 / (1 << 30)
 PARAMS = SamplingParams(max_tokens=3)
 

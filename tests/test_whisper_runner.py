@@ -34,6 +34,9 @@ from refimpl.worker.gpu_model_runner import GPUModelRunner
 from refimpl.worker.model_loader import initialize_dummy_weights
 from utils import WHISPER_PROMPT, FakeRegistry, create_vllm_config, patch_registry
 
+pytestmark = pytest.mark.slow  # engine runs against transformers' generate()
+
+
 BLOCK = 8                    # 1500 encoder positions -> 188 cross blocks, the last one partial
 MAX_TOKENS = [10, 14, 7, 12]
 ARRIVAL_STEP = [0, 0, 3, 5]

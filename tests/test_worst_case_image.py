@@ -54,6 +54,7 @@ def _sweep(mn, mx):
             yield h, w
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mn, mx", SETTINGS)
 def test_formula_is_the_max_over_image_sizes(mn, mx):
     _, _, info = _info(mn, mx)

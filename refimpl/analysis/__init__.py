@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from refimpl.bench.bench_spec import BenchSpec
+from refimpl.bench import trial
 from refimpl.bench.common import profile_with_pyspy
-from refimpl.bench.orchestrate import partial_result, run_fresh, run_in_process
+from refimpl.bench.fresh import worker_command
 from refimpl.bench.schema import Result
-from refimpl.bench.worker import worker_command
+from refimpl.bench.specs import Spec
 from refimpl.env import REPO_ROOT
 from refimpl.stats import median, ratio_of_medians, summarize
 
@@ -47,7 +47,7 @@ def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: s
     values and the interval is degenerate; even wholly separated ranges of 3 runs a side have a
     two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved" when the interval
     excludes 1, "unresolved (interval holds 1)" when not."""
-    from refimpl.bench.gains import MIN_PAIRS
+    from refimpl.stats import MIN_PAIRS
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
     if n == 0:  # a partial result (interrupted, or a run failed): nothing to compare
@@ -97,22 +97,13 @@ def stored_results(bench: str) -> list[tuple[str, Result]]:
     return out
 
 
-def measure(spec: BenchSpec, quick: bool, out: Optional[Path] = None) -> Result:
+def measure(spec: Spec, quick: bool, out: Optional[Path] = None) -> Result:
     """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes, written
     to ``out`` (a JSON path) when given - a partial Result too: after Ctrl-C
-    (``params["interrupted"]``), and before a failing run's error propagates
-    (``params["failed"]``, refimpl.bench.orchestrate.partial_result), so a failed notebook
-    still leaves the runs that finished."""
-    try:
-        res = run_in_process(spec) if quick else run_fresh(spec)
-    except Exception as e:
-        part = partial_result(e)
-        if out is not None and part is not None:
-            part.write(out)
-        raise
-    if out is not None:
-        res.write(out)
-    return res
+    (``params["interrupted"]``), and before a failing run raises RuntimeError
+    (``params["failed"]``, refimpl.bench.trial.run), so a failed notebook still leaves the
+    runs that finished."""
+    return trial.run(spec, in_process=quick, out=out, check=True)
 
 
 def save(fig, out_dir: Path, name: str) -> Path:
@@ -124,7 +115,7 @@ def save(fig, out_dir: Path, name: str) -> Path:
     return out_dir / f"{name}.png"
 
 
-def flamegraph(spec: BenchSpec, variant: str, out_dir: Path, name: str, *,
+def flamegraph(spec: Spec, variant: str, out_dir: Path, name: str, *,
                speedscope: bool = True, rate: int = 50) -> Path | None:
     """py-spy flame graph (SVG, and speedscope JSON) of one run of ``variant`` of ``spec`` in a
     fresh worker process (``python -m refimpl.bench.worker``). Returns the SVG path, or None

@@ -19,7 +19,7 @@ from refimpl.bench.schema import Result
 
 
 def _resolved(c: dict) -> str:
-    from refimpl.bench.paired import MIN_PAIRS
+    from refimpl.stats import MIN_PAIRS
     if c.get("pairs", c["rounds"]) < MIN_PAIRS:
         return f"no (< {MIN_PAIRS} pairs)"
     return "yes" if c["resolved"] else "no (holds 0)"

@@ -27,7 +27,9 @@ from refimpl.analysis.paired import (  # noqa: F401  (re-exported: notebook 02 c
     paired_figure,
     paired_table,
 )
+from refimpl.bench import trial
 from refimpl.bench.schema import Result
+from refimpl.bench.specs import ServeSpec, WerSpec, command_of
 
 MODEL = "whisper-tiny.en"
 
@@ -70,12 +72,11 @@ class Stage:
             self.timings[part] = time.perf_counter() - t0
 
     def _paired(self, variant: str, budget_s: float, **over) -> Result:
-        from refimpl.bench import paired
-        spec = paired.PairedSpec(model=MODEL, variants=tuple(variant.split(",")), **over,
-                                 block_requests=self.block_requests, max_tokens=self.block_max_tokens,
-                                 max_num_seqs=max(8, self.block_requests))
-        spec = spec.replace(rounds=2, warmup_rounds=0) if self.quick else spec.replace(budget_s=budget_s)
-        return paired.run(spec)
+        spec = ServeSpec(design="paired", model=MODEL, variants=tuple(variant.split(",")), **over,
+                         num_requests=self.block_requests, max_tokens=self.block_max_tokens,
+                         max_num_seqs=max(8, self.block_requests))
+        spec = spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
+        return trial.run(spec, check=True)
 
 
 def run_paired(s: Stage) -> list[Result]:
@@ -103,27 +104,24 @@ def run_workload(s: Stage) -> list[Result]:
     """The engine (0.11.0) and transformers' generate() in static batches on the
     same EOS-stopping workload (all arrivals at 0 s), ``s.workload_repeats`` pairs in this
     process (``--engine both``); ``workload_<model>_both_all.json``. A list of one Result."""
-    from refimpl.bench import workload
-    spec = workload.WorkloadSpec(model=MODEL, engine="both", num_requests=s.workload_requests,
-                                 max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs,
-                                 repeats=s.workload_repeats)
+    spec = ServeSpec(design="workload", model=MODEL, num_requests=s.workload_requests,
+                     max_tokens=s.workload_max_tokens, max_num_seqs=s.max_num_seqs,
+                     repeats=s.workload_repeats)
     spec = spec.replace(warmup_requests=1) if s.quick else spec
-    res = s.timed("workload engine vs generate()", workload.run, spec)
+    res = s.timed("workload engine vs generate()", trial.run, spec, check=True)
     res.write(s.out_dir / f"workload_{MODEL}_both_all.json")
     return [res]
 
 
 def run_wer(s: Stage) -> Result:
     """WER per clip of generate() with the real weights; ``wer_<model>.json``."""
-    from refimpl.bench import wer
-    res = s.timed("wer", wer.run, wer.WerSpec(max_new_tokens=s.wer_max_new_tokens))
+    res = s.timed("wer", trial.run, WerSpec(max_new_tokens=s.wer_max_new_tokens), check=True)
     res.write(s.out_dir / f"wer_{MODEL}.json")
     return res
 
 
 def command(res: Result) -> str:
     """The CLI line that repeats ``res`` (paired, workload or wer): its spec's ``command()``."""
-    from refimpl.bench.cli_spec import command_of
     return command_of(res.bench, res.params)
 
 

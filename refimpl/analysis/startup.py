@@ -8,8 +8,6 @@ are refimpl/analysis/budget.py (both re-exported here: notebook 01 calls them as
 """
 from __future__ import annotations
 
-import dataclasses
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -28,11 +26,9 @@ from refimpl.analysis.startup_parts import (  # noqa: F401
     part_values,
     parts_table,
 )
-from refimpl.bench.budget import BudgetSpec
-from refimpl.bench.cli_spec import command_of
-from refimpl.bench.orchestrate import wait_for_memory
+from refimpl.bench import guard
 from refimpl.bench.schema import Result
-from refimpl.bench.startup import StartupSpec, parse_limits, preflight
+from refimpl.bench.specs import StartupSpec, command_of, parse_limits
 from refimpl.stats import median, summarize
 from refimpl.variants import STARTUP_VARIANTS
 
@@ -89,8 +85,7 @@ def run_budget(s: StartupStudy, calls: int = 2,
     """The reviewer's call-1 / call-2 experiment, ``s.budget_repeats`` fresh processes per
     variant; writes ``budget_<model>.json``. ``warmed`` (default: run after the ladder, which
     warmed the machine): no warm-up of its own."""
-    spec = BudgetSpec(**{**dataclasses.asdict(s.spec(warmup=False if warmed else None)),
-                         "variants": variants, "repeats": s.budget_repeats}, calls=calls)
+    spec = s.spec(warmup=False if warmed else None).replace(variants=variants, repeats=s.budget_repeats, calls=calls)
     return measure(spec, s.quick, s.out_dir / f"budget_{s.model}.json")
 
 
@@ -202,7 +197,7 @@ def flamegraphs(s: StartupStudy) -> dict[str, Optional[Path]]:
     spec = s.spec(warmup=False)
     out = {}
     for v in variants:
-        wait_for_memory(functools.partial(preflight, spec.replace(variants=(v,))), spec.memory_wait_s)
+        guard.wait_for_memory(spec, v)
         out[v] = flamegraph(spec, v, s.out_dir, f"flame_startup_{v}", speedscope=False, rate=s.flame_rate)
     return out
 

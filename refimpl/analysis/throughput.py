@@ -16,9 +16,9 @@ import matplotlib.pyplot as plt
 
 from refimpl.analysis import compare, flamegraph, md_table, measure, partial_note, ratio_table, save, spread
 from refimpl.analysis.throughput_sweep import sweep_figure, sweep_points, sweep_table  # noqa: F401
-from refimpl.bench.cli_spec import command_of
 from refimpl.bench.schema import Result
-from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
+from refimpl.bench.specs import HF as HF_VARIANT
+from refimpl.bench.specs import ServeSpec, command_of, spec_from_params
 from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
@@ -51,17 +51,17 @@ class ThroughputStudy:
             self.sweep_max_tokens, self.sweep_num_requests = (8,), 6
             self.variants = ("0.10.2", "0.11.0")  # the ladder's ends, one engine less
 
-    def spec(self, variants: Optional[Sequence[str]] = None, **over) -> ThroughputSpec:
+    def spec(self, variants: Optional[Sequence[str]] = None, **over) -> ServeSpec:
         """The throughput benchmark's spec for this study (``over``: spec fields to change)."""
         kw = dict(model=self.model, device=self.device, variants=tuple(variants or self.variants),
                   repeats=self.repeats, num_requests=self.num_requests,
                   max_tokens=self.max_tokens, max_num_seqs=self.max_num_seqs,
                   warmup=self.warmup_process and not self.quick,
                   **({"warmup_requests": 1} if self.quick else {}))
-        return ThroughputSpec(**{**kw, **over})
+        return ServeSpec(design="fresh", **{**kw, **over})
 
 
-def _measure(s: ThroughputStudy, spec: ThroughputSpec, name: str) -> Result:
+def _measure(s: ThroughputStudy, spec: ServeSpec, name: str) -> Result:
     return measure(spec, s.quick, s.out_dir / name)
 
 
@@ -72,7 +72,7 @@ def run_variants(s: ThroughputStudy) -> Result:
 
 def run_hf(s: ThroughputStudy) -> Result:
     """transformers generate() on the same requests in static batches; ``throughput_hf_<model>.json``."""
-    return _measure(s, s.spec(variants=(HF_VARIANT,), engine="hf"), f"throughput_hf_{s.model}.json")
+    return _measure(s, s.spec(variants=(HF_VARIANT,)), f"throughput_hf_{s.model}.json")
 
 
 def _med(xs):
@@ -203,7 +203,7 @@ def run_sweep(s: ThroughputStudy) -> Result:
 def hf_command(hf: Result, output_json: str) -> str:
     """The command that repeats a stored generate() Result, written to ``output_json`` (the
     name the report reads it from, so it does not overwrite the engine's JSON)."""
-    spec = ThroughputSpec.from_params(hf.params)
+    spec = spec_from_params("throughput", hf.params)
     return spec.command(output_json=output_json, in_process=hf.env.get("in_process", False))
 
 

@@ -24,7 +24,7 @@ def sweep_points(sweep: Result) -> list[dict]:
 def _state(p: dict) -> str:
     """A point's state: stored by run_sweep, or (older sweeps) the rule of
     ``refimpl.analysis.compare`` from its runs and interval."""
-    from refimpl.bench.gains import MIN_PAIRS
+    from refimpl.stats import MIN_PAIRS
     if "state" in p:
         return p["state"]
     if p["n"] < MIN_PAIRS:

@@ -15,8 +15,8 @@ from typing import Optional
 
 from refimpl.analysis import md_table, stored_results
 from refimpl.analysis.startup import StartupStudy
-from refimpl.bench.orchestrate import run_fresh
-from refimpl.bench.startup import StartupSpec, parse_limits
+from refimpl.bench import trial
+from refimpl.bench.specs import StartupSpec, parse_limits
 from refimpl.bench.two_process import summarize_two_process
 
 SCOPES = ("v0.9.0", "all")
@@ -59,7 +59,7 @@ def run_two_process(s: StartupStudy, repeats: int = REPEATS,
                                repeats=repeats, warmup=False, max_model_len=max_model_len,
                                limit_mm_per_prompt=parse_limits(s.limits), process_mode="mp",
                                reset_scope=scope)
-            res = run_fresh(spec)
+            res = trial.run(spec)
             path = s.out_dir / f"twoproc_startup_{s.model}_{scope}.json"
             res.write(path)
             rows[f"{scope} (this run)"] = {

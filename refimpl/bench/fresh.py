@@ -1,147 +1,120 @@
-"""Fresh-process runs of the benchmarks: every measured repeat of ``startup``, ``budget`` and
-``throughput`` runs in a NEW Python process (:func:`run_in_fresh_process`), so import caches,
-allocator state, ``lru_cache`` and the processing cache cannot leak from one repeat into the
-next (start-up in particular is only meaningful cold). The child is ``refimpl.bench.worker``:
-it ends with the process that started it (:func:`die_with_parent`), and a refimpl error it
-raises comes back to the parent as itself (:func:`refimpl_error_record` /
-:func:`refimpl_error_from_record`, exit status REFIMPL_ERROR_EXIT); any other failure is a
-:class:`FreshProcessError` carrying the child's output tail.
+"""Fresh-process runs: each timed run of a fresh design is ``python -m refimpl.bench.fresh``.
+
+    python -m refimpl.bench.fresh --spec JSON --variant 0.9.0 --output-json run.json
+
+A fresh process per run keeps import caches, allocator state and the processing cache from
+leaking between repeats (start-up is only meaningful cold). The worker writes one run record;
+a refimpl error it raises is written pickled (RefimplError pickles its field, limit and message)
+and raised again in the parent as itself (exit REFIMPL_ERROR_EXIT); any other failure is a
+FreshProcessError carrying the output's tail. Workers end with the process that started them (Linux).
 """
 from __future__ import annotations
 
+import argparse
+import base64
+import ctypes
+import importlib
 import json
 import os
+import pickle
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 from typing import Any, Optional, Sequence
 
-from refimpl.bench.common import _json_default
+from refimpl.bench.common import write_json
+from refimpl.bench.specs import Spec, spec_from_json, spec_to_json
+from refimpl.errors import RefimplError
+
+REFIMPL_ERROR_EXIT = 3
+PARENT_PID_ENV = "REFIMPL_PARENT_PID"
+MODULES = {"startup": "refimpl.bench.startup", "serve": "refimpl.bench.serve", "wer": "refimpl.bench.wer"}
+WORKER = "refimpl.bench.fresh"
 
 
 class FreshProcessError(RuntimeError):
-    """A fresh-process benchmark run failed: non-zero exit, or no / invalid JSON written.
-
-    ``returncode`` (int or None) and ``output_tail`` (last lines of stdout+stderr) help to
-    see why without rerunning.
-    """
+    """A fresh-process run exited non-zero or wrote no JSON object; ``returncode``, ``output_tail``."""
 
     def __init__(self, message: str, returncode: Optional[int] = None, output_tail: str = ""):
         super().__init__(message + (f"\n--- output tail ---\n{output_tail}" if output_tail else ""))
-        self.returncode = returncode
-        self.output_tail = output_tail
+        self.returncode, self.output_tail = returncode, output_tail
 
 
-# A worker that raised one of refimpl's errors (refimpl.errors.RefimplError) exits with this
-# status after writing {"refimpl_error": refimpl_error_record(e)} to its --output-json; the
-# parent raises the error again (run_in_fresh_process). Any other non-zero exit is a crash.
-REFIMPL_ERROR_EXIT = 3
-
-
-def refimpl_error_record(e: Any) -> dict[str, Any]:
-    """A RefimplError as JSON: its class (``type``, ``module``), ``field``, ``limit`` (as is
-    when JSON can hold it, else its repr) and ``message``."""
-    try:
-        limit = json.loads(json.dumps(e.limit, default=_json_default))
-    except (TypeError, ValueError):
-        limit = repr(e.limit)
-    return {"type": type(e).__name__, "module": type(e).__module__, "field": e.field,
-            "limit": limit, "message": e.message}
-
-
-def refimpl_error_from_record(rec: dict[str, Any]) -> Exception:
-    """The exception of :func:`refimpl_error_record`: the same class when it is a RefimplError
-    of a refimpl module, else a RefimplError, with the same field, limit and message."""
-    import importlib
-
-    from refimpl.errors import RefimplError
-    cls: Any = RefimplError
-    if str(rec.get("module", "")).split(".")[0] == "refimpl":
-        found = getattr(importlib.import_module(rec["module"]), rec["type"], None)
-        if isinstance(found, type) and issubclass(found, RefimplError):
-            cls = found
-    try:
-        return cls(rec["field"], rec["limit"], rec["message"])
-    except TypeError:  # a subclass with another signature
-        return RefimplError(rec["field"], rec["limit"], rec["message"])
-
-
-PARENT_PID_ENV = "REFIMPL_PARENT_PID"
+def bench_module(spec: Spec) -> Any:
+    """The module of ``spec``'s bench (imported on demand: ``startup`` needs no jiwer)."""
+    return importlib.import_module(MODULES[spec.name])
 
 
 def die_with_parent() -> None:
-    """Make this fresh-process child end (SIGTERM) when the process that started it ends, even
-    killed (SIGTERM / SIGKILL of ``refimpl report``, a notebook kernel exiting): Linux's
-    ``prctl(PR_SET_PDEATHSIG)``, called first thing by refimpl.bench.worker. If that parent
-    (``REFIMPL_PARENT_PID``, set by :func:`run_in_fresh_process`) is already gone, exits at
-    once. A no-op off Linux or outside run_in_fresh_process."""
-    import ctypes
-    import signal
+    """End this child (SIGTERM) when the process that started it ends, even killed
+    (PR_SET_PDEATHSIG); exit at once if it is already gone. A no-op off Linux."""
     parent = os.environ.pop(PARENT_PID_ENV, None)  # not for this child's own children
     if not sys.platform.startswith("linux") or not parent:
         return
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != int(parent):  # it ended before the prctl: nobody waits for this run
+    if os.getppid() != int(parent):
         os._exit(1)
 
 
-
-
-def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[float] = None,
-                         *, env: Optional[dict[str, str]] = None,
-                         python: Optional[str] = None) -> dict[str, Any]:
-    """Run ``python -m <module> <args> --output-json <tmp>`` in a NEW process; return its JSON.
-
-    The child uses this interpreter (``sys.executable``) unless ``python`` names another,
-    inherits the environment updated with ``env`` and ``REFIMPL_PARENT_PID`` (a child that
-    calls :func:`die_with_parent` ends with this process), and its stdout/stderr are
-    captured (the tail is shown on failure). ``timeout_s`` (seconds, None = no limit) bounds the child's
-    wall time. The returned dict is the child's JSON plus a key ``"_fresh_process"`` with
-    ``wall_s`` (seconds, parent-side, includes interpreter start and imports) and ``cmd``.
-
-    Raises the refimpl error the child raised (same class, field, limit and message) when it
-    exits with REFIMPL_ERROR_EXIT after writing ``{"refimpl_error": record}``
-    (refimpl.bench.worker does), FreshProcessError if the child exits non-zero otherwise or
-    writes no valid JSON object, TimeoutError if it runs past ``timeout_s`` (the child is
-    killed). On KeyboardInterrupt
-    the child is killed and the interrupt re-raised.
-    """
+def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[float] = None, *,
+                         env: Optional[dict[str, str]] = None) -> dict[str, Any]:
+    """``python -m <module> <args> --output-json <tmp>`` in a new process (this interpreter,
+    this environment updated with ``env``); its JSON object plus ``_fresh_process`` (``wall_s``,
+    s; ``cmd``). Raises the child's refimpl error again, FreshProcessError, or TimeoutError past
+    ``timeout_s`` seconds (the child is killed, as on KeyboardInterrupt)."""
     fd, tmp = tempfile.mkstemp(prefix="refimpl-bench-", suffix=".json")
     os.close(fd)
     os.unlink(tmp)  # the child must create it: an empty leftover must not parse as success
-    cmd = [python or sys.executable, "-m", module, *map(str, args), "--output-json", tmp]
-    child_env = {**os.environ, **(env or {}), PARENT_PID_ENV: str(os.getpid())}
+    cmd = [sys.executable, "-m", module, *map(str, args), "--output-json", tmp]
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s,
-                              env=child_env, cwd=os.getcwd())
-        wall = time.perf_counter() - t0
-        tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
-        if proc.returncode == REFIMPL_ERROR_EXIT and os.path.exists(tmp):
-            try:
-                with open(tmp) as f:
-                    rec = json.load(f)["refimpl_error"]
-            except (OSError, ValueError, KeyError, TypeError):
-                rec = None
-            if rec is not None:
-                raise refimpl_error_from_record(rec)
-        if proc.returncode != 0:
-            raise FreshProcessError(f"{module} exited with code {proc.returncode}",
-                                    proc.returncode, tail)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=os.getcwd(),
+                              env={**os.environ, **(env or {}), PARENT_PID_ENV: str(os.getpid())})
+        wall, tail = time.perf_counter() - t0, "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         try:
             with open(tmp) as f:
                 result = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise FreshProcessError(f"{module} wrote no valid JSON to --output-json ({e})",
-                                    proc.returncode, tail) from None
+        except (OSError, ValueError) as e:
+            result, why = None, e
+        if proc.returncode == REFIMPL_ERROR_EXIT and isinstance(result, dict) and "refimpl_error" in result:
+            raise pickle.loads(base64.b64decode(result["refimpl_error"]))  # the worker's own, as it raised it
+        if proc.returncode != 0:
+            raise FreshProcessError(f"{module} exited with code {proc.returncode}", proc.returncode, tail)
         if not isinstance(result, dict):
-            raise FreshProcessError(f"{module} wrote {type(result).__name__}, not a JSON object",
-                                    proc.returncode, tail)
+            raise FreshProcessError(f"{module} wrote no JSON object to --output-json "
+                                    f"({why if result is None else type(result).__name__})", proc.returncode, tail)
     except subprocess.TimeoutExpired as e:
         raise TimeoutError(f"{module} ran past {timeout_s} s and was killed") from e
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    result["_fresh_process"] = {"wall_s": wall, "cmd": cmd}
-    return result
+    return result | {"_fresh_process": {"wall_s": wall, "cmd": cmd}}
+
+
+def worker_command(spec: Spec, variant: str, output_json: str) -> list[str]:
+    """The command line of one worker run (for a profiler such as py-spy to wrap)."""
+    return [sys.executable, "-m", WORKER, "--spec", spec_to_json(spec), "--variant", variant,
+            "--output-json", output_json]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog=f"python -m {WORKER}", description=__doc__)
+    for flag in ("--spec", "--variant", "--output-json"):
+        p.add_argument(flag, required=True)
+    args = p.parse_args(argv)
+    die_with_parent()
+    try:
+        spec = spec_from_json(args.spec)
+        run = bench_module(spec).run_once(spec.resolve(), args.variant)
+    except RefimplError as e:
+        write_json(args.output_json, {"refimpl_error": base64.b64encode(pickle.dumps(e)).decode()})
+        print(f"refimpl error: {type(e).__name__}: {e}", file=sys.stderr)
+        return REFIMPL_ERROR_EXIT
+    write_json(args.output_json, run)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,32 +1,17 @@
-"""The one result schema every benchmark writes and every table, figure and test reads.
+"""The one result schema every bench writes and every table, figure and test reads.
 
-    {"bench": str, "schema_version": 2, "env": {...}, "params": {...},
-     "variants": {name: {"runs": [run, ...], "summary": {metric: {...}, ...}}},
-     "missing": [...],                                       # optional, see below
-     "comparisons": [{"variant", "over", "metric", ...}]}    # optional: paired gains
+    {"bench", "schema_version": 2, "env": {...}, "params": {...},
+     "variants": {name: {"runs": [run, ...], "summary": {metric: summarize(...) or a number}}},
+     "missing": [...], "comparisons": [{"variant", "over", "metric", ...}]}   # both optional
 
-``env`` is ``refimpl.env.collect_env()`` plus ``device`` (resolved) and ``in_process``
-(True: repeats ran in one process, smoke figures only). ``params`` are the benchmark's spec
-fields (``refimpl.bench.<name>.<Name>Spec``). A run is one measured repeat: a flat record of
-that benchmark (``total_s``, ``requests_per_s``, ...). ``summary`` maps a metric to
-``refimpl.stats.summarize`` of its values over the runs (median, min, max, iqr, n); derived
-results (the throughput sweep) may hold plain numbers there. The shape never depends on how
-many variants ran.
-
-``comparisons`` (optional) holds measured comparisons between variants that are not a
-per-variant figure: one object per (``variant``, ``over``, ``metric``), e.g. the paired
-bench's gain with its bootstrap interval. ``missing`` lists the parts a result does not have (``"env"``, ``"runs"``, or a field such
-as ``"env.torch_env"``), for results migrated from an older layout: those are left out,
-never invented. ``validate`` accepts an empty ``env`` or empty ``runs`` only when listed.
-
-Version 1 results named their rows before the release rows; ``Result.from_dict`` renames
-them by ``refimpl.variants.LEGACY_NAMES`` (e.g. ``cache-reset`` -> ``0.9.0``,
-``hash-nocopy`` -> ``0.9.0+#19484``, ``runner-config`` -> ``0.10.2+#24866``) and reads them
-as version 2; ``validate`` accepts both versions as they are.
-
-A partial result (its runs ended early) keeps the runs that finished and says why in
-``params``: ``interrupted`` true (Ctrl-C; the fresh-process and paired benches write the key
-always), or ``failed``, the run that failed and its error (refimpl.bench.orchestrate).
+``env``: refimpl.env.result_env (``hardware``, ``versions``, ``device``, ``in_process``: repeats
+in one process). ``params``: the spec's fields (refimpl/bench/specs.py); a partial result says
+why in ``params.interrupted`` (Ctrl-C) or ``params.failed`` (the run that failed and its error).
+``missing`` names what a migrated result lacks (``"runs"``, ``"env.torch_env"``...), never
+invented; ``validate`` accepts an empty env or empty runs only when listed there.
+Version 1 results named their rows before the release rows; ``Result.from_dict`` renames them
+by ``refimpl.variants.LEGACY_NAMES`` (``cache-reset`` -> ``0.9.0``...) and reads them as
+version 2; ``validate`` accepts both as they are.
 """
 from __future__ import annotations
 
@@ -35,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from refimpl.bench.common import write_json
 from refimpl.variants import legacy_name
 
 SCHEMA_VERSION = 2
@@ -124,8 +110,7 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
-        """Validate ``d`` and wrap it (a version 1 result with its rows renamed, see the
-        module docstring). Raises SchemaError."""
+        """Validate ``d`` and wrap it (a version 1 result with its rows renamed). Raises SchemaError."""
         validate(d)
         variants, params, comparisons = d["variants"], d["params"], list(d.get("comparisons", []))
         if d["schema_version"] == 1:
@@ -146,8 +131,7 @@ class Result:
         return cls.from_dict(json.loads(Path(path).read_text()))
 
     def write(self, path: str | Path) -> Path:
-        """Validate, then write atomically (``refimpl.bench.common.write_json``)."""
-        from refimpl.bench.common import write_json
+        """Validate, then write atomically."""
         return write_json(path, validate(self.to_dict()))
 
     def runs(self, variant: str) -> list[dict[str, Any]]:

@@ -1,71 +1,127 @@
-"""The serving loops of the benches: for the workload bench (refimpl/bench/workload.py) the
-requests, the in-process engine fed at each request's arrival time, and transformers'
-generate() in static batches, with latency percentiles (design in workload.py's docstring);
-for the paired bench (refimpl/bench/paired.py) one timed block of requests served to completion.
+"""``refimpl bench serve``: Whisper serving by encoder-length variant (PRs #24866 / #24989).
+
+Requests carry real speech (refimpl/data/speech, up to 30 s, seeded). Designs (ServeSpec.design):
+
+* fresh (Result "throughput"): a fresh process per run serves ``num_requests`` requests given at
+  once, each decoding ``max_tokens`` (ignore_eos); requests/s, tokens/s, the registry's calls
+  and seconds, ``step_split_s`` (schedule / prepare / model / sample / update, s).
+* workload ("workload"): engines built once in this process serve a mixed-length workload that
+  stops at EOS, all at 0 s or Poisson at ``rate``, runs A B B A (a linear drift cancels over two
+  pairs); TTFT / E2E percentiles (s from arrival, as vLLM's benchmark_serving.py) and CPU s; the
+  engine over generate() per pair with a bootstrap interval.
+* paired ("paired"): identical blocks served to completion, rounds A B B A, the collector off
+  inside a block; each variant's gain over the previous (or first), t(base) / t(this) - 1 per
+  round and per two rounds summed (abba), beside the cost model (the registry seconds a fix
+  removes over the block's seconds).
+
+``hf-generate`` is transformers' generate() in static batches of ``max_num_seqs`` (a batch
+starts when its last request has arrived; its first token comes with the batch, TTFT = E2E).
 """
 from __future__ import annotations
 
 import gc
-import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import torch
+
+from refimpl.audio import make_request_audios
+from refimpl.bench.common import set_single_thread
+from refimpl.bench.schema import Result
+from refimpl.bench.specs import HF, ServeSpec
+from refimpl.config import ModelConfig
+from refimpl.engine.core import StepTimings
+from refimpl.engine.llm_engine import LLMEngine
+from refimpl.env import result_env
+from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
+from refimpl.sampling_params import SamplingParams
+from refimpl.stats import MIN_PAIRS, median, paired, ratio_lines, summarize
+from refimpl.tokenizer import whisper_decoder_prompt
+from refimpl.worker.hf_reference import hf_greedy_generate
+from refimpl.worker.model_loader import get_model
 
 PERCENTILES = (50, 90, 99)
+Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
 
 
 @dataclass
 class WorkItem:
-    """One request of the workload: arrival (s after the start), audio (float32, 16 kHz)."""
+    """One request of a workload: arrival (s after the start), audio (float32, 16 kHz)."""
     arrival_s: float
     audio: np.ndarray
 
 
-def make_workload(num_requests: int, seed: int = 0, arrival: str = "all", rate: float = 1.0,
-                  max_s: float = 30.0) -> list[WorkItem]:
-    """``num_requests`` requests with mixed-length speech and a seeded arrival schedule.
-
-    arrival "all": every request at 0 s; "poisson": exponential gaps of mean 1 / ``rate`` s.
-    Raises ValueError for an unknown arrival kind or rate <= 0.
-    """
-    from refimpl.audio import make_request_audios
-    if arrival not in ("all", "poisson"):
-        raise ValueError(f"arrival must be 'all' or 'poisson', got {arrival!r}")
-    if arrival == "poisson" and not rate > 0:
-        raise ValueError(f"rate must be > 0 requests/s, got {rate}")
+def make_workload(num_requests: int, seed: int = 0, rate: float | None = None, max_s: float = 30.0) -> list[WorkItem]:
+    """Mixed-length speech; every request at 0 s, or exponential gaps of mean 1 / ``rate`` s."""
     audios = make_request_audios(num_requests, seed=seed, max_s=max_s)
-    rng = np.random.default_rng(seed + 1)
-    times = np.cumsum(rng.exponential(1.0 / rate, num_requests)) if arrival == "poisson" \
+    times = np.cumsum(np.random.default_rng(seed + 1).exponential(1.0 / rate, num_requests)) if rate \
         else np.zeros(num_requests)
     return [WorkItem(float(t), a) for t, a in zip(times, audios)]
 
 
 def latency_summary(name: str, values: list[float]) -> dict[str, float]:
-    """``{name_p50, name_p90, name_p99, name_mean}`` in seconds."""
     arr = np.asarray(values, dtype=float)
-    out = {f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}
-    out[f"{name}_mean"] = float(arr.mean())
-    return out
+    return {**{f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}, f"{name}_mean": float(arr.mean())}
+
+
+def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
+    """The engine of a label: a variant name, or ``audios-per-step@N`` for N audios per step."""
+    name, _, n = label.partition("@")
+    return LLMEngine.from_args(spec.model, encoder_len_variant=name, device=spec.device,
+                               max_num_seqs=spec.max_num_seqs, num_gpu_blocks=spec.num_gpu_blocks,
+                               max_audios_per_step=int(n or 1), process_mode="inproc", **kw)
+
+
+def _features(proc, audios) -> torch.Tensor:
+    return torch.stack([proc.apply("", {"audio": [(a, 16000)]}).mm_kwargs["audio"][0]["input_features"] for a in audios])
+
+
+def run_once(spec: Resolved, label: str) -> dict:
+    """One run of the fresh design in this process: a new engine (or generate()), one thread."""
+    threads = set_single_thread()
+    work = [WorkItem(0.0, a) for a in make_request_audios(spec.num_requests, seed=0)]
+    if label == HF:
+        mc = ModelConfig(spec.model, device=spec.device)
+        model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
+        args = (model, proc, whisper_decoder_prompt(spec.model))
+        serve_hf(*args, work[:spec.warmup_requests], spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
+        r = serve_hf(*args, work, spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
+        return {"engine": "hf", "variant": HF, "device": mc.device, "num_requests": r["num_requests"],
+                "num_output_tokens": r["num_output_tokens"], "wall_s": r["wall_s"],
+                "requests_per_s": r["requests_per_s"], "output_tokens_per_s": r["output_tokens_per_s"],
+                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
+                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": threads}
+    engine, audios = build_engine(spec, label), [w.audio for w in work]
+    params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
+    engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios[:spec.warmup_requests]], params)
+    engine.engine_core.step_timings.clear()
+    b = serve_block(engine, audios, params, gc_off=False)
+    steps, outs = list(engine.engine_core.step_timings), b["outputs"]
+    n_tok = sum(len(o.output_token_ids) for o in outs)
+    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device, "num_requests": len(outs),
+            "num_output_tokens": n_tok, "wall_s": b["wall_s"], "requests_per_s": len(outs) / b["wall_s"],
+            "output_tokens_per_s": n_tok / b["wall_s"], "registry_calls": b["registry_calls"],
+            "registry_s_total": b["registry_s"], "steps": len(steps),
+            "step_time_ms_median": 1e3 * median(t.total for t in steps),
+            "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
+            "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
+            "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
+            "num_preemptions": sum(o.num_preemptions for o in outs), "torch_num_threads": threads}
 
 
 def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
-    """Serve ``work`` with an in-process LLMEngine, adding each request at its arrival time.
-
-    Returns requests/s, output tokens/s, TTFT / E2E percentiles (s), steps, wall_s.
-    """
-    from refimpl.sampling_params import SamplingParams
-    params = SamplingParams(max_tokens=max_tokens)
-    sched = engine.scheduler
+    """Serve ``work`` with an in-process LLMEngine, each request added at its arrival time."""
+    params, sched = SamplingParams(max_tokens=max_tokens), engine.scheduler
     arrival, first, done = {}, {}, {}
     n_tok, steps, i = 0, 0, 0
     t0 = time.perf_counter()
     while i < len(work) or engine.has_unfinished_requests():
         now = time.perf_counter() - t0
         while i < len(work) and work[i].arrival_s <= now:
-            rid = str(i)
-            engine.add_request(rid, {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
-            arrival[rid] = t0 + work[i].arrival_s
+            engine.add_request(str(i), {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
+            arrival[str(i)] = t0 + work[i].arrival_s
             i += 1
         if not engine.has_unfinished_requests():
             time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
@@ -88,106 +144,174 @@ def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
 
 
 def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
-             batch_size: int) -> dict:
-    """Serve ``work`` with transformers' generate() in static batches (see module doc)."""
-    import torch
-
-    from refimpl.worker.hf_reference import hf_greedy_generate
-    e2e, n_tok = [], 0
+             batch_size: int, stop_at_eos: bool = True) -> dict:
+    """Serve ``work`` with generate() in static batches, each padded to its longest sequence;
+    ``batch_s``: seconds per batch."""
+    e2e, n_tok, batch_s = [], 0, []
     t0 = time.perf_counter()
     for b in range(0, len(work), batch_size):
         batch = work[b:b + batch_size]
         wait = batch[-1].arrival_s - (time.perf_counter() - t0)
         if wait > 0:
             time.sleep(wait)
-        feats = torch.stack([processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0]
-                             ["input_features"] for w in batch]).to(model.device, model.dtype)
-        rows = hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=True)
-        t = time.perf_counter() - t0
-        n_tok += sum(len(r) for r in rows)
-        e2e += [t - w.arrival_s for w in batch]
+        tb = time.perf_counter()
+        feats = _features(processor, [w.audio for w in batch]).to(model.device, model.dtype)
+        n_tok += sum(len(r) for r in hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=stop_at_eos))
+        t = time.perf_counter()
+        batch_s.append(t - tb)
+        e2e += [t - t0 - w.arrival_s for w in batch]
     wall = time.perf_counter() - t0
-    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall,
+    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall, "batch_s": batch_s,
             "requests_per_s": len(work) / wall, "output_tokens_per_s": n_tok / wall,
             **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}
 
 
-def serve_block(engine, audios: list, params, gc_mode: str = "collect-disable") -> dict:
-    """Serve one block of requests to completion; wall / CPU / registry seconds, tokens.
-
-    ``gc_mode`` "collect-disable": ``gc.collect()`` before the block, collector off during it
-    (re-enabled after, also on error); "default": the collector as Python runs it."""
-    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    if gc_mode == "collect-disable":
+def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
+    """``audios`` served to completion, given at once (after ``gc.collect()`` and with the
+    collector off inside, unless not ``gc_off``): wall / CPU / registry seconds, registry calls,
+    steps, the outputs and every request's tokens."""
+    if gc_off:
         gc.collect()
         gc.disable()
     try:
-        return _timed_block(engine, audios, params, reg)
+        REG.reset_stats()
+        w0, c0 = time.perf_counter(), time.process_time()
+        ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
+        done, steps = {}, 0
+        while engine.has_unfinished_requests():
+            steps += 1
+            for o in engine.step():
+                done[o.request_id] = o
+        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     finally:
-        if gc_mode == "collect-disable":
+        if gc_off:
             gc.enable()
+    outs = [done[i] for i in ids]
+    return {"wall_s": wall, "cpu_s": cpu, "registry_s": REG.stats.encdec_s, "registry_calls": REG.stats.encdec_calls,
+            "steps": steps, "tokens": [list(o.output_token_ids) for o in outs], "outputs": outs}
 
 
-def _timed_block(engine, audios: list, params, reg) -> dict:
-    reg.reset_stats()
-    w0, c0 = time.perf_counter(), time.process_time()
-    ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
-    done, steps = {}, 0
-    while engine.has_unfinished_requests():
-        steps += 1
-        for o in engine.step():
-            done[o.request_id] = o
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    return {"wall_s": wall, "cpu_s": cpu, "registry_s": reg.stats.encdec_s,
-            "registry_calls": reg.stats.encdec_calls, "steps": steps,
-            "tokens": [list(done[i].output_token_ids) for i in ids]}
+class Servers:
+    """The workload and paired designs' executor: every label's engine (or generate()) built
+    once in this process, one thread; ``self(step)`` serves one run or block."""
+
+    def __init__(self, spec: Resolved):
+        set_single_thread()
+        self.spec, self.serve = spec, {}
+        if spec.design == "workload":
+            self.work = make_workload(spec.num_requests, 0, spec.rate)
+            self.warm = make_workload(spec.warmup_requests, 1000)
+        else:
+            self.audios = make_request_audios(spec.num_requests, seed=0)
+            self.params = SamplingParams(max_tokens=spec.max_tokens)
+        for label in spec.variants or ():
+            self.serve[label] = self._hf() if label == HF else self._engine(label)
+
+    def _engine(self, label: str):
+        engine = build_engine(self.spec, label, disable_mm_preprocessor_cache=True)
+        if self.spec.design == "paired":
+            return lambda step: {k: v for k, v in serve_block(engine, self.audios, self.params).items() if k != "outputs"}
+        return lambda step: serve_engine(engine, self.warm if step.round is None else self.work, self.spec.max_tokens)
+
+    def _hf(self):
+        mc = ModelConfig(self.spec.model, device=self.spec.device)
+        model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
+        dec = whisper_decoder_prompt(self.spec.model)
+        return lambda step: {k: v for k, v in serve_hf(model, proc, dec, self.warm if step.round is None else self.work,
+                                                        self.spec.max_tokens, self.spec.max_num_seqs).items() if k != "batch_s"}
+
+    def __call__(self, step) -> dict:
+        if self.spec.design == "workload" and step.round is None and not self.warm:
+            return {}
+        c0 = time.process_time()
+        rec = self.serve[step.label](step)
+        return rec if "cpu_s" in rec else rec | {"cpu_s": time.process_time() - c0}
 
 
-def block_order(variants: list[str], rnd: int) -> list[str]:
-    """Round ``rnd``'s order: forward on even rounds, reversed on odd (A B, B A, A B, ...)."""
-    return list(variants) if rnd % 2 == 0 else list(reversed(variants))
+def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:
+    """Each variant's gain over the previous (or the first): the paired ratio t(base) / t(this)
+    minus 1 per pair, a pair one round or (``abba``) two rounds each side summed, with its
+    bootstrap 95% interval and the cost model; never ``resolved`` below MIN_PAIRS pairs."""
+    if pairing not in ("round", "abba"):
+        raise ValueError(f"pairing must be 'round' or 'abba', got {pairing!r}")
+    pick = abba_sums if pairing == "abba" else list
+    variants, rows = list(by_variant), []
+    for prev, cur in zip(variants[:-1] if against == "previous" else [variants[0]] * (len(variants) - 1), variants[1:]):
+        a, b = by_variant[prev], by_variant[cur]
+        iv, n = paired(pick(a[metric]), pick(b[metric]), kind="ratio"), len(pick(a[metric]))
+        model = (np.median(a["registry_s"]) - np.median(b["registry_s"])) / np.median(b["wall_s"])  # wall s for both
+        rows.append({"variant": cur, "over": prev, "metric": metric, "pairing": pairing, "gain": iv.estimate - 1,
+                     "low": iv.low - 1, "high": iv.high - 1, "half_width": (iv.high - iv.low) / 2,
+                     "resolved": iv.resolved and n >= MIN_PAIRS, "cost_model_gain": float(model),
+                     "rounds": len(a[metric]), "pairs": n})
+    return rows
 
 
-def run_paired(engines: dict, audios: list, params, rounds: int, progress=None,
-               max_s: float = float("inf"), budget_s: float | None = None,
-               gc_mode: str = "collect-disable") -> dict:
-    """Up to ``rounds`` rounds of one block per variant in alternating order; per-variant lists.
-    Stops after the round during which ``max_s`` wall seconds have passed. ``budget_s``
-    (fixed-time design): a round starts only if the elapsed seconds plus the mean round so
-    far stay within ``budget_s``, so the timed rounds end inside the budget.
+def abba_sums(values: list[float]) -> list[float]:
+    """Sums of consecutive rounds (0+1, 2+3, ...); an odd last round is dropped."""
+    return [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
 
-    An interrupt (SIGINT, e.g. ``timeout --signal=INT``) ends the rounds, keeping the whole
-    rounds finished before it. Any other exception of a block propagates with those rounds as
-    ``e.paired_rounds`` (this function's dict, plus ``failed``: "round <r>: <type>: <message>").
 
-    Returns {variant: {"wall_s": [...], "cpu_s": [...], "registry_s": [...],
-    "registry_calls": [...], "steps": [...]}} indexed by round, plus "tokens_identical" (every block of every
-    variant produced the same tokens as the first block) and "interrupted".
-    """
-    variants = list(engines)
-    out: dict[str, dict[str, list]] = {
-        v: {"wall_s": [], "cpu_s": [], "registry_s": [], "registry_calls": [], "steps": []} for v in variants}
-    ref, identical, interrupted, t0 = None, True, False, time.perf_counter()
-    try:
-        for rnd in range(rounds):
-            elapsed = time.perf_counter() - t0
-            if elapsed > max_s or (budget_s is not None and rnd and elapsed * (rnd + 1) / rnd > budget_s):
-                break
-            blocks = {v: serve_block(engines[v], audios, params, gc_mode) for v in block_order(variants, rnd)}
-            for v, b in blocks.items():  # a round counts only when all its blocks ran
-                ref = ref or b["tokens"]
-                identical &= b["tokens"] == ref
-                for k in out[v]:
-                    out[v][k].append(b[k])
-            if progress:
-                progress(rnd)
-    except KeyboardInterrupt:
-        interrupted = True
-        print("interrupted: keeping the rounds finished so far", file=sys.stderr)
-    except Exception as e:
-        e.paired_rounds = {  # type: ignore[attr-defined]
-            "by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
-            "interrupted": False, "failed": f"round {len(out[variants[0]]['wall_s']) + 1}: {type(e).__name__}: {e}"}
-        raise
-    return {"by_variant": out, "tokens_identical": identical, "benchmark_s": time.perf_counter() - t0,
-            "interrupted": interrupted}
+def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict]:
+    """The workload's comparisons, run i paired with run i: requests/s (engine / generate()) and
+    CPU s (generate() / engine), medians of the per-pair ratios with bootstrap 95% intervals."""
+    e, h, rows = runs[variant], runs[HF], []
+    for metric, a, b in (("requests_per_s", e, h), ("cpu_s", h, e)):
+        iv = paired([x[metric] for x in a], [x[metric] for x in b], kind="ratio")
+        rows.append({"variant": variant, "over": HF, "metric": metric, "ratio": iv.estimate, "low": iv.low,
+                     "high": iv.high, "pairs": len(a), "resolved": iv.resolved and len(a) >= MIN_PAIRS})
+    return rows
+
+
+METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
+           "paired": ("wall_s", "cpu_s")}
+
+
+def result(spec: ServeSpec, trial, in_process: bool) -> Result:
+    runs, params, comparisons = trial.runs, {**spec.params(), **trial.stop}, []
+    if spec.design == "paired":
+        toks = [r.pop("tokens") for rs in runs.values() for r in rs]
+        n = len(next(iter(runs.values())))
+        runs = {v: [{"round": i, **r} for i, r in enumerate(rs)] for v, rs in runs.items()}
+        params |= {"rounds_run": n, "benchmark_s": trial.timed_s, "tokens_identical": all(t == toks[0] for t in toks)}
+        by = {v: {k: [r[k] for r in rs] for k in ("wall_s", "cpu_s", "registry_s")} for v, rs in runs.items()}
+        comparisons = [r for pairing in ("round", "abba") if n >= (2 if pairing == "abba" else 1)
+                       for m in ("cpu_s", "wall_s") for r in gains(by, m, spec.against, pairing)]
+    engines = [v for v in runs if v != HF]
+    if spec.design == "workload" and HF in runs and engines and runs[HF]:
+        comparisons = engine_over_generate(runs, engines[0])
+    variants = {v: {"runs": rs, "summary": {m: summarize(r[m] for r in rs) for m in METRICS[spec.design]} if rs else {}}
+                for v, rs in runs.items()}
+    for v in variants.values():
+        if spec.design == "fresh" and v["runs"]:
+            v["summary"]["registry_share"] = summarize(r["registry_s_total"] / r["wall_s"] for r in v["runs"])
+        if spec.design == "paired" and v["runs"]:
+            v["summary"]["tokens_identical"] = params["tokens_identical"]
+    return Result(spec.bench, result_env(runs, spec.device, in_process or not spec.fresh), params, variants,
+                  comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
+
+
+def lines(res: Result) -> list[str]:
+    """Each variant's requests/s (paired: CPU s) median [min, max]; every ratio or gain with its
+    95% interval: over the first variant (fresh), the engine over generate() (workload), the
+    paired gains."""
+    p, metric = res.params, "cpu_s" if res.bench == "paired" else "requests_per_s"
+    out = ratio_lines(f"{res.bench} {p['model']} on {res.env['device']} ({res.hardware_name}), {metric}: "
+                      f"{p['num_requests']} requests x <= {p['max_tokens']} tokens, batch {p['max_num_seqs']}",
+                      {v: res.values(v, metric) for v in res.variants}, ratios=res.bench == "throughput")
+    for c in res.comparisons:
+        out.append(gain_line(c) if "gain" in c else
+                   f"  {c['variant']} over {c['over']}, {c['metric']}: {c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}] "
+                   f"(95% CI, {c['pairs']} pair(s), {'resolved' if c['resolved'] else 'not resolved'})")
+    return out + ([f"  tokens identical across variants and blocks: {p['tokens_identical']}"] if "tokens_identical" in p else [])
+
+
+def gain_line(r: dict) -> str:
+    """A gain of ``gains`` as one line: gain, 95% interval, pairs, resolved or why not, cost model."""
+    def n(k: int, word: str) -> str:
+        return f"{k} {word}{'' if k == 1 else 's'}"
+    state = ("resolved" if r["resolved"] else f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS
+             else "not resolved: holds 0")
+    return (f"  {r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
+            f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {n(r['pairs'], 'pair')} of "
+            f"{n(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")

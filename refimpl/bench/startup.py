@@ -1,116 +1,90 @@
-"""Benchmark: engine start-up time per phase, per variant (vLLM PR #17935).
+"""``refimpl bench startup``: engine start-up per phase and variant, or budget calls (PR #17935).
 
-    refimpl bench startup --model qwen2.5-vl-3b --variant 0.8.5,0.9.0,0.9.2 \
-        --repeats 3 --max-model-len 32768 --output-json startup.json
-
-In Python: ``run(StartupSpec(variants=("0.8.5", "0.9.0")))`` (in this process) or
-``refimpl.bench.orchestrate.run_fresh(spec)`` (each repeat a fresh process). Each run builds a
-VllmConfig and an EngineCore and records ``total_s``, ``phases`` (name -> s),
-``hf_processor_calls``, ``hf_mm_passes``, ``passes_by_phase``, ``cache_hits``,
-``cache_misses``, ``cache_bytes_before_reset``, ``cache_bytes_after_reset``,
-``rss_before_reset``, ``rss_after_reset``, ``peak_rss_bytes`` (bytes), ``parts_s`` (seconds
-building dummy data, hashing items, in HF-processor calls, in text-only HF calls, splitting
-outputs per item: ``PARTS``), the encoder budget and max tokens
-per item. ``process_mode="mp"`` (``--process-mode mp``) starts the engine core in a child
-process (refimpl/engine/frontend.py) and the front end asks for the reset, as vLLM V1's
-``LLMEngine``; ``reset_scope`` picks what that reset clears (``v0.9.0``: not the child's
-processing cache; ``all``). The record then adds ``process_mode``, ``reset_scope``,
-``p0_cache_bytes_before_reset``, ``p0_cache_bytes_after_reset``, ``p0_rss_before_reset``,
-``p0_rss_after_reset`` and the same four ``p1_*`` fields (bytes; the unprefixed cache / RSS
-fields are P1's, measured before the reset), ``startup_wall_s``, ``spawn_overhead_s`` and
-``transport`` (see ``refimpl.bench.two_process``). Before any run, ``preflight`` refuses a spec whose estimated peak memory exceeds
-what is available (refimpl.bench.memory), and again before each run. Variants:
-``refimpl.variants.STARTUP_VARIANTS``.
-
-``numpy_hugepage`` (``--numpy-hugepage``, default ``off``): numpy asks the kernel for
-transparent huge pages (madvise) on every array of 4 MiB or more. With the kernel's THP
-``defrag`` in ``madvise`` mode, faulting in the multi-GiB int64 dummy video then sometimes
-stalls in direct compaction: that was the source of the seed's bimodal call-1 times (about
-22 s or about 35 s at 128k; ``NUMPY_MADVISE_HUGEPAGE=0`` removed the slow mode,
-results/cpu-amd-epyc-2c-shared/budget_qwen2.5-vl-3b_nohugepage.json). So each measured
-process runs with it off (the worker's environment and numpy's flag at the start of the run);
-``on`` measures numpy's default. ``params.numpy_hugepage`` and ``env.thp`` record it.
+A start-up run builds a VllmConfig and an EngineCore of the variant (refimpl/variants.py) and
+records ``total_s`` and ``phases`` (s), HF-processor passes (per phase), cache hits, misses and
+bytes, RSS before / after ``reset_mm_cache`` and its peak (bytes), ``parts_s`` (PARTS, s), the
+encoder budget and max tokens per item; ``process_mode="mp"`` adds both processes' memory and
+the transport (refimpl/bench/two_process.py). With ``calls`` a run times that many successive
+``compute_encoder_budget`` calls in one process (Result bench "budget"): seconds, passes, page
+faults and parts per call. The measured processes run with numpy's huge-page madvise off unless
+``numpy_hugepage="on"``: with THP defrag "madvise" it stalled the int64 dummy video in direct
+compaction, the seed's bimodal call 1 (results/cpu-amd-epyc-2c-shared/budget_*nohugepage.json).
 """
 from __future__ import annotations
 
+import json
+import resource
 import time
-from dataclasses import dataclass
-from typing import ClassVar, Optional
+from pathlib import Path
 
-from refimpl.bench.bench_spec import BenchSpec, variants_arg
-from refimpl.bench.cli_spec import arg, int_pairs
+import numpy as np
+
 from refimpl.bench.common import set_single_thread
-from refimpl.bench.memory import NUMPY_HUGEPAGE, set_numpy_hugepage, thp_state
-from refimpl.bench.orchestrate import cli_main, run_in_process
 from refimpl.bench.schema import Result
-from refimpl.config import SUPPORTED_MODELS
-from refimpl.stats import summarize
-from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
+from refimpl.bench.specs import StartupSpec
+from refimpl.bench.two_process import summarize_two_process, two_process_record
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.config.model import get_preprocessor_dict
+from refimpl.core.encoder_cache_manager import compute_encoder_budget
+from refimpl.engine.core import EngineCore
+from refimpl.env import result_env
+from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
+from refimpl.stats import ratio_lines, summarize
+from refimpl.variants import STARTUP_VARIANTS
 
-# Seconds per part of the multimodal work (refimpl.multimodal.registry.ProcessingStats):
-# building dummy data, hashing, all HF calls, the text-only ones among them, per-item split.
+# seconds per part of the multimodal work (ProcessingStats): dummy data, hashing, HF calls,
+# the text-only HF calls among them, the per-item split
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
+THP = Path("/sys/kernel/mm/transparent_hugepage")
 
 
-@dataclass(frozen=True, kw_only=True)
-class StartupSpec(BenchSpec):
-    """``refimpl bench startup``: one field per flag (tokens, sequences, items per prompt)."""
-    bench: ClassVar[str] = "startup"
-    prog: ClassVar[str] = "refimpl bench startup"
-    model: str = arg("qwen2.5-vl-3b", choices=SUPPORTED_MODELS, required=True)
-    variants: tuple[str, ...] = variants_arg(("0.9.0",), tuple(STARTUP_VARIANTS))
-    max_model_len: Optional[int] = arg(None, "tokens (default: the model's)", min=1)
-    max_num_batched_tokens: int = arg(8192, min=1)
-    max_num_seqs: int = arg(256, min=1)
-    limit_mm_per_prompt: dict[str, int] = arg({}, "items of a modality per prompt (repeatable)",
-                                              metavar="MODALITY=N")
-    scale: str = arg("auto", choices=("auto", "full", "small"))
-    num_gpu_blocks: Optional[int] = arg(None, min=1)
-    process_mode: str = arg("inproc", "engine core in this process, or in a child process "
-                            "(vLLM V1's mp)", choices=("inproc", "mp"))
-    reset_scope: str = arg("v0.9.0", "mp only: what reset_mm_cache clears in the engine-core "
-                           "process", choices=("v0.9.0", "all"))
-    numpy_hugepage: str = arg("off", "numpy's transparent-huge-page madvise of large arrays in "
-                              "the measured processes (off: the call-1 variance source; see "
-                              "refimpl/bench/memory.py)", choices=NUMPY_HUGEPAGE)
-
-    def worker_env(self) -> dict[str, str]:
-        """``NUMPY_MADVISE_HUGEPAGE`` for each fresh worker (numpy reads it at import): "0"
-        unless ``numpy_hugepage == "on"``. See refimpl.bench.memory.set_numpy_hugepage."""
-        return {"NUMPY_MADVISE_HUGEPAGE": "1" if self.numpy_hugepage == "on" else "0"}
+def make_vllm_config(spec: StartupSpec, **extra) -> VllmConfig:
+    """The VllmConfig of ``spec``; a ``model_path`` loads its weights (load_format "hf") and its
+    preprocessor settings that differ from the shipped ones go to the HF processor."""
+    kw: dict = {}
+    if spec.model_path:
+        shipped = get_preprocessor_dict(spec.model)
+        local = json.loads((Path(spec.model_path) / "preprocessor_config.json").read_text())
+        kw = {k: v for k, v in local.items() if k in shipped and v != shipped[k] and k != "processor_class"}
+    mc = ModelConfig(spec.model, max_model_len=spec.max_model_len, device=spec.device,  # type: ignore[arg-type]
+                     limit_mm_per_prompt=dict(spec.limit_mm_per_prompt),
+                     mm_processor_kwargs={**kw, **spec.mm_processor_kwargs},
+                     load_format="hf" if spec.model_path else "auto", model_path=spec.model_path)
+    return VllmConfig(mc, SchedulerConfig(), CacheConfig(), **extra)
 
 
-Spec = StartupSpec
+def thp_state() -> dict:
+    """Transparent huge pages as this process sees them: the kernel's ``enabled`` / ``defrag``
+    modes (None if absent) and whether numpy madvises large arrays."""
+    out: dict = {}
+    for k in ("enabled", "defrag"):
+        txt = (THP / k).read_text() if (THP / k).exists() else ""
+        out[k] = txt[txt.find("[") + 1:txt.find("]")] if "[" in txt else None
+    get = getattr(np._core.multiarray, "_get_madvise_hugepage", None)  # type: ignore[attr-defined]
+    out["numpy_madvise_hugepage"] = bool(get()) if get else None
+    return out
 
 
-def parse_limits(items: list[str]) -> dict[str, int]:
-    """``["video=0", "image=2"]`` -> ``{"video": 0, "image": 2}``; ConfigError on a bad pair
-    (what ``--limit-mm-per-prompt`` does; refimpl.bench.cli_spec.int_pairs)."""
-    return int_pairs("limit_mm_per_prompt", items, "MODALITY=N")
-
-
-def make_vllm_config(spec: StartupSpec, **extra):
-    """VllmConfig of ``spec`` (shared with the budget benchmark)."""
-    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    mc = ModelConfig(spec.model, max_model_len=spec.max_model_len,  # type: ignore[arg-type]  # None: the model's
-                     device=spec.device, scale=spec.scale,
-                     limit_mm_per_prompt=dict(spec.limit_mm_per_prompt))
-    sc = SchedulerConfig(max_num_batched_tokens=spec.max_num_batched_tokens,
-                         max_num_seqs=spec.max_num_seqs)
-    return VllmConfig(mc, sc, CacheConfig(num_gpu_blocks=spec.num_gpu_blocks), **extra)
+def set_numpy_hugepage(enabled: bool) -> bool:
+    """numpy's huge-page madvise of arrays >= 4 MiB on or off from now on; the previous setting."""
+    mod = np._core.multiarray  # type: ignore[attr-defined]
+    return bool(mod._set_madvise_hugepage(enabled)) if hasattr(mod, "_set_madvise_hugepage") else False
 
 
 def run_once(spec: StartupSpec, variant: str) -> dict:
-    """One start-up of ``variant`` in this process; the run record of the module doc."""
+    """One start-up (or ``spec.calls`` budget calls) of ``variant`` in this process."""
     threads = set_single_thread()
     set_numpy_hugepage(spec.numpy_hugepage == "on")
-    from refimpl.engine.core import EngineCore
+    rec = _budget(spec, variant) if spec.calls else _startup(spec, variant)
+    return {"variant": variant, "torch_num_threads": threads, "thp": thp_state(), **rec}
+
+
+def _startup(spec: StartupSpec, variant: str) -> dict:
     t0 = time.perf_counter()
     cfg = make_vllm_config(spec)
     config_s = time.perf_counter() - t0
     extra: dict = {}
     if spec.process_mode == "mp":
-        from refimpl.bench.two_process import two_process_record
         rep, extra = two_process_record(cfg, variant, spec.reset_scope)
         stats = extra.pop("p1_registry_stats")  # the profiling passes ran in the child
     else:
@@ -118,57 +92,58 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
         rep, stats = engine.report, engine.mm_registry.stats.as_dict()
     phases = {"config": config_s, **rep.phases}
     return extra | {
-        "variant": variant, "device": cfg.device, "torch_num_threads": threads,
-        "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
+        "device": cfg.device, "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
         "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
-        "total_s": sum(phases.values()), "phases": phases,
-        "hf_processor_calls": rep.hf_processor_calls, "hf_mm_passes": rep.hf_mm_passes,
-        "passes_by_phase": rep.passes_by_phase,
+        "total_s": sum(phases.values()), "phases": phases, "hf_processor_calls": rep.hf_processor_calls,
+        "hf_mm_passes": rep.hf_mm_passes, "passes_by_phase": rep.passes_by_phase,
         "cache_hits": rep.cache_hits, "cache_misses": rep.cache_misses,
-        "cache_bytes_before_reset": rep.cache_bytes_before_reset,
-        "cache_bytes_after_reset": rep.cache_bytes_after_reset,
+        "cache_bytes_before_reset": rep.cache_bytes_before_reset, "cache_bytes_after_reset": rep.cache_bytes_after_reset,
         "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
-        "peak_rss_bytes": rep.peak_rss_bytes,
-        "thp": thp_state(),
-        "parts_s": {k: stats[k] for k in PARTS},
-        "encoder_compute_budget": rep.encoder_compute_budget,
-        "encoder_cache_size": rep.encoder_cache_size,
-        "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks,
-    }
+        "peak_rss_bytes": rep.peak_rss_bytes, "parts_s": {k: stats[k] for k in PARTS},
+        "encoder_compute_budget": rep.encoder_compute_budget, "encoder_cache_size": rep.encoder_cache_size,
+        "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks}
 
 
-def preflight(spec: StartupSpec) -> None:
-    """Refuse before any run when memory cannot hold the worst variant (InsufficientMemoryError):
-    the dummy video and its copies (bench/memory.py); for Whisper on the CPU, what the engine
-    will hold (refimpl.memory.check_serving_memory)."""
-    from refimpl.bench.memory import check_memory
-    from refimpl.memory import check_serving_memory
-    vc = make_vllm_config(spec)
-    check_memory(vc.model_config, [get_startup_variant(v) for v in spec.variants], spec.max_num_batched_tokens)
-    if vc.model_config.is_encoder_decoder and vc.model_config.device == "cpu":
-        check_serving_memory(vc)
+def _budget(spec: StartupSpec, variant: str) -> dict:
+    cfg, v = make_vllm_config(spec), STARTUP_VARIANTS[variant]
+    cfg.model_config.mm_switches = v.mm_switches
+    REG.reset_stats()
+    calls_s, passes, budgets, faults, parts = [], [], [], [], []
+    for _ in range(spec.calls or 0):
+        ru0, st0 = resource.getrusage(resource.RUSAGE_SELF), REG.stats.as_dict()
+        p0, t0 = REG.stats.hf_mm_passes, time.perf_counter()
+        budgets.append(compute_encoder_budget(cfg.model_config, cfg.scheduler_config, REG,
+                                              disable_cache=not v.cache_during_profiling,
+                                              use_formula=v.uses_formula(cfg.model_config.model)))
+        calls_s.append(time.perf_counter() - t0)
+        passes.append(REG.stats.hf_mm_passes - p0)
+        ru, st = resource.getrusage(resource.RUSAGE_SELF), REG.stats.as_dict()
+        faults.append({"minflt": ru.ru_minflt - ru0.ru_minflt, "majflt": ru.ru_majflt - ru0.ru_majflt})
+        parts.append({k: st[k] - st0[k] for k in PARTS})
+    return {"device": cfg.device, "max_model_len": cfg.model_config.max_model_len,
+            "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt, "calls_s": calls_s, "passes": passes,
+            "budgets": budgets, "page_faults": faults, "parts_s": parts,
+            "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+            "cache_hits": REG.stats.cache_hits, "cache_misses": REG.stats.cache_misses,
+            "hf_processor_calls": REG.stats.hf_processor_calls}
 
 
-def summarize_runs(runs: list[dict]) -> dict:
-    """total_s and peak_rss_bytes summarized (median, min, max, iqr, n); two-process runs add
-    each process's memory and the transport figures (refimpl.bench.two_process)."""
-    from refimpl.bench.two_process import summarize_two_process
+def summarize_runs(spec: StartupSpec, runs: list[dict]) -> dict:
+    """total_s and peak_rss_bytes (two-process runs: both processes' figures); budget: call_<i>_s."""
+    if spec.calls:
+        return {f"call_{i + 1}_s": summarize(r["calls_s"][i] for r in runs) for i in range(min(len(r["calls_s"]) for r in runs))}
     return {k: summarize(r[k] for r in runs) for k in ("total_s", "peak_rss_bytes")} | summarize_two_process(runs)
 
 
-def headline(res: Result, variant: str) -> str:
-    s = res.variants[variant]["summary"]["total_s"]
-    return f"median {s['median']:.2f} s [{s['min']:.2f}, {s['max']:.2f}] over {s['n']} runs"
+def result(spec: StartupSpec, trial, in_process: bool) -> Result:
+    variants = {v: {"runs": rs, "summary": summarize_runs(spec, rs) if rs else {}} for v, rs in trial.runs.items()}
+    return Result(spec.bench, result_env(trial.runs, spec.device, in_process), {**spec.params(), **trial.stop},
+                  variants, missing=[] if all(trial.runs.values()) else ["runs"])
 
 
-def run(spec: StartupSpec) -> Result:
-    """Every variant of ``spec`` in this process (see refimpl.bench.orchestrate)."""
-    return run_in_process(spec)
-
-
-def main(argv: list[str] | None = None) -> int:
-    return cli_main(StartupSpec, argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def lines(res: Result) -> list[str]:
+    """Per variant the median [min, max]; each variant over the first with its 95% interval."""
+    key = "call_1_s" if res.bench == "budget" else "total_s"
+    values = {v: [r["calls_s"][0] if key == "call_1_s" else r[key] for r in res.runs(v)] for v in res.variants}
+    return ratio_lines(f"{res.bench} {res.params['model']} on {res.env['device']} ({res.hardware_name}), "
+                       f"{key} s", values)

@@ -1,0 +1,192 @@
+"""The one trial loop (refimpl/bench/trial.py): its orders, and nothing finished is lost when a
+run does not finish (a failing run, Ctrl-C, a refimpl error raised in a worker); the Result says
+why and ``exit_status`` maps it. Fresh processes are faked: no benchmark runs here."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from refimpl.bench import fresh, guard, serve, trial
+from refimpl.bench.fresh import FreshProcessError, run_in_fresh_process
+from refimpl.bench.schema import Result, validate
+from refimpl.bench.specs import ServeSpec, StartupSpec, spec_to_json
+from refimpl.bench.trial import exit_status, steps
+from refimpl.cli import main
+from refimpl.errors import ConfigError
+
+SPEC = ServeSpec(variants=("registry", "scheduler-config"), repeats=3, warmup=False)
+ARGV = ["bench", "serve", "--variants", "registry", "scheduler-config", "--repeats", "3", "--no-warmup"]
+
+
+def fake_run(i: int) -> dict:
+    return {"variant": "x", "device": "cpu", "requests_per_s": 1.0 + i, "output_tokens_per_s": 10.0 + i,
+            "registry_s_total": 0.01, "wall_s": 1.0, "torch_num_threads": 1, "registry_calls": 3, "steps": 5,
+            "step_time_ms_median": 3.0}
+
+
+@pytest.fixture
+def runs_until(monkeypatch):
+    """``runs_until(n, exc)``: fresh-process runs 1..n-1 succeed, run n raises ``exc``."""
+    monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
+
+    def setup(n: int, exc: BaseException):
+        calls = []
+
+        def fake(module, args, timeout_s=None, *, env=None):
+            calls.append(args)
+            if len(calls) == n:
+                raise exc
+            return fake_run(len(calls))
+        monkeypatch.setattr(trial, "run_in_fresh_process", fake)
+        return calls
+    return setup
+
+
+def test_orders():
+    labels = ("A", "B")
+    assert [str(s) for s in steps(labels, 2, True)] == ["A warm-up", "B warm-up", "A repeat 1/2", "B repeat 1/2",
+                                                        "A repeat 2/2", "B repeat 2/2"]
+    assert [s.label for s in steps(("A", "B", "C"), 3, False, abba=True)] == list("ABCCBAABC")
+    clock = iter([0.0, 10.0, 25.0, 100.0]).__next__  # round 1 took 10 s; 2 more fit in 30 s, not 3
+    assert [str(s) for s in steps(labels, 100, False, abba=True, budget_s=30.0, clock=clock)] == \
+        ["A round 1", "B round 1", "B round 2", "A round 2"]
+
+
+def test_a_failed_run_keeps_the_runs_finished_before_it(runs_until):
+    runs_until(5, TimeoutError("refimpl.bench.fresh ran past 1800.0 s and was killed"))
+    res = trial.run(SPEC)
+    assert [len(res.runs(v)) for v in SPEC.labels] == [2, 2]  # A B A B done, A failed
+    assert res.params["failed"].startswith("registry repeat 3/3: TimeoutError: refimpl.bench.fresh ran past")
+    assert res.params["interrupted"] is False and exit_status(res) == 1
+    validate(res.to_dict())
+    runs_until(99, RuntimeError("never"))
+    res = trial.run(SPEC)
+    assert res.params["failed"] is None and not res.params["interrupted"] and not res.missing and exit_status(res) == 0
+
+
+def test_cli_writes_the_finished_runs_and_exits_1(runs_until, tmp_path, capsys):
+    runs_until(2, FreshProcessError("refimpl.bench.fresh exited with code 1", 1, "Traceback...\nboom"))
+    out = tmp_path / "t.json"
+    assert main([*ARGV, "--output-json", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("refimpl bench serve: error: scheduler-config repeat 1/3: FreshProcessError: "
+                       f"refimpl.bench.fresh exited with code 1 (kept the 1 finished runs in {out})")
+    res = Result.load(out)
+    assert len(res.runs("registry")) == 1 and res.runs("scheduler-config") == [] and res.missing == ["runs"]
+    assert res.params["failed"].endswith("boom")  # the worker's output tail is kept in the JSON
+
+
+def test_a_refimpl_error_of_a_run_exits_2(runs_until, tmp_path, capsys):
+    runs_until(1, ConfigError("num_gpu_blocks", 23, "too few KV blocks"))
+    out = tmp_path / "t.json"
+    assert main([*ARGV, "--output-json", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "refimpl bench serve: error: registry repeat 1/3: ConfigError: num_gpu_blocks: too few KV blocks (limit: 23)")
+    assert json.loads(out.read_text())["params"]["refimpl_error"] is True
+
+
+def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, capsys, monkeypatch):
+    runs_until(2, KeyboardInterrupt())
+    res = trial.run(SPEC)
+    assert res.params["interrupted"] is True and res.params["failed"] is None and exit_status(res) == 130
+    assert [len(res.runs(v)) for v in SPEC.labels] == [1, 0]
+    runs_until(2, KeyboardInterrupt())
+    monkeypatch.chdir(tmp_path)  # no --output-json: reports/<bench>_<model>_<UTC>.json
+    assert main(ARGV) == 130
+    (out,) = (tmp_path / "reports").glob("throughput_whisper-tiny_*Z.json")
+    assert Result.load(out).params["interrupted"] is True
+    io = capsys.readouterr()
+    assert "scheduler-config: no finished run" in io.out and f"wrote {out.relative_to(tmp_path)}" in io.out
+    assert "interrupted: keeping the runs finished so far" in io.err
+
+
+def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_path, monkeypatch):
+    def refuse(spec, variant):
+        raise ConfigError("num_gpu_blocks", ("x", 2), "1 block holds no request")
+    monkeypatch.setattr(serve, "run_once", refuse)
+    monkeypatch.setattr(fresh, "die_with_parent", lambda: calls.append("die_with_parent"))
+    calls: list[str] = []
+    out = tmp_path / "run.json"
+    assert fresh.main(["--spec", spec_to_json(SPEC), "--variant", "registry", "--output-json", str(out)]) \
+        == fresh.REFIMPL_ERROR_EXIT
+    assert calls == ["die_with_parent"]
+    rec = json.loads(out.read_text())["refimpl_error"]
+    (tmp_path / "refimpl_test_refuser.py").write_text(  # a child exiting REFIMPL_ERROR_EXIT with that record
+        "import argparse, json, sys\nap = argparse.ArgumentParser()\nap.add_argument('--output-json')\n"
+        f"json.dump({{'refimpl_error': {rec!r}}}, open(ap.parse_args().output_json, 'w'))\n"
+        f"sys.exit({fresh.REFIMPL_ERROR_EXIT})\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(ConfigError) as e:  # raised again in the parent, the same type, field and limit
+        run_in_fresh_process("refimpl_test_refuser", [], timeout_s=60)
+    assert type(e.value) is ConfigError and (e.value.field, e.value.limit, e.value.message) == (
+        "num_gpu_blocks", ("x", 2), "1 block holds no request")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl(PR_SET_PDEATHSIG) is Linux's")
+def test_a_killed_bench_leaves_no_worker_behind(tmp_path):
+    """A stand-in worker (die_with_parent, then sleep) under a stand-in bench killed by SIGTERM."""
+    pid_file = tmp_path / "worker.pid"
+    (tmp_path / "refimpl_test_sleeper.py").write_text(
+        "import os, sys, time\nfrom refimpl.bench.fresh import die_with_parent\ndie_with_parent()\n"
+        f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    bench = subprocess.Popen([sys.executable, "-c", "from refimpl.bench.fresh import run_in_fresh_process; "
+                              "run_in_fresh_process('refimpl_test_sleeper', [], timeout_s=120)"], env=env)
+    try:
+        for _ in range(600):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.05)
+        worker = psutil.Process(int(pid_file.read_text()))
+        bench.terminate()
+        bench.wait(30)
+        for _ in range(400):  # up to 20 s for the kernel's SIGTERM to end it
+            try:
+                if worker.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.05)
+        else:
+            worker.kill()
+            pytest.fail("the worker outlived its bench")
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+
+
+@pytest.mark.slow
+def test_the_analysis_reads_a_partial_result(runs_until, tmp_path):
+    """Results interrupted or failed part way: the tables, figure and summaries show the runs
+    that exist and say the result is partial."""
+    from refimpl.analysis import startup as S
+    from refimpl.analysis import throughput as T
+    runs_until(4, KeyboardInterrupt())
+    res = trial.run(SPEC.replace(variants=("registry", "runner-config", "scheduler-config")).replace(repeats=2))
+    text = T.summary_md(res, tmp_path)
+    assert "**Partial result** (runs per variant: registry 1, runner-config 1, scheduler-config 1): interrupted" in text
+    runs_until(3, TimeoutError("x"))
+    res = trial.run(SPEC.replace(variants=("registry", "runner-config", "scheduler-config")))
+    assert "| scheduler-config / runner-config | - | - | no runs of scheduler-config |" in T.summary_md(res, tmp_path)
+    T.throughput_figure(res, None, tmp_path)
+    srun = {"device": "cpu", "total_s": 2.0, "phases": {"load": 1.0}, "hf_mm_passes": 3, "peak_rss_bytes": 1e9}
+    runs_until(99, RuntimeError("never"))
+    sres = Result("startup", res.env, {**StartupSpec().params(), "failed": "cache-reset repeat 1/3: TimeoutError: x"},
+                  {"no-cache": {"runs": [srun], "summary": {}}, "cache-reset": {"runs": [], "summary": {}}},
+                  missing=["runs"])
+    assert "**Partial result** (runs per variant: no-cache 1, cache-reset 0): cache-reset repeat 1/3: TimeoutError" \
+        in S.summary_md(sres)
+
+
+def test_a_notebook_s_failed_measurement_leaves_its_finished_runs(runs_until, tmp_path):
+    from refimpl.analysis import measure
+    runs_until(3, TimeoutError("refimpl.bench.fresh ran past 1800.0 s and was killed"))
+    with pytest.raises(RuntimeError, match="TimeoutError"):
+        measure(SPEC, quick=False, out=tmp_path / "t.json")
+    res = Result.load(tmp_path / "t.json")
+    assert [len(res.runs(v)) for v in SPEC.labels] == [1, 1] and "TimeoutError" in res.params["failed"]

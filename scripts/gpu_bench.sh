@@ -141,7 +141,7 @@ run budget "${T_BUDGET:-70}" bench startup --model $VL --variants 0.8.5 0.9.0 --
   --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
 T_PAIRED=${T_PAIRED:-120}; T_EB=${T_EB:-100}
 run paired "$T_PAIRED" bench serve --design paired --model $ASR \
-  --variants 0.10.2 0.10.2+#24866 0.11.0 --budget-s $(( T_PAIRED - 40 )) \
+  --variants 0.10.2 "0.10.2+#24866" 0.11.0 --budget-s $(( T_PAIRED - 40 )) \
   --num-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
 run encoder_batch "$T_EB" bench serve --design paired --model $ASR --against first \
   --variants 0.11.0 audios-per-step@2 audios-per-step@4 audios-per-step@8 --budget-s $(( T_EB - 40 )) \
@@ -150,7 +150,7 @@ run workload "${T_WORKLOAD:-70}" bench serve --design workload --model $ASR \
   --repeats "${WORKLOAD_PAIRS:-2}" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE" --warmup-requests 2
 run throughput "${T_THROUGHPUT:-180}" bench serve --model $ASR \
-  --variants 0.10.2 0.10.2+#24866 0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
+  --variants 0.10.2 "0.10.2+#24866" 0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \
   --warmup-requests 2
 run throughput_hf "${T_HF:-60}" bench serve --model $ASR --variants hf-generate --device "$DEVICE" \

@@ -39,7 +39,7 @@ def test_command_repeats_the_spec(spec):
 
 def test_command_lines():
     assert ServeSpec(design="paired", variants=("0.10.2+#24866", "0.11.0"), budget_s=450).command() == \
-        "refimpl bench serve --design paired --variants 0.10.2+#24866 0.11.0 --budget-s 450"
+        "refimpl bench serve --design paired --variants '0.10.2+#24866' 0.11.0 --budget-s 450"
     assert StartupSpec(calls=2, repeats=5, warmup=False).command(in_process=True) == \
         "refimpl bench startup --repeats 5 --calls 2 --no-warmup --in-process"
     assert WerSpec().command(in_process=True) == "refimpl bench wer"  # always in this process
@@ -214,7 +214,7 @@ def _documented_commands():
     for where, text, pattern in [("README.md", (ROOT / "README.md").read_text(), r"^refimpl bench (.*)$"),
                                  ("gpu_bench.sh", script, r"^run \S+ \S+ bench (.*)$")]:
         for m in re.finditer(pattern, text, re.M):
-            yield where, shlex.split(m[1].split("#")[0])
+            yield where, shlex.split(m[1], comments=True)
 
 
 def test_documented_commands_parse_and_pass_the_guard(monkeypatch):

@@ -29,7 +29,7 @@ def test_int64_cache_reset_needs_most_and_shorter_context_less():
 def test_refused_with_need_available_and_a_max_model_len_that_fits():
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")
     assert check_startup_memory(mc, [V["0.9.0+#24925+uint8"]], available=64 * GiB) < 8 * GiB
-    with pytest.raises(InsufficientMemoryError, match=r"cache-reset.*GiB.*--max-model-len \d+ would fit") as e:
+    with pytest.raises(InsufficientMemoryError, match=r"0\.9\.0 at.*GiB.*--max-model-len \d+ would fit") as e:
         check_startup_memory(mc, [V["0.8.5"], V["0.9.0"]], available=8 * GiB)
     assert e.value.field == "max_model_len" and e.value.limit == 8 * GiB
     fits = int(str(e.value).split("--max-model-len ")[1].split()[0])
@@ -45,7 +45,7 @@ def test_memory_checked_before_each_run_and_refusal_names_need_and_free(monkeypa
     assert checked == [("0.9.0+#19756+#24925+uint8", "shape-only")] + [(v,) for v in ran] and len(ran) == 6
     monkeypatch.undo()
     available(monkeypatch, 2 * GiB)
-    with pytest.raises(InsufficientMemoryError, match=r"no-cache.*needs about .* GiB.*2\.0 GiB available"):
+    with pytest.raises(InsufficientMemoryError, match=r"0\.8\.5 at.*needs about .* GiB.*2\.0 GiB available"):
         guard.check(StartupSpec(variants=("0.8.5",)))
 
 

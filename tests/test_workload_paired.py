@@ -1,6 +1,7 @@
 """The in-process serving designs (workload, paired): schedule, A B B A rounds, gains and their
 bookkeeping when a run is interrupted or fails (engines faked), and one real paired workload."""
 import gc
+import shlex
 
 import numpy as np
 import pytest
@@ -64,20 +65,20 @@ def fake_engines(monkeypatch, request):
     def setup(error=KeyboardInterrupt, **interrupt_at):
         log = []
         monkeypatch.setattr(serve, "build_engine", lambda spec, label, **kw: FakeEngine(
-            label, log, interrupt_at.get(label.replace("-", "_")), error))
+            label, log, interrupt_at.get(label), error))
         return log
     return setup
 
 
 def test_interrupt_keeps_the_whole_rounds_before_it(fake_engines, tmp_path, capsys):
-    log = fake_engines(runner_config=8)  # warm-up R C, rounds R C | C R | R, then C interrupted
-    assert main(["bench", "serve", *PAIRED.command().split()[3:], "--output-json", str(tmp_path / "p.json")]) == 130
+    log = fake_engines(**{"0.10.2+#24866": 8})  # warm-up R C, rounds R C | C R | R, then C interrupted
+    assert main(["bench", "serve", *shlex.split(PAIRED.command())[3:], "--output-json", str(tmp_path / "p.json")]) == 130
     res = Result.load(tmp_path / "p.json")
     assert log == ["0.10.2", "0.10.2+#24866"] * 2 + ["0.10.2+#24866", "0.10.2"] * 1 + ["0.10.2", "0.10.2+#24866"]
     assert res.params["interrupted"] and res.params["rounds_run"] == 2 and len(res.runs("0.10.2+#24866")) == 2
     assert res.params["tokens_identical"] and res.comparisons and gc.isenabled()
     assert "keeping the runs finished so far" in capsys.readouterr().err
-    fake_engines(registry=1)  # in the warm-up: nothing timed, and the Result says so
+    fake_engines(**{"0.10.2": 1})  # in the warm-up: nothing timed, and the Result says so
     res = trial.run(PAIRED)
     assert res.params["interrupted"] and res.params["rounds_run"] == 0 and res.comparisons == [] and res.missing
     assert all(r["runs"] == [] and r["summary"] == {} for r in res.variants.values())
@@ -85,9 +86,9 @@ def test_interrupt_keeps_the_whole_rounds_before_it(fake_engines, tmp_path, caps
 
 
 def test_a_failed_block_keeps_the_whole_rounds_before_it_and_exits_1(fake_engines, tmp_path, capsys, monkeypatch):
-    fake_engines(error=RuntimeError("boom"), runner_config=8)
+    fake_engines(error=RuntimeError("boom"), **{"0.10.2+#24866": 8})
     out = tmp_path / "p.json"
-    assert main(["bench", "serve", *PAIRED.command().split()[3:], "--output-json", str(out)]) == 1
+    assert main(["bench", "serve", *shlex.split(PAIRED.command())[3:], "--output-json", str(out)]) == 1
     res = Result.load(out)
     assert res.params["failed"] == "0.10.2+#24866 repeat 3/10: RuntimeError: boom" and res.params["rounds_run"] == 2
     assert capsys.readouterr().err.strip().endswith(

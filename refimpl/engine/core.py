@@ -68,17 +68,18 @@ class EngineCore:
     phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
     ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
     engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
+    ``mm_registry`` (default: the config's, else the global one) is set on ``vllm_config``, so
+    the runner, the scheduler and every encoder-length read use it and nothing global is touched.
     Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
 
     def __init__(self, vllm_config: VllmConfig, variant: str = "cache-reset", *,
                  mm_registry=None, reset_at_end: bool | None = None):
-        from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
         self.variant = variant
         self.switches: StartupVariant = get_startup_variant(variant)
-        self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
+        self.mm_registry = vllm_config.use_mm_registry(mm_registry)
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches
         if reset_at_end is not None:  # the two-process engine's front end asks for the reset
@@ -112,7 +113,7 @@ class EngineCore:
         budget_kw = dict(disable_cache=not self.switches.cache_during_profiling,
                          use_formula=self.switches.max_tokens_by_formula)
         with self._phase("runner_init"):
-            self.model_runner = GPUModelRunner(cfg)
+            self.model_runner = GPUModelRunner(cfg, reg)
             budget = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg, **budget_kw)
             self.model_runner.encoder_compute_budget, self.model_runner.encoder_cache_size = budget
         with self._phase("load_model"):

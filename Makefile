@@ -2,42 +2,80 @@
 #
 #   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
 #                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
-#   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
+#   make lint          ruff (pyflakes, import order, bugbear), mypy on refimpl/ (~1 s warm, ~12 s cold)
+#                      and the import contract (tests/test_import_contract.py)
+#   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
+#                      and run examples/user_tests from a folder outside the source tree
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
 #   make lab           JupyterLab in notebooks/ (LAB_FLAGS=... adds flags; --allow-root as root)
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
-# .venv is (re)installed only when pyproject.toml is newer than the stamp file, so a second
-# `make test` starts pytest at once. Pins live in pyproject.toml (torch 2.14.1, torchvision
-# 0.29.1, transformers 5.17.0); environment.yml mirrors them for conda users.
+# .venv gets `pip install -c constraints.txt -e ".[lab,weights]"`: the core dependencies as
+# pyproject.toml's ranges, the lab and weights extras, every version pinned by constraints.txt
+# (torch 2.14.1, torchvision 0.29.1, transformers 5.17.0; environment.yml installs the same).
+# It is (re)installed only when pyproject.toml or constraints.txt is newer than the stamp file,
+# so a second `make test` starts pytest at once.
 
 SHELL       := /bin/bash
 PYTHON      ?= python3
 VENV        := .venv
 BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.refimpl-installed
+CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 # The fast suite runs on 2 pytest-xdist workers (one per core here; each test's torch uses one
 # thread); PYTEST_WORKERS=0 runs it in one process, as `make soak` does.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test soak report report-quick lab clean distclean
+.PHONY: .venv setup lint test user-tests soak report report-quick lab clean distclean
 
 .venv setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -e .
+	$(BIN)/python -m pip install -c $(CONSTRAINTS) -e ".[lab,weights]"
 	@touch $@
 
+# The import contract as a test (no extra tool): the mechanism never imports the measuring
+# half, and needs only the core dependencies.
 lint: $(STAMP)
-	$(BIN)/ruff check refimpl tests scripts
+	$(BIN)/ruff check refimpl tests scripts examples
 	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_import_contract.py
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+
+# The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
+# venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
+# run from $(USER_DIR). The venv first gets a torch of its own (USER_TORCH: the CPU wheel
+# this machine keeps in /opt/wheels, with its torchvision; refimpl must keep it), and the
+# rest is resolved under constraints.txt less torch (USER_CONSTRAINTS= resolves the newest
+# versions in pyproject's ranges instead). pip's cache serves the downloads of a second run.
+USER_VENV        ?= /tmp/refimpl-user-venv
+USER_DIR         ?= /tmp/refimpl-user-tests
+USER_TORCH       ?= $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp311-*.whl))
+USER_CONSTRAINTS ?= build/user-constraints.txt
+USER_WHEEL_DIR   := build/wheel
+
+user-tests:
+	rm -rf $(USER_WHEEL_DIR) $(USER_VENV) $(USER_DIR)
+	$(PYTHON) -m pip wheel -q --no-deps -w $(USER_WHEEL_DIR) .
+	grep -Ev '^(torch|torchvision|triton|nvidia-|cuda-)' $(CONSTRAINTS) > build/user-constraints.txt
+	$(PYTHON) -m venv $(USER_VENV)
+	@t0=$$(date +%s); \
+	$(if $(USER_TORCH),$(USER_VENV)/bin/python -m pip install -q "$(USER_TORCH)" torchvision &&) \
+	$(USER_VENV)/bin/python -m pip install -q $(if $(USER_CONSTRAINTS),-c $(USER_CONSTRAINTS)) $(USER_WHEEL_DIR)/refimpl-*.whl \
+	&& echo "user-tests: core install in $$(( $$(date +%s) - t0 )) s, $$(du -sh $(USER_VENV) | cut -f1)"
+	$(USER_VENV)/bin/python -m pip install -q $(if $(USER_CONSTRAINTS),-c $(USER_CONSTRAINTS)) pytest hypothesis
+	$(USER_VENV)/bin/python -m pip show refimpl | grep -E '^(Version|Location|Requires):'
+	@echo "user-tests: $$($(USER_VENV)/bin/python -m pip list 2>/dev/null | tail -n +3 | wc -l) packages"
+	@! $(USER_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(jupyterlab|papermill|pytest-xdist|mypy|ruff|py-spy) ' \
+		|| { echo "user-tests: a lab package is in the core venv"; exit 1; }
+	cp -r examples/user_tests $(USER_DIR)
+	cd $(USER_DIR) && $(USER_VENV)/bin/python -m pytest -q -rs
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)

@@ -50,26 +50,29 @@ test: $(STAMP) lint
 
 # The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
 # venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
-# run from $(USER_DIR). The venv first gets a torch of its own (USER_TORCH: the CPU wheel
-# this machine keeps in /opt/wheels, with its torchvision; refimpl must keep it), and the
-# rest is resolved under constraints.txt less torch (USER_CONSTRAINTS= resolves the newest
-# versions in pyproject's ranges instead). pip's cache serves the downloads of a second run.
-USER_VENV        ?= /tmp/refimpl-user-venv
-USER_DIR         ?= /tmp/refimpl-user-tests
-USER_TORCH       ?= $(firstword $(wildcard /opt/wheels/torch-*+cpu-cp311-*.whl))
-USER_CONSTRAINTS ?= build/user-constraints.txt
-USER_WHEEL_DIR   := build/wheel
+# run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its
+# own, as a user's environment has one: torch and torchvision with their dependencies,
+# installed once from the wheels on this disk into $(USER_TORCH) (a .pth file points the
+# venv at it; pip counts it as installed and leaves it), reused by later runs: copying the
+# 4-5 GB of CUDA libraries is what makes a cold install take minutes. pip's cache serves the
+# other downloads of a second run. USER_TORCH= installs torch into the venv itself instead.
+USER_VENV   ?= /tmp/refimpl-user-venv
+USER_DIR    ?= /tmp/refimpl-user-tests
+USER_TORCH  ?= /tmp/refimpl-user-torch-$(shell grep -E '^torch(vision)?==' $(CONSTRAINTS) | sed 's/==//' | paste -sd- -)
+USER_WHEEL  := build/wheel
 
 user-tests:
-	rm -rf $(USER_WHEEL_DIR) $(USER_VENV) $(USER_DIR)
-	$(PYTHON) -m pip wheel -q --no-deps -w $(USER_WHEEL_DIR) .
-	grep -Ev '^(torch|torchvision|triton|nvidia-|cuda-)' $(CONSTRAINTS) > build/user-constraints.txt
+	rm -rf $(USER_WHEEL) $(USER_VENV) $(USER_DIR)
+	$(PYTHON) -m pip wheel -q --no-deps -w $(USER_WHEEL) .
+	$(if $(USER_TORCH),test -d $(USER_TORCH)/torch || { rm -rf $(USER_TORCH).tmp && \
+		$(PYTHON) -m pip install -q --no-compile --target $(USER_TORCH).tmp -c $(CONSTRAINTS) torch torchvision && \
+		mv $(USER_TORCH).tmp $(USER_TORCH); })
 	$(PYTHON) -m venv $(USER_VENV)
-	@t0=$$(date +%s); \
-	$(if $(USER_TORCH),$(USER_VENV)/bin/python -m pip install -q "$(USER_TORCH)" torchvision &&) \
-	$(USER_VENV)/bin/python -m pip install -q $(if $(USER_CONSTRAINTS),-c $(USER_CONSTRAINTS)) $(USER_WHEEL_DIR)/refimpl-*.whl \
-	&& echo "user-tests: core install in $$(( $$(date +%s) - t0 )) s, $$(du -sh $(USER_VENV) | cut -f1)"
-	$(USER_VENV)/bin/python -m pip install -q $(if $(USER_CONSTRAINTS),-c $(USER_CONSTRAINTS)) pytest hypothesis
+	$(if $(USER_TORCH),echo $(USER_TORCH) > $$($(USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/user_torch.pth)
+	@t0=$$(date +%s); $(USER_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) $(USER_WHEEL)/refimpl-*.whl \
+		&& echo "user-tests: core install in $$(( $$(date +%s) - t0 )) s, venv $$(du -sh $(USER_VENV) | cut -f1)$(if \
+		$(USER_TORCH), + torch $$(du -sh $(USER_TORCH) | cut -f1))"
+	$(USER_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) pytest hypothesis
 	$(USER_VENV)/bin/python -m pip show refimpl | grep -E '^(Version|Location|Requires):'
 	@echo "user-tests: $$($(USER_VENV)/bin/python -m pip list 2>/dev/null | tail -n +3 | wc -l) packages"
 	@! $(USER_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(jupyterlab|papermill|pytest-xdist|mypy|ruff|py-spy) ' \

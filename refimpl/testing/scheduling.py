@@ -43,8 +43,10 @@ def create_vllm_config(model: str = WHISPER, *, max_num_seqs: int = 16,
     """A CPU, float32 VllmConfig at the small scale. ``model_kw`` go to ModelConfig (e.g.
     ``limit_mm_per_prompt``, ``mm_processor_kwargs``); ``mm_registry`` becomes the config's
     registry (default: the global one, asked only by the registry-reading variants)."""
+    if max_model_len is not None:  # None: the model's own (ModelConfig's default)
+        model_kw["max_model_len"] = max_model_len
     return VllmConfig(
-        ModelConfig(model, max_model_len=max_model_len, device="cpu", dtype="float32", **model_kw),
+        ModelConfig(model, device="cpu", dtype="float32", **model_kw),
         SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs),
         CacheConfig(block_size=block_size), encoder_len_variant=encoder_len_variant,
         mm_registry=mm_registry)

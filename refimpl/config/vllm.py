@@ -7,16 +7,22 @@ v0.11.1), in particular ``__post_init__``, which for encoder-decoder models sets
 #24989 read instead of calling the registry at run time; 0.13.0 no longer sets it, PR
 #29421), and ``get_encoder_len(site)``: where each call site reads the Whisper encoder length
 under an encoder-length row.
+
+``mm_registry`` is refimpl's, not vLLM's (vLLM has one process-global ``MULTIMODAL_REGISTRY``):
+the registry every component of this engine uses (None: the global one), so a test can run
+an engine on a private registry and leave the global one untouched. It does not travel when
+the config is pickled to the engine-core process (that process uses its own global).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from refimpl.config.cache import CacheConfig
 from refimpl.config.model import ModelConfig
 from refimpl.config.scheduler import SchedulerConfig
 from refimpl.errors import ConfigError, EncoderLengthMismatchError
-from refimpl.variants import EncoderLenSite, EncoderLenSource, get_encoder_len_variant
+from refimpl.variants import ENCODER_LEN_SITES, EncoderLenSite, EncoderLenSource, get_encoder_len_variant
 
 
 @dataclass
@@ -24,13 +30,19 @@ class VllmConfig:
     """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
 
     ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
-    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). Raises ConfigError /
+    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). For encoder-decoder models the
+    per-audio encoder length comes from the registry (vLLM's
+    ``get_encdec_max_encoder_len``: processor builds and a feature-extractor pass) only under a
+    variant whose call sites read the registry (``registry``, ``runner-config``: what those
+    variants measure); the others take the same value from the model config (Whisper:
+    ``max_source_positions`` when audio is enabled), without any HF pass. Raises ConfigError /
     UnknownVariantError.
     """
     model_config: ModelConfig
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
     encoder_len_variant: str = "0.11.0"
+    mm_registry: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
         get_encoder_len_variant(self.encoder_len_variant)
@@ -43,8 +55,10 @@ class VllmConfig:
             if sc.max_num_batched_tokens < mc.max_model_len:
                 raise ConfigError("max_num_batched_tokens", f">= max_model_len={mc.max_model_len}",
                                   f"got {sc.max_num_batched_tokens}")
-            from refimpl.multimodal import MULTIMODAL_REGISTRY
-            per_item = MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(mc)  # computed once
+            if any(self.encoder_len_source(s) == "registry" for s in ENCODER_LEN_SITES):
+                per_item = self.get_mm_registry().get_encdec_max_encoder_len(mc)  # computed once
+            else:  # the registry's answer (Whisper's formula), read from the config
+                per_item = mc.max_encoder_len if mc.get_mm_limit("audio") > 0 else 0
             if sc.encoder_len_per_item is None:
                 sc.encoder_len_per_item = per_item
             if sc.encoder_len_per_item != mc.max_encoder_len:
@@ -65,6 +79,24 @@ class VllmConfig:
     def device(self) -> str:
         return self.model_config.device
 
+    def get_mm_registry(self):
+        """``mm_registry``, or the process-global ``MULTIMODAL_REGISTRY`` (looked up now)."""
+        if self.mm_registry is not None:
+            return self.mm_registry
+        import refimpl.multimodal
+        return refimpl.multimodal.MULTIMODAL_REGISTRY
+
+    def use_mm_registry(self, mm_registry=None):
+        """Make ``mm_registry`` (when given) this engine's registry; returns the one in use.
+        Every component given a registry calls this, so all of them and every encoder-length
+        read use the same one."""
+        if mm_registry is not None:
+            self.mm_registry = mm_registry
+        return self.get_mm_registry()
+
+    def __getstate__(self):
+        return {**self.__dict__, "mm_registry": None}  # a registry stays in its process
+
     def encoder_len_source(self, site: EncoderLenSite) -> EncoderLenSource:
         """'registry' or 'config' for ``site`` under ``encoder_len_variant``."""
         return get_encoder_len_variant(self.encoder_len_variant).source(site)
@@ -72,7 +104,7 @@ class VllmConfig:
     def get_encoder_len(self, site: EncoderLenSite) -> int:
         """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
 
-        'registry': ``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len`` (uncached, builds the
+        'registry': ``get_mm_registry().get_encdec_max_encoder_len`` (uncached, builds the
         processor and runs the feature extractor: vLLM 0.10.2); 'config':
         ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989; the batching
         budget from 0.13.0); 'per-item': ``scheduler_config.encoder_len_per_item`` (one audio's
@@ -80,8 +112,7 @@ class VllmConfig:
         """
         source = self.encoder_len_source(site)
         if source == "registry":
-            from refimpl.multimodal import MULTIMODAL_REGISTRY
-            return MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(self.model_config)
+            return self.get_mm_registry().get_encdec_max_encoder_len(self.model_config)
         sc = self.scheduler_config
         n = sc.encoder_len_per_item if source == "per-item" else sc.max_num_encoder_input_tokens
         assert n is not None, "set by __post_init__ for encoder-decoder models"

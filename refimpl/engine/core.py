@@ -72,17 +72,18 @@ class EngineCore:
     phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
     ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
     engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
+    ``mm_registry`` (default: the config's, else the global one) is set on ``vllm_config``, so
+    the runner, the scheduler and every encoder-length read use it and nothing global is touched.
     Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
     cross-attention length differs from the model's encoder length), and whatever a phase raises.
     """
 
     def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
-        from refimpl.multimodal import MULTIMODAL_REGISTRY
         self.vllm_config = vllm_config
         self.switches: StartupVariant = get_startup_variant(variant) if isinstance(variant, str) else variant
         self.variant = variant = self.switches.name
-        self.mm_registry = mm_registry or MULTIMODAL_REGISTRY
+        self.mm_registry = vllm_config.use_mm_registry(mm_registry)
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches
         if reset_at_end is not None:  # the two-process engine's front end asks for the reset
@@ -120,7 +121,7 @@ class EngineCore:
         disable = {"off": True, "registry": False, "runner": mc.disable_mm_preprocessor_cache}[v.profiling_cache]
         formula = v.uses_formula(mc.model)
         with self._phase("runner_init"):
-            self.model_runner = runner = GPUModelRunner(cfg)
+            self.model_runner = runner = GPUModelRunner(cfg)  # reads the config's registry (set above)
             if reg.supports_multimodal_inputs(mc):
                 runner.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
                     mc, disable_cache=disable, use_formula=formula))

@@ -35,14 +35,13 @@ class MPFrontend:
 
     def __init__(self, vllm_config, variant: str, reset_scope: Optional[str] = None,
                  mirror_fault: Optional[str] = None):
-        from refimpl.multimodal import MULTIMODAL_REGISTRY
         reset_scope = reset_scope or get_startup_variant(variant).reset_scope  # the row's by default
         if reset_scope not in RESET_SCOPES:
             raise ConfigError("reset_scope", RESET_SCOPES, f"got {reset_scope!r}")
         if mirror_fault not in MIRROR_FAULTS:
             raise ConfigError("mirror_fault", MIRROR_FAULTS, f"got {mirror_fault!r}")
         mc = vllm_config.model_config
-        self.mm_registry, self.mirror_fault = MULTIMODAL_REGISTRY, mirror_fault
+        self.mm_registry, self.mirror_fault = vllm_config.get_mm_registry(), mirror_fault
         mirror = dict(capacity_bytes=mc.mm_cache_bytes, use_cache=not mc.disable_mm_preprocessor_cache,
                       fault=mirror_fault)
         self.mm_input_cache_client = MirroredProcessingCache.for_p0(**mirror)

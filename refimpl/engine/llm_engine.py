@@ -39,14 +39,16 @@ class LLMEngine:
     ``process_mode``: "mp" (engine core in a child process; ``reset_scope`` in
     core_proc.RESET_SCOPES, ``mirror_fault`` in mm_input_cache.MIRROR_FAULTS) or "inproc".
     In "mp" mode a dead engine core raises EngineDeadError; ``shutdown()`` ends the child.
+    ``mm_registry``: the registry of this engine (default the config's, else the global one;
+    see ``VllmConfig.use_mm_registry``); in "mp" mode the child process uses its own.
     """
 
-    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "0.9.0", *,
+    def __init__(self, vllm_config: VllmConfig, startup_variant: str = "refimpl", *,
                  process_mode: Literal["inproc", "mp"] = "mp", reset_scope: Optional[str] = None,
-                 mirror_fault: Optional[str] = None):
-        from refimpl.multimodal import MULTIMODAL_REGISTRY
+                 mirror_fault: Optional[str] = None, mm_registry=None):
         from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
         self.vllm_config = vllm_config
+        reg = vllm_config.use_mm_registry(mm_registry)
         mc = vllm_config.model_config
         if not mc.is_encoder_decoder:
             raise ConfigError("model", "an encoder-decoder (Whisper) model",
@@ -61,13 +63,13 @@ class LLMEngine:
         else:
             self.engine_core = EngineCore(vllm_config, startup_variant)
         self.tokenizer = get_tokenizer(mc.model)
-        self.processor = MULTIMODAL_REGISTRY.create_processor(mc)  # honours disable_mm_preprocessor_cache
+        self.processor = reg.create_processor(mc)  # honours disable_mm_preprocessor_cache
         self._default_prompt_ids = whisper_decoder_prompt(mc.model)
         self._ids = itertools.count()
         self.output_processor = OutputProcessor()
 
     @classmethod
-    def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "0.9.0",
+    def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "refimpl",
                   encoder_len_variant: str = "0.11.0", max_num_seqs: int = 64,
                   max_num_batched_tokens: int = 8192, num_gpu_blocks: Optional[int] = None,
                   block_size: int = 16, process_mode: Literal["inproc", "mp"] = "mp",

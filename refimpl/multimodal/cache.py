@@ -229,11 +229,28 @@ class ProcessingCache:
                 self.evictions += 1
 
     def reset(self) -> None:
-        """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0."""
+        """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0,
+        and every counter (hits, misses, evictions, rejected, invalidated) -> 0, as vLLM's
+        ``LRUCache.clear`` zeroes its hit / query counts (0.8.5 to 0.11.0, ``vllm/utils``).
+        The capacity is kept. The registry's ``ProcessingStats`` are not this cache's: they
+        are reset by ``MultiModalRegistry.reset_stats``."""
         with self._lock:
             self._data.clear()
             self._versions.clear()
             self.bytes = 0
+            self.hits = self.misses = self.evictions = self.rejected = self.invalidated = 0
+
+    @property
+    def order(self) -> tuple[str, ...]:
+        """The keys from least to most recently used (the next eviction first), as vLLM's
+        ``LRUCache.order``."""
+        with self._lock:
+            return tuple(self._data)
+
+    def entry_bytes(self, key: str) -> int:
+        """Bytes held by the entry ``key`` (KeyError if absent); counts no hit or miss."""
+        with self._lock:
+            return self._data[key][1]
 
     def stats(self) -> dict[str, int]:
         with self._lock:

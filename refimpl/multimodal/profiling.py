@@ -59,11 +59,12 @@ class BaseDummyInputsBuilder:
         raise NotImplementedError
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
-                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
+                                   fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
         """What processing the dummy inputs would return, built from the processor's size
         functions without any HF-processor pass (the ``shape-only`` start-up; ours, beyond
         vLLM). Shapes, dtypes, token ids and placeholders equal the processed ones; tensor
-        values are zeros, not the processed pixels."""
+        values are zeros, not the processed pixels. ``device="meta"``: the large tensors are
+        meta tensors (shapes and dtypes, no memory; refimpl.testing's shape oracle)."""
         raise NotImplementedError
 
     def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int],

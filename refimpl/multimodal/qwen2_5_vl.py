@@ -175,14 +175,15 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
         return {"image": images * len(specs["image"]), "video": videos * len(specs["video"])}
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
-                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
+                                   fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
         """The processed dummy data without processing (shape-only start-up): per image
         ``pixel_values`` (grid_h * grid_w, 3 * tps * patch^2) float32 and ``image_grid_thw``
         (3,) int64 = [1, grid_h, grid_w]; per video ``pixel_values_videos`` (grid_t * grid_h *
         grid_w, 1176) float32, ``video_grid_thw`` and ``second_per_grid_ts`` () float32 =
         tps / fps (transformers' VideoMetadata default fps); grids from smart_resize of the
         sizes of ``get_dummy_item_specs``, grid_t = frames padded to tps, / tps. The prompt is
-        the expanded placeholder tokens (the profiler pads it). Values are zeros."""
+        the expanded placeholder tokens (the profiler pads it). Values are zeros; ``device="meta"``: the
+        feature tensors hold no memory (shapes only; grids stay real)."""
         from transformers.video_utils import VideoMetadata
         info, hf = self.info, self.info.get_hf_processor()
         patch, merge, tps = info._vision()
@@ -197,7 +198,7 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
                 (rw, rh), tokens = info.get_vision_info(w, h, frames)
                 grid_t = max((frames + frames % tps) // tps, 1)
                 grid = torch.tensor([grid_t, rh // patch, rw // patch], dtype=torch.int64)
-                feats = torch.zeros(int(grid.prod()), row, dtype=torch.float32)
+                feats = torch.zeros(int(grid.prod()), row, dtype=torch.float32, device=device)
                 item = ({"pixel_values": feats, "image_grid_thw": grid} if m == "image" else
                         {"pixel_values_videos": feats, "video_grid_thw": grid, "second_per_grid_ts":
                          torch.tensor(tps / VideoMetadata(total_num_frames=frames).sampled_fps)})

@@ -83,18 +83,19 @@ class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
         return {"audio": self._get_dummy_audios(specs[0][1], len(specs), dtype) if specs else []}
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
-                                   fit_counts: Optional[dict[str, int]] = None) -> MultiModalInputs:
+                                   fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
         """The processed dummy audio without processing (shape-only start-up): per audio
         ``input_features`` (feature_size mel bins, chunk_length * sampling_rate / hop_length
         = 3000 frames) float32 zeros; encoder prompt 1500 zeros per audio; decoder prompt the
-        tokenized dummy text (the tokenizer alone, no HF-processor pass)."""
+        tokenized dummy text (the tokenizer alone, no HF-processor pass); ``device="meta"``:
+        shapes only, no memory."""
         fe, n = self.info.get_feature_extractor(), mm_counts.get("audio", 0)
         frames = fe.chunk_length * fe.sampling_rate // fe.hop_length
         tokens = self.info.get_num_audio_tokens()
         dec = self.info.get_tokenizer().encode(self.get_dummy_text(mm_counts), add_special_tokens=False)
         return MultiModalInputs(
             prompt_token_ids=dec, mm_hashes={},
-            mm_kwargs={"audio": [{"input_features": torch.zeros(fe.feature_size, frames)}
+            mm_kwargs={"audio": [{"input_features": torch.zeros(fe.feature_size, frames, device=device)}
                                  for _ in range(n)]} if n else {},
             mm_placeholders={"audio": [PlaceholderRange(i * tokens, tokens) for i in range(n)]} if n else {},
             encoder_prompt_token_ids=[0] * (tokens * n))

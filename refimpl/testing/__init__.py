@@ -1,2 +1,53 @@
-"""Test support shipped with the kit: the bad-input case table (``bad_inputs``) shared by
-``scripts/make_reliability_table.py`` and ``tests/test_bad_inputs.py``."""
+"""refimpl as an oracle in your tests: scheduler helpers in vLLM's idiom, registries that
+leave global state alone, oracle functions, a reference model of the processing cache and
+the bad-input table as data. docs/testing.md has a worked example of each.
+
+Public, and kept stable across refimpl releases: the names in ``__all__`` below (with their
+documented arguments and results), plus the pytest plugin ``refimpl.testing.plugin`` and the
+hypothesis strategies ``refimpl.testing.strategies`` (optional: needs hypothesis). Anything
+else in refimpl.testing's submodules may change.
+"""
+from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_refusal, run_case
+from refimpl.testing.bad_input_kit import Kit as BadInputKit
+from refimpl.testing.bad_inputs import CASES as BAD_INPUT_CASES
+from refimpl.testing.oracles import (
+    ROWS,
+    WORST_CASES,
+    TensorSpec,
+    cross_attention_blocks,
+    dummy_input_specs,
+    dummy_processed_specs,
+    encoder_budget,
+    hf_passes_by_phase,
+    max_tokens_per_item,
+)
+from refimpl.testing.reference_lru import ReferenceLRU
+from refimpl.testing.registry import FakeRegistry, fresh_registry
+from refimpl.testing.scheduling import (
+    ENCODER_LEN,
+    QWEN,
+    WHISPER,
+    WHISPER_PROMPT,
+    FakeModelRunner,
+    create_requests,
+    create_scheduler,
+    create_vllm_config,
+    fake_token,
+    run_to_completion,
+)
+
+__all__ = [
+    # scheduler helpers (vLLM tests/v1/core/utils.py)
+    "WHISPER", "QWEN", "WHISPER_PROMPT", "ENCODER_LEN", "create_vllm_config", "create_scheduler",
+    "create_requests", "fake_token", "FakeModelRunner", "run_to_completion",
+    # registries
+    "fresh_registry", "FakeRegistry",
+    # oracles
+    "ROWS", "WORST_CASES", "TensorSpec", "max_tokens_per_item", "encoder_budget", "cross_attention_blocks",
+    "blocks_for_one_request", "dummy_input_specs", "dummy_processed_specs", "hf_passes_by_phase",
+    # processing-cache reference model
+    "ReferenceLRU",
+    # bad inputs as data
+    "BAD_INPUT_CASES", "Case", "BadInput", "BadInputKit", "Outcome", "run_case", "is_refusal", "REFUSALS",
+]

@@ -1,30 +1,52 @@
-"""The kit the malformed-input cases run against, their entry points and their outcome.
+"""The kit the malformed-input cases run against, their inputs as data, and what "refused" means.
 
-Used by refimpl/testing/bad_inputs.py (the case list). A case names an entry point (the
-Qwen2.5-VL or Whisper processor's ``apply``, ``Scheduler.add_request`` with the processor's
-output, or ``SamplingParams``); :func:`run_case` records a refimpl exception as "raised", any
-other exception as "crashed" (a bug to fix in the owning module). Sizes are small (Qwen
-``max_pixels`` = 64 patches of 28x28) so the whole table runs in a few seconds on one CPU thread.
+Used by refimpl/testing/bad_inputs.py (the case list). A case's input is a :class:`BadInput`
+record: the entry point it goes through (the Qwen2.5-VL or Whisper processor's ``apply``,
+``Scheduler.add_request`` with the processor's output, start-up KV sizing, or
+``SamplingParams``) and that entry point's arguments, so a user can run the same inputs
+against their own validator. Sizes are small (Qwen ``max_pixels`` = 64 patches of 28x28) so
+the whole table runs in a few seconds on one CPU thread.
+
+Refused: the entry point raised a ``ValueError`` (any subclass) or a refimpl error
+(:data:`REFUSALS`) before doing anything. refimpl's errors subclass ``ValueError`` and carry
+``field`` and ``limit``, which a case also names; vLLM raises plain ``ValueError`` in most of
+the same places, which counts as refused too (``field`` / ``limit`` then unknown).
+:func:`run_case` records a refusal as "raised", anything else raised as "crashed" (a bug to
+fix in the owning module).
 """
 from __future__ import annotations
 
 import io
 from dataclasses import dataclass
 from dataclasses import field as dc_field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 import numpy as np
 from PIL import Image
 
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.core.sched.scheduler import Scheduler
 from refimpl.errors import RefimplError
+from refimpl.multimodal import MultiModalRegistry
+from refimpl.request import Request, RequestStatus
+from refimpl.sampling_params import SamplingParams
+from refimpl.worker.gpu_model_runner import GPUModelRunner
 
 SR = 16000
 QWEN_MAX_PIXELS = 28 * 28 * 64
 QWEN_MAX_MODEL_LEN = 4096
+REFUSALS: tuple[type[BaseException], ...] = (RefimplError, ValueError)
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """True for what counts as refusing a bad input: a ValueError (subclasses included, as
+    vLLM raises) or a refimpl error."""
+    return isinstance(exc, REFUSALS)
 
 
 class Kit:
-    """Lazily built processors and schedulers the cases run against (own registry each)."""
+    """Lazily built processors and schedulers the cases run against (own registry each);
+    one method per entry point a BadInput names."""
 
     def __init__(self):
         self._cache: dict[str, Any] = {}
@@ -37,8 +59,6 @@ class Kit:
     @property
     def qwen(self):
         def build():
-            from refimpl.config import ModelConfig
-            from refimpl.multimodal import MultiModalRegistry
             mc = ModelConfig("qwen2.5-vl-3b", max_model_len=QWEN_MAX_MODEL_LEN, device="cpu",
                              limit_mm_per_prompt={"image": 2, "video": 1})
             mc.mm_processor_kwargs = {"max_pixels": QWEN_MAX_PIXELS}
@@ -47,16 +67,11 @@ class Kit:
 
     @property
     def whisper(self):
-        def build():
-            from refimpl.config import ModelConfig
-            from refimpl.multimodal import MultiModalRegistry
-            return MultiModalRegistry().create_processor(ModelConfig("whisper-tiny", device="cpu"))
-        return self._get("whisper", build)
+        return self._get("whisper", lambda: MultiModalRegistry().create_processor(
+            ModelConfig("whisper-tiny", device="cpu")))
 
     def scheduler(self, model: str):
         def build():
-            from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-            from refimpl.core.sched.scheduler import Scheduler
             kw = dict(max_model_len=QWEN_MAX_MODEL_LEN) if model.startswith("qwen") else {}
             cfg = VllmConfig(ModelConfig(model, device="cpu", **kw), SchedulerConfig(max_num_seqs=4),
                              CacheConfig(block_size=16))
@@ -64,78 +79,95 @@ class Kit:
             return Scheduler(cfg, 2000, encoder_compute_budget=enc, encoder_cache_size=enc)
         return self._get(f"sched-{model}", build)
 
+    # the entry points a BadInput names
+    def qwen_apply(self, prompt, mm_data):
+        return self.qwen.apply(prompt, mm_data)
 
-# ------------------------------------------------------------------------------ entry points
-def qwen_apply(prompt, mm_data) -> Callable[[Kit], Any]:
-    return lambda kit: kit.qwen.apply(prompt, mm_data)
+    def whisper_apply(self, audio):
+        return self.whisper.apply("<|startoftranscript|>", {"audio": audio})
 
-
-def whisper_apply(audio) -> Callable[[Kit], Any]:
-    return lambda kit: kit.whisper.apply("<|startoftranscript|>", {"audio": audio})
-
-
-def whisper_request(decoder_prompt_len: int = 4, max_tokens: int = 8, audio=None) -> Callable[[Kit], Any]:
-    """Whisper processor output + a decoder prompt, queued on a Scheduler (then removed)."""
-    def run(kit):
-        from refimpl.request import Request, RequestStatus
-        from refimpl.sampling_params import SamplingParams
+    def whisper_request(self, decoder_prompt_len: int = 4, max_tokens: int = 8, audio=None) -> str:
         a = np.zeros(SR, np.float32) if audio is None else audio
-        mm = kit.whisper.apply("", {"audio": a})
+        mm = self.whisper.apply("", {"audio": a})
         dec = [50258, 50259, 50359, 50363][:decoder_prompt_len] + [220] * max(decoder_prompt_len - 4, 0)
         req = Request("bad-input", dec, SamplingParams(max_tokens=max_tokens), mm_inputs=mm.mm_kwargs["audio"],
                       mm_hashes=mm.mm_hashes.get("audio", []))
-        s = kit.scheduler("whisper-tiny")
+        s = self.scheduler("whisper-tiny")
         s.add_request(req)
         s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
         return f"queued: {len(dec)}-token decoder prompt, max_tokens={max_tokens}"
-    return run
 
-
-def qwen_request(prompt) -> Callable[[Kit], Any]:
-    """Qwen processor output queued on a Scheduler (max_model_len 4096), then removed."""
-    def run(kit):
-        from refimpl.request import Request, RequestStatus
-        from refimpl.sampling_params import SamplingParams
-        out = kit.qwen.apply(prompt, {})
+    def qwen_request(self, prompt) -> str:
+        out = self.qwen.apply(prompt, {})
         req = Request("bad-input", out.prompt_token_ids, SamplingParams(max_tokens=1))
-        s = kit.scheduler("qwen2.5-vl-3b")
+        s = self.scheduler("qwen2.5-vl-3b")
         s.add_request(req)
         s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
         return f"queued: {len(out.prompt_token_ids)} tokens"
-    return run
 
-
-def small_kv_request(num_blocks: int, prompt_len: int) -> Callable[[Kit], Any]:
-    """A Qwen request of ``prompt_len`` tokens on a Scheduler of ``num_blocks`` KV blocks."""
-    def run(kit):
-        from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-        from refimpl.core.sched.scheduler import Scheduler
-        from refimpl.request import Request
-        from refimpl.sampling_params import SamplingParams
+    def small_kv_request(self, num_blocks: int, prompt_len: int) -> str:
         cfg = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=QWEN_MAX_MODEL_LEN),
                          SchedulerConfig(), CacheConfig(block_size=16))
         s = Scheduler(cfg, num_blocks, encoder_compute_budget=8192, encoder_cache_size=8192)
         s.add_request(Request("bad-input", [220] * prompt_len, SamplingParams(max_tokens=1)))
         return f"queued: {prompt_len} tokens"
-    return run
 
-
-def kv_sizing(**cache_kw) -> Callable[[Kit], Any]:
-    """Start-up KV sizing (``GPUModelRunner.determine_num_blocks``) of whisper-tiny under
-    ``CacheConfig(**cache_kw)``; no model is loaded (the sizes come from the config)."""
-    def run(kit):
-        from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-        from refimpl.worker.gpu_model_runner import GPUModelRunner
+    def kv_sizing(self, **cache_kw) -> str:
         cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig(**cache_kw))
         return f"{GPUModelRunner(cfg).determine_num_blocks()} KV blocks"
-    return run
 
-
-def sampling(**kw) -> Callable[[Kit], Any]:
-    def run(kit):
-        from refimpl.sampling_params import SamplingParams
+    def sampling(self, **kw) -> str:
         return repr(SamplingParams(**kw))
-    return run
+
+
+# ------------------------------------------------------------------------------ entry points
+@dataclass(frozen=True)
+class BadInput:
+    """One input as data: ``entry`` names the entry point (a ``Kit`` method of that name) and
+    ``kwargs`` its arguments, so a user can feed ``kwargs`` to their own validator. Calling it
+    on a Kit runs refimpl's entry point."""
+    entry: str
+    kwargs: dict[str, Any]
+
+    def __call__(self, kit: "Kit") -> Any:
+        return getattr(kit, self.entry)(**self.kwargs)
+
+
+def qwen_apply(prompt, mm_data) -> BadInput:
+    """The Qwen2.5-VL processor's ``apply(prompt, mm_data)`` (limits image 2, video 1)."""
+    return BadInput("qwen_apply", dict(prompt=prompt, mm_data=mm_data))
+
+
+def whisper_apply(audio) -> BadInput:
+    """The Whisper processor's ``apply("<|startoftranscript|>", {"audio": audio})``."""
+    return BadInput("whisper_apply", dict(audio=audio))
+
+
+def whisper_request(decoder_prompt_len: int = 4, max_tokens: int = 8, audio=None) -> BadInput:
+    """Whisper processor output + a decoder prompt, queued on a Scheduler (then removed)."""
+    return BadInput("whisper_request", dict(decoder_prompt_len=decoder_prompt_len, max_tokens=max_tokens,
+                                            audio=audio))
+
+
+def qwen_request(prompt) -> BadInput:
+    """Qwen processor output queued on a Scheduler (max_model_len 4096), then removed."""
+    return BadInput("qwen_request", dict(prompt=prompt))
+
+
+def small_kv_request(num_blocks: int, prompt_len: int) -> BadInput:
+    """A Qwen request of ``prompt_len`` tokens on a Scheduler of ``num_blocks`` KV blocks."""
+    return BadInput("small_kv_request", dict(num_blocks=num_blocks, prompt_len=prompt_len))
+
+
+def kv_sizing(**cache_kw) -> BadInput:
+    """Start-up KV sizing (``GPUModelRunner.determine_num_blocks``) of whisper-tiny under
+    ``CacheConfig(**cache_kw)``; no model is loaded (the sizes come from the config)."""
+    return BadInput("kv_sizing", dict(cache_kw))
+
+
+def sampling(**kw) -> BadInput:
+    """``SamplingParams(**kw)``."""
+    return BadInput("sampling", dict(kw))
 
 
 # ------------------------------------------------------------------------------ inputs
@@ -156,18 +188,46 @@ def _tokens(out) -> str:
 
 @dataclass(frozen=True)
 class Case:
-    """One malformed input. ``raises``: expected exception class (exactly), with ``field`` and
-    ``limit``; None means accepted, with ``behaviour`` documented and ``check(result)`` true."""
+    """One malformed input. ``run``: the input, a BadInput (``case.input``; any callable taking
+    a Kit works too). ``raises``: the refimpl exception class expected (exactly), naming
+    ``field`` and ``limit``; None means accepted, with ``behaviour`` documented and
+    ``check(result)`` true."""
     id: str
     group: str
     what: str
     entry: str
-    run: Callable[[Kit], Any] = dc_field(repr=False)
+    run: Union[BadInput, Callable[[Kit], Any]] = dc_field(repr=False)
     raises: Optional[type] = None
     field: Optional[str] = None
     limit: Any = None
     behaviour: str = ""
     check: Optional[Callable[[Any], bool]] = dc_field(default=None, repr=False)
+
+    @property
+    def input(self) -> BadInput:
+        """The input as data (entry point name and arguments)."""
+        assert isinstance(self.run, BadInput), f"{self.id}: its input is code, not a BadInput"
+        return self.run
+
+    @property
+    def refused(self) -> bool:
+        """Whether the input must be refused (is_refusal of what the entry point raises)."""
+        return self.raises is not None
+
+    def mismatches(self, exc: Optional[BaseException]) -> list[str]:
+        """How ``exc`` (what a validator raised for this input; None: it accepted) departs from
+        the case ([] when it agrees): refused or not (see is_refusal), and, when ``exc`` names
+        a ``field`` / ``limit`` (refimpl's errors do), those. A user's validator may raise any
+        ValueError: only the refusal itself is then checked."""
+        if not self.refused:
+            return [] if exc is None else [f"{self.id}: expected acceptance, got {exc!r}"]
+        if exc is None or not is_refusal(exc):
+            return [f"{self.id}: expected a refusal naming {self.field!r}, got {exc!r}"]
+        out = []
+        for name in ("field", "limit"):
+            if hasattr(exc, name) and getattr(exc, name) != getattr(self, name):
+                out.append(f"{self.id}: {name} {getattr(exc, name)!r} != expected {getattr(self, name)!r}")
+        return out
 
 
 @dataclass
@@ -182,11 +242,12 @@ class Outcome:
 
 
 def run_case(case: Case, kit: Kit) -> Outcome:
-    """Feed ``case`` to the kit. A non-refimpl exception is reported as ``crashed``."""
+    """Feed ``case`` to the kit. A refusal (is_refusal) is "raised", with the exception's
+    ``field`` / ``limit`` when it has them; any other exception is "crashed"."""
     try:
         res = case.run(kit)
-    except RefimplError as e:
-        return Outcome("raised", type(e).__name__, e.field, e.limit, str(e))
+    except REFUSALS as e:
+        return Outcome("raised", type(e).__name__, getattr(e, "field", None), getattr(e, "limit", None), str(e))
     except Exception as e:  # noqa: BLE001 - recorded as a crash, the tests fail on it
         return Outcome("crashed", f"{type(e).__module__}.{type(e).__name__}", message=str(e)[:200])
     return Outcome("accepted", result=res, message=_tokens(res) if hasattr(res, "mm_placeholders") else str(res))

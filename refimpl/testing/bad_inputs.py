@@ -4,9 +4,11 @@
 the outcome table into ``docs/reliability.md``; ``tests/test_bad_inputs.py`` runs the same
 cases and asserts the expected outcome, so the table and the tests cannot drift apart.
 
-A case names the entry point it goes through (refimpl/testing/bad_input_kit.py) and either
-the refimpl exception it must raise (type, ``field``, ``limit``) or, for inputs the kit
-accepts, the documented behaviour and a check of the result.
+A case names the entry point it goes through and its input as data (``case.input``: a
+BadInput of refimpl/testing/bad_input_kit.py, entry point name and arguments, which a user
+can feed to their own validator), and either the refimpl exception it must raise (type,
+``field``, ``limit``; "refused" as ``is_refusal`` defines it) or, for inputs the kit accepts,
+the documented behaviour and a check of the result.
 """
 from __future__ import annotations
 

@@ -60,10 +60,13 @@ class GPUModelRunner:
     ``encoder_cache_size`` (tokens; set by the engine or computed in ``profile_run``),
     ``max_tokens_per_item`` (modality -> tokens), ``peak_memory_bytes`` (profile run peak:
     ``torch.cuda.max_memory_allocated`` or process RSS), ``kv_caches``, ``step_timings``.
+    ``mm_registry``: the multimodal registry the profile run uses: the config's (a registry
+    given here is set on the config, see ``VllmConfig.use_mm_registry``).
     """
 
-    def __init__(self, vllm_config):
+    def __init__(self, vllm_config, mm_registry=None):
         self.vllm_config = vllm_config
+        vllm_config.use_mm_registry(mm_registry)
         self.model_config, self.scheduler_config = vllm_config.model_config, vllm_config.scheduler_config
         self.cache_config = vllm_config.cache_config
         self.device = torch.device(vllm_config.device)
@@ -84,9 +87,9 @@ class GPUModelRunner:
         self.model = get_model(self.model_config)
 
     # ---------------------------------------------------------------- profiling
-    def _registry(self):
-        from refimpl.multimodal import MULTIMODAL_REGISTRY
-        return MULTIMODAL_REGISTRY
+    @property
+    def mm_registry(self):
+        return self.vllm_config.get_mm_registry()
 
     @torch.inference_mode()
     def _run_encoder(self, modality: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -101,7 +104,7 @@ class GPUModelRunner:
 
     def _profile_encoder(self, disable_cache: bool, use_formula: bool,
                          v: StartupVariant) -> Optional[torch.Tensor]:
-        mc, sc, reg = self.model_config, self.scheduler_config, self._registry()
+        mc, sc, reg = self.model_config, self.scheduler_config, self.mm_registry
         if v.profile_run_lookup or not self.max_tokens_per_item:  # #2 until 0.10.0
             self.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
                 mc, disable_cache=disable_cache, use_formula=use_formula))

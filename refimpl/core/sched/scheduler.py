@@ -34,8 +34,10 @@ from refimpl.request import Request, RequestStatus
 class Scheduler(SchedulerInterface):
     """kv_cache_manager: a KVCacheManager, or a block count (None: cache_config.num_gpu_blocks).
     encoder_compute_budget / encoder_cache_size (tokens): from ``compute_encoder_budget``
-    when not given. max_item_tokens: the largest encoder item the profile run covered (tokens);
-    admission refuses a larger one (None: only the budget and cache bound it, as vLLM).
+    when not given, asking ``mm_registry`` (given: set on the config, as every component
+    does, see ``VllmConfig.use_mm_registry``; default the config's). max_item_tokens: the
+    largest encoder item the profile run covered (tokens); admission refuses a larger one
+    (None: only the budget and cache bound it, as vLLM).
     check_encoder_len: refuse a cross-attention length that is not the model's own
     (EncoderLengthMismatchError; the review warning on PR #24989)."""
 
@@ -65,9 +67,8 @@ class Scheduler(SchedulerInterface):
             kv_cache_manager = KVCacheManager(vllm_config.cache_config.block_size, num_blocks,
                                               self.is_encoder_decoder)
         self.kv_cache_manager = kv_cache_manager
+        mm_registry = vllm_config.use_mm_registry(mm_registry)
         if encoder_compute_budget is None or encoder_cache_size is None:
-            if mm_registry is None:
-                from refimpl.multimodal import MULTIMODAL_REGISTRY as mm_registry
             encoder_compute_budget, encoder_cache_size = compute_encoder_budget(mc, sc, mm_registry)
         self.max_num_encoder_input_tokens = encoder_compute_budget
         self.encoder_cache_manager = EncoderCacheManager(encoder_cache_size)

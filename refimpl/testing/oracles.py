@@ -1,0 +1,177 @@
+"""Oracles: what the engine would compute, answered without an HF-processor pass and
+without allocating the dummy tensors.
+
+The answers come from the mechanism itself (refimpl/multimodal/worst_case.py: the rows' worst
+cases, the profile run's dummy and the pass table as data; the dummy builders with their
+allocation points replaced by shape records; the shape-only builder on meta tensors;
+``compute_encoder_budget``), on a registry of their own, so nothing global is touched.
+
+What a vLLM release computed is selected by ``variant``, a start-up row of refimpl/variants.py
+(``"0.9.0"``, ``"0.13.0"``, ..., default ``"refimpl"``, the kit's own), and the worst-case image
+rule alone by ``worst_case`` (``WORST_CASES``: "square" up to vLLM 0.12, "factor-pair" from
+0.13.0, "true-max" ours: e.g. 729, 768 and 768 image tokens at max_pixels = 768 * 28 * 28).
+The first call in a process builds the processor (imports, tokenizer); later calls take
+milliseconds.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Union
+
+import torch
+
+from refimpl.config import ModelConfig, VllmConfig
+from refimpl.core.encoder_cache_manager import compute_encoder_budget
+from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.errors import UnknownVariantError
+from refimpl.multimodal import MultiModalRegistry
+from refimpl.multimodal import worst_case as worst_case_lib
+from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
+
+WORST_CASES: tuple[str, ...] = ("square", "factor-pair", "true-max")
+ROWS: tuple[str, ...] = tuple(STARTUP_VARIANTS)
+_REGISTRY = MultiModalRegistry(cache_bytes=0)  # the oracles' own: processors built once, no cache
+ModelArg = Union[str, ModelConfig]
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape and dtype of a tensor or array that was not allocated; ``nbytes`` in bytes."""
+    shape: tuple[int, ...]
+    dtype: str  # torch / numpy name: "float32", "int64", "uint8"
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * getattr(torch, self.dtype).itemsize
+
+    @classmethod
+    def of(cls, t: Any) -> "TensorSpec":
+        """The spec of a torch tensor (meta or not) or numpy array."""
+        return cls(tuple(int(n) for n in t.shape), str(t.dtype).removeprefix("torch."))
+
+
+def _model_config(model: ModelArg, model_kw: dict[str, Any]) -> ModelConfig:
+    return model if isinstance(model, ModelConfig) else ModelConfig(model, device="cpu", **model_kw)
+
+
+def _processor(mc: ModelConfig, variant: str = "refimpl"):
+    return _REGISTRY.create_processor(mc, disable_cache=True, switches=get_startup_variant(variant).mm)
+
+
+def _allowed_counts(mc: ModelConfig, processor) -> dict[str, int]:
+    return {m: n for m, n in processor.info.get_allowed_mm_limits().items() if n > 0}
+
+
+def max_tokens_per_item(model: ModelArg, variant: str = "refimpl", *, worst_case: Optional[str] = None,
+                        **model_kw: Any) -> dict[str, int]:
+    """Placeholder tokens of the largest item of each enabled modality, as start-up computes
+    them under row ``variant`` (``worst_case`` overriding its worst-case image rule).
+
+    ``model``: a ModelConfig, or a model name and ModelConfig keywords (``max_model_len``,
+    ``limit_mm_per_prompt``, ``mm_processor_kwargs``). Qwen2.5-VL-3B at 128000: {"image":
+    16384, "video": 98304} under 0.9.0, video 114688 from 0.10.2; Whisper: {"audio": 1500}.
+    Raises UnknownVariantError for an unknown row or rule.
+    """
+    if worst_case is not None and worst_case not in WORST_CASES:
+        raise UnknownVariantError("worst_case", WORST_CASES, f"got {worst_case!r}")
+    return worst_case_lib.max_tokens_per_item(_model_config(model, model_kw), variant,
+                                              worst_case=worst_case, mm_registry=_REGISTRY)  # type: ignore[arg-type]
+
+
+class _RowRegistry:
+    """What compute_encoder_budget asks a registry, answered by ``max_tokens_per_item``."""
+
+    def __init__(self, variant: str):
+        self.variant = variant
+
+    def supports_multimodal_inputs(self, model_config) -> bool:
+        return _REGISTRY.supports_multimodal_inputs(model_config)
+
+    def get_max_tokens_per_item_by_nonzero_modality(self, model_config, **kw) -> dict[str, int]:
+        return max_tokens_per_item(model_config, self.variant)
+
+
+def encoder_budget(vllm_config: VllmConfig, variant: str = "refimpl") -> tuple[int, int]:
+    """(encoder_compute_budget, encoder_cache_size) in encoder tokens, as
+    ``compute_encoder_budget`` gives them at start-up under row ``variant``. Qwen2.5-VL-3B at
+    128000 with SchedulerConfig's defaults: (98304, 98304) under 0.9.0; Whisper once VllmConfig
+    set the encoder length: (1500, 8192)."""
+    return compute_encoder_budget(vllm_config.model_config, vllm_config.scheduler_config,
+                                  _RowRegistry(variant))
+
+
+def cross_attention_blocks(vllm_config: VllmConfig) -> int:
+    """KV blocks of cross-attention one encoder-decoder request holds: cdiv(encoder length
+    per item, block_size) (Whisper, 1500 positions, block 16: 94); 0 for decoder-only."""
+    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+    if not mc.is_encoder_decoder:
+        return 0
+    return -(-(sc.encoder_len_per_item or mc.max_encoder_len) // vllm_config.cache_config.block_size)
+
+
+def _default_counts(mc: ModelConfig, processor, mm_counts: Optional[dict[str, int]]) -> dict[str, int]:
+    return dict(mm_counts) if mm_counts is not None else _allowed_counts(mc, processor)
+
+
+def dummy_input_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Optional[int] = None,
+                      mm_counts: Optional[dict[str, int]] = None, **model_kw: Any) -> dict[str, list[TensorSpec]]:
+    """The raw dummy items start-up profiling builds, as specs (nothing allocated):
+    image (H, W, 3) uint8 (an RGB PIL image), video (T, H, W, 3) of the variant's dummy dtype
+    (int64 in vLLM <= 0.11.0, uint8 from 0.11.1), audio (N,) float32 or float64 as the row
+    builds it. ``seq_len`` defaults to max_model_len, ``mm_counts`` to every enabled modality's
+    limit. Qwen2.5-VL-3B at 128000, video only, int64: (12, 3584, 3584, 3), 3.7 GB."""
+    mc = _model_config(model, model_kw)
+    processor = _processor(mc, variant)
+    builder = processor.dummy_inputs
+    # the builder's allocation points (BaseDummyInputsBuilder's static helpers), as records
+    builder._get_dummy_images = lambda w, h, n: [TensorSpec((h, w, 3), "uint8")] * n
+    builder._get_dummy_videos = lambda w, h, t, n, dtype: [TensorSpec((t, h, w, 3), str(dtype))] * n
+    builder._get_dummy_audios = lambda length, n: [TensorSpec((length,), "float32")] * n
+    counts = _default_counts(mc, processor, mm_counts)
+    data = builder.get_dummy_mm_data(seq_len or mc.max_model_len, counts)
+    return {m: list(items) for m, items in data.items() if items}
+
+
+def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Optional[int] = None,
+                          mm_counts: Optional[dict[str, int]] = None,
+                          **model_kw: Any) -> dict[str, list[dict[str, TensorSpec]]]:
+    """The processed dummy items (what the HF processor returns for them, per item and key)
+    as specs, from the shape-only builder on meta tensors: no HF pass, nothing allocated.
+    Defaults as ``dummy_input_specs``. Qwen2.5-VL-3B, one default image: pixel_values
+    (65536, 1176) float32 (308 MB) and image_grid_thw (3,) int64."""
+    mc = _model_config(model, model_kw)
+    processor = _processor(mc, variant)
+    counts = _default_counts(mc, processor, mm_counts)
+    out = processor.dummy_inputs.get_dummy_processed_inputs(seq_len or mc.max_model_len, counts, device="meta")
+    return {m: [{k: TensorSpec.of(t) for k, t in item.items()} for item in items]
+            for m, items in out.mm_kwargs.items()}
+
+
+# ------------------------------------------------------------------------ start-up passes
+ENGINE_PHASES = ("runner_init", "load_model", "profile_run", "kv_cache_init", "capture_model", "scheduler_init")
+
+
+def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, int]:
+    """HF-processor passes with multimodal items per start-up phase of
+    ``EngineCore(vllm_config, variant)`` (``StartupReport.passes_by_phase``), without building
+    it: the pass table of docs/background.md (``worst_case.hf_passes_by_phase``), plus, for an
+    encoder-decoder model under an encoder-length row that asks the registry, its uncached
+    start-up calls in kv_cache_init (the KV check: one per decoder layer and one more; the
+    runner's read at init). Raises UnknownVariantError for an unknown row."""
+    v = get_startup_variant(variant)
+    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+    passes = dict.fromkeys(ENGINE_PHASES, 0)
+    passes.update(worst_case_lib.hf_passes_by_phase(mc, sc, v, mm_registry=_REGISTRY))
+    if mc.is_encoder_decoder:
+        kv_reads = mc.hf_config_dict["decoder_layers"] + 1
+        passes["kv_cache_init"] = (kv_reads * (vllm_config.encoder_len_source("kv_cache") == "registry")
+                                   + (vllm_config.encoder_len_source("runner") == "registry"))
+    if v.reset_at_end:
+        passes["reset_mm_cache"] = 0
+    return passes
+
+
+__all__ = ["ROWS", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
+           "dummy_input_specs", "dummy_processed_specs", "encoder_budget", "hf_passes_by_phase",
+           "max_tokens_per_item"]

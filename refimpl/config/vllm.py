@@ -33,8 +33,8 @@ class VllmConfig:
     (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). For encoder-decoder models the
     per-audio encoder length comes from the registry (vLLM's
     ``get_encdec_max_encoder_len``: processor builds and a feature-extractor pass) only under a
-    variant whose call sites read the registry (``registry``, ``runner-config``: what those
-    variants measure); the others take the same value from the model config (Whisper:
+    row whose call sites read the registry (``0.10.2`` and its one-PR rows: what those rows
+    measure); the others take the same value from the model config (Whisper:
     ``max_source_positions`` when audio is enabled), without any HF pass. Raises ConfigError /
     UnknownVariantError.
     """

@@ -33,9 +33,20 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
+from refimpl.errors import CacheItemTooLargeError
+
 logger = logging.getLogger(__name__)
 GiB = 1 << 30
 Item = dict[str, torch.Tensor]  # one item's processed tensors
+
+
+def value_too_large(size: int, capacity_bytes: int) -> CacheItemTooLargeError:
+    """What ``put(..., oversize="raise")`` raises for an item of ``size`` bytes: vLLM 0.9.0's
+    cachetools ValueError("value too large"), naming the setting and its limit in GiB."""
+    return CacheItemTooLargeError("mm_processor_cache_gb", capacity_bytes / GiB,
+                                  f"value too large: one processed item of {size} bytes ({size / GiB:.6g} "
+                                  f"GiB) exceeds the processing cache of {capacity_bytes} bytes "
+                                  "(vLLM 0.9.0 behaviour)")
 
 
 class MultiModalHasher:
@@ -193,12 +204,7 @@ class ProcessingCache:
             if size > self.capacity_bytes:
                 self.rejected += 1
                 if oversize == "raise":
-                    from refimpl.errors import CacheItemTooLargeError
-                    raise CacheItemTooLargeError(  # the limit in the setting's unit, GiB
-                        "mm_processor_cache_gb", self.capacity_bytes / GiB,
-                        f"value too large: one processed item of {size} bytes ({size / GiB:.6g} "
-                        f"GiB) exceeds the processing cache of {self.capacity_bytes} bytes "
-                        "(vLLM 0.9.0 behaviour)")
+                    raise value_too_large(size, self.capacity_bytes)
                 if self._warned_capacity != self.capacity_bytes:
                     self._warned_capacity = self.capacity_bytes
                     logger.warning(

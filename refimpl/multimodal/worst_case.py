@@ -24,6 +24,7 @@ from typing import Literal, Optional
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.multimodal.cache import value_too_large
 from refimpl.multimodal.registry import MULTIMODAL_REGISTRY
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
 
@@ -150,7 +151,8 @@ def hf_passes_by_phase(model_config, scheduler_config, variant: str | StartupVar
     dummy none under shape-only, and a step none when the profiling cache it uses holds every
     item it needs (stored by an earlier step: ``profiling_cache`` registry shares one cache
     across the phases, runner shares the runner's for runner_init and profile_run, absent
-    when the user disabled the cache; items larger than the cache are not stored).
+    when the user disabled the cache; items larger than the cache are not stored, or, under
+    ``oversize_item="raise"``, raise CacheItemTooLargeError as that step of start-up does).
     Qwen2.5-VL-3B at 128k with an image and a video: 0.8.5 {1, 2, 1}, 0.9.0 {1, 1, 0},
     0.9.2 on {0, 1, 0}, shape-only {0, 0, 0}.
     """
@@ -176,9 +178,13 @@ def hf_passes_by_phase(model_config, scheduler_config, variant: str | StartupVar
               "runner": user_cache and step.phase != "scheduler_init"}[v.profiling_cache]
         if on and set(items) <= cached:
             continue
-        out[step.phase] += 1
         if on:
-            cached |= {s for s in items if proc.info.get_processed_item_bytes(s) <= capacity}
+            sizes = {s: proc.info.get_processed_item_bytes(s) for s in items if s not in cached}
+            too_large = [n for n in sizes.values() if n > capacity]
+            if too_large and v.mm.oversize_item == "raise":  # start-up aborts here (issue #52835)
+                raise value_too_large(too_large[0], capacity)
+            cached |= {s for s, n in sizes.items() if n <= capacity}
+        out[step.phase] += 1
     return out
 
 

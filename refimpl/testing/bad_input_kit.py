@@ -35,6 +35,7 @@ from refimpl.worker.gpu_model_runner import GPUModelRunner
 SR = 16000
 QWEN_MAX_PIXELS = 28 * 28 * 64
 QWEN_MAX_MODEL_LEN = 4096
+WHISPER_PROMPT = (50258, 50259, 50359, 50363)  # <|startoftranscript|><|en|><|transcribe|><|notimestamps|>
 REFUSALS: tuple[type[BaseException], ...] = (RefimplError, ValueError)
 
 
@@ -97,6 +98,23 @@ class Kit:
         s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
         return f"queued: {len(dec)}-token decoder prompt, max_tokens={max_tokens}"
 
+    def whisper_admit(self, prompt=WHISPER_PROMPT, features=None, sampling_params=None,
+                      set_after_check=None, **sp_kw) -> str:
+        """A Whisper request (``features``, else the processor's for 1 s of silence) queued on the
+        Scheduler, then removed: its SamplingParams(**sp_kw), with ``set_after_check``'s
+        attributes set after they were checked, or ``sampling_params`` as given instead."""
+        sp = SamplingParams(**sp_kw)
+        for name, value in (set_after_check or {}).items():
+            setattr(sp, name, value)
+        feats = (self.whisper.apply("", {"audio": np.zeros(SR, np.float32)}).mm_kwargs["audio"][0]["input_features"]
+                 if features is None else features)
+        req = Request("bad-input", list(prompt), sp if sampling_params is None else sampling_params,
+                      mm_inputs=[{"input_features": feats}])
+        s = self.scheduler("whisper-tiny")
+        s.add_request(req)
+        s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
+        return f"queued: seed={sp.seed}"
+
     def qwen_request(self, prompt) -> str:
         out = self.qwen.apply(prompt, {})
         req = Request("bad-input", out.prompt_token_ids, SamplingParams(max_tokens=1))
@@ -147,6 +165,15 @@ def whisper_request(decoder_prompt_len: int = 4, max_tokens: int = 8, audio=None
     """Whisper processor output + a decoder prompt, queued on a Scheduler (then removed)."""
     return BadInput("whisper_request", dict(decoder_prompt_len=decoder_prompt_len, max_tokens=max_tokens,
                                             audio=audio))
+
+
+def whisper_admit(prompt=WHISPER_PROMPT, features=None, sampling_params=None, set_after_check=None,
+                  **sp_kw) -> BadInput:
+    """A Whisper request queued on a Scheduler (then removed): decoder ``prompt``, encoder
+    ``features`` (default: the processor's), SamplingParams(**sp_kw) with ``set_after_check``
+    (attribute -> value) set after construction, or ``sampling_params`` (any object) instead."""
+    return BadInput("whisper_admit", dict(prompt=prompt, features=features, sampling_params=sampling_params,
+                                          set_after_check=set_after_check, **sp_kw))
 
 
 def qwen_request(prompt) -> BadInput:

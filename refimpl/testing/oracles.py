@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+import numpy as np
 import torch
 
 from refimpl.config import ModelConfig, VllmConfig
@@ -126,8 +127,8 @@ def dummy_input_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Opt
     builder = processor.dummy_inputs
     # the builder's allocation points (BaseDummyInputsBuilder's static helpers), as records
     builder._get_dummy_images = lambda w, h, n: [TensorSpec((h, w, 3), "uint8")] * n
-    builder._get_dummy_videos = lambda w, h, t, n, dtype: [TensorSpec((t, h, w, 3), str(dtype))] * n
-    builder._get_dummy_audios = lambda length, n: [TensorSpec((length,), "float32")] * n
+    builder._get_dummy_videos = lambda w, h, t, n, dtype=np.uint8: [TensorSpec((t, h, w, 3), np.dtype(dtype).name)] * n
+    builder._get_dummy_audios = lambda length, n, dtype=np.float32: [TensorSpec((length,), np.dtype(dtype).name)] * n
     counts = _default_counts(mc, processor, mm_counts)
     data = builder.get_dummy_mm_data(seq_len or mc.max_model_len, counts)
     return {m: list(items) for m, items in data.items() if items}
@@ -158,7 +159,9 @@ def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dic
     it: the pass table of docs/background.md (``worst_case.hf_passes_by_phase``), plus, for an
     encoder-decoder model under an encoder-length row that asks the registry, its uncached
     start-up calls in kv_cache_init (the KV check: one per decoder layer and one more; the
-    runner's read at init). Raises UnknownVariantError for an unknown row."""
+    runner's read at init). Raises UnknownVariantError for an unknown row, and
+    CacheItemTooLargeError where that start-up raises it (a release row whose processing cache
+    is smaller than one dummy item)."""
     v = get_startup_variant(variant)
     mc, sc = vllm_config.model_config, vllm_config.scheduler_config
     passes = dict.fromkeys(ENGINE_PHASES, 0)

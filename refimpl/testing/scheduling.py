@@ -2,8 +2,8 @@
 ``create_requests``), plus the contract-checking fake model runner and ``run_to_completion``.
 
 Nothing here runs an HF processor: ``create_vllm_config`` builds a Whisper config whose
-encoder length comes from the model config (any row but ``0.10.2`` / ``0.10.2+#24866``,
-which read the registry as they measure), and ``create_scheduler`` passes
+encoder length comes from the model config (any row but ``0.10.2``, ``0.10.2+#24866`` and
+``0.10.2+#24989``, which read the registry as they measure), and ``create_scheduler`` passes
 the encoder budgets vLLM would compute (Whisper 1500 / 1500, decoder-only
 ``max_num_batched_tokens``), so no dummy data is processed. Requests carry tiny stand-in
 tensors with the placeholder lengths of the real items (Whisper: one shared zero log-mel of

@@ -1,0 +1,199 @@
+"""Notebook 01's tables: start-up and budget Results per variant, per phase, per measured part.
+
+Parts (``parts_s`` of each run, seconds): building dummy data, hashing, HF calls with and
+without multimodal items, the per-item split, and the rest of the start-up (or budget call).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from refimpl.analysis import compare, md_table, ratio_table, spread
+from refimpl.bench.schema import Result
+from refimpl.stats import median, summarize
+from refimpl.variants import STARTUP_VARIANTS
+
+PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
+               "capture_model", "scheduler_init", "reset_mm_cache")
+PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
+                ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
+NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
+
+
+def finding_pair() -> tuple[str, str]:
+    """(vLLM 0.8.5's row, 0.9.0's row) of STARTUP_VARIANTS: the first without the cache during
+    profiling, the first with it and 0.9.0's copying hasher."""
+    vs = list(STARTUP_VARIANTS.values())
+    return (next(v.name for v in vs if not v.cache_during_profiling),
+            next(v.name for v in vs if v.cache_during_profiling and v.hash_byte_path == "v0.9.0"))
+
+
+BEFORE, AFTER = finding_pair()
+
+
+def measured(res: Result) -> list[str]:
+    """Variants of ``res`` with runs, in STARTUP_VARIANTS (ladder) order."""
+    return sorted((v for v, r in res.variants.items() if r["runs"]),
+                  key=lambda v: list(STARTUP_VARIANTS).index(v) if v in STARTUP_VARIANTS else len(STARTUP_VARIANTS))
+
+
+def _mib(runs: list[dict], key: str) -> str:
+    xs = [x[key] / 2**20 for x in runs if x.get(key) is not None]
+    if not xs:
+        return "-"
+    s = summarize(xs)
+    return f"{s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}]"
+
+
+def medians_table(res: Result) -> str:
+    """Markdown per variant: start-up s, runs, HF passes and calls, cache hits/misses, cache and
+    RSS MiB before / after the reset, peak RSS GiB ("no runs" for a variant without runs)."""
+    rows = []
+    for v, r in res.variants.items():
+        runs = r["runs"]
+        if not runs:
+            rows.append([v, "-", 0, "no runs", *["-"] * 6])
+            continue
+        x = runs[0]
+        rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x["hf_mm_passes"],
+                     x["hf_processor_calls"], f"{x['cache_hits']}/{x['cache_misses']}",
+                     _mib(runs, "cache_bytes_before_reset"), _mib(runs, "cache_bytes_after_reset"),
+                     f"{_mib(runs, 'rss_before_reset')} -> {_mib(runs, 'rss_after_reset')}",
+                     spread([y["peak_rss_bytes"] / 2**30 for y in runs])])
+    return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes", "HF calls (all)",
+                     "cache hits/misses", "cache MiB before reset", "after reset",
+                     "RSS MiB before -> after reset", "peak RSS GiB"], rows)
+
+
+def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
+    """``compare`` of each variant's start-up seconds over BEFORE's, keyed '<v> / <BEFORE>'."""
+    if BEFORE not in res.variants:
+        return {}
+    return {f"{v} / {BEFORE}": compare(res.values(v, "total_s"), res.values(BEFORE, "total_s"), v, BEFORE, min_n)
+            for v in res.variants if v != BEFORE}
+
+
+def ratios_table(res: Result, min_n: int = 1) -> str:
+    """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
+    if BEFORE not in res.variants:
+        return ""
+    return ratio_table(res, "total_s", [(v, BEFORE) for v in res.variants if v != BEFORE], "start-up s", min_n)
+
+
+def passes_table(res: Result) -> str:
+    """Markdown: HF-processor passes carrying multimodal data, per start-up phase and variant."""
+    firsts = {v: res.runs(v)[0] for v in measured(res)}
+    phases = [p for p in PHASE_ORDER if any(p in x.get("passes_by_phase", {}) for x in firsts.values())]
+    return md_table(["variant", *phases, "total"], [[v, *[x["passes_by_phase"].get(p, 0) for p in phases],
+                                                     x["hf_mm_passes"]] for v, x in firsts.items()])
+
+
+def has_parts(res: Result, variants: tuple[str, ...] = (BEFORE, AFTER)) -> bool:
+    """Whether every run of ``variants`` has them and carries ``parts_s``."""
+    return all(v in res.variants and res.runs(v) for v in variants) and all(
+        "parts_s" in run for v in variants for run in res.runs(v))
+
+
+def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[str, list]:
+    """Seconds per part (PART_COLUMNS keys and ``total_s``) of each run of ``variant``: the
+    start-up, or budget call ``call`` (0-based). A part a run did not record is None."""
+    out: dict[str, list] = {}
+    for run in res.runs(variant):
+        total, p = (run["total_s"], run["parts_s"]) if call is None else (run["calls_s"][call], run["parts_s"][call])
+        text, split = p.get("hf_text_only_s"), p.get("split_s")
+        parts = {"total_s": total, "dummy_s": p["dummy_s"], "hash_s": p["hash_s"],
+                 "hf_mm_s": p["hf_processor_s"] - (text or 0.0), "hf_text_only_s": text, "split_s": split,
+                 "rest_s": total - p["dummy_s"] - p["hash_s"] - p["hf_processor_s"] - (split or 0.0)}
+        for k, x in parts.items():
+            out.setdefault(k, []).append(x)
+    return out
+
+
+def parts_table(res: Result) -> str:
+    """Markdown per variant (and per budget call): median [min, max] s of the whole and of each
+    part, and peak RSS GiB."""
+    rows = []
+    for v in measured(res):
+        runs = res.runs(v)
+        for c in range(len(runs[0]["calls_s"])) if res.bench == "budget" else [None]:
+            vals = part_values(res, v, c)
+            rows.append([v if c is None else f"{v} call {c + 1}", spread(vals["total_s"]),
+                         *["-" if None in vals[k] else spread(vals[k]) for _, k in PART_COLUMNS],
+                         spread([x["peak_rss_bytes"] / 2**30 for x in runs])])
+    return md_table(["variant", "total s", *[h for h, _ in PART_COLUMNS], "peak RSS GiB"], rows)
+
+
+def runs_word(res: Result) -> str:
+    return "in-process runs" if res.env.get("in_process") else "fresh-process runs"
+
+
+def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict:
+    """Medians (s): ``saved_s`` = total(before) - total(after); ``hash_s`` = extra hashing of
+    ``after``; ``gross_s`` = saved_s + hash_s; ``share`` = hash_s / gross_s (> 1: more than all)."""
+    tot = {k: median(res.values(k, "total_s")) for k in (before, after)}
+    h = {k: median(run["parts_s"]["hash_s"] for run in res.runs(k)) for k in (before, after)}
+    saved, hash_s = tot[before] - tot[after], h[after] - h[before]
+    gross = saved + hash_s
+    return {"saved_s": saved, "hash_s": hash_s, "gross_s": gross, "share": hash_s / gross if gross > 0 else None}
+
+
+def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
+    """One sentence, from ``hashing_share``, on how much of ``after``'s saving hashing ate."""
+    if not has_parts(res, (before, after)):
+        return NO_PARTS
+    sh = hashing_share(res, before, after)
+    n = min(len(res.runs(before)), len(res.runs(after)))
+    head = (f"Medians of {n} {runs_word(res)}: `{after}` hashed for {sh['hash_s']:.1f} s; without "
+            f"that it would have saved {sh['gross_s']:.1f} s over `{before}`; ")
+    if sh["gross_s"] <= 0:
+        return head + f"it saved nothing even before hashing (net {sh['saved_s']:+.1f} s)."
+    if sh["saved_s"] < 0:
+        return head + (f"hashing ate all of that saving and {-sh['saved_s']:.1f} s more "
+                       f"({100 * sh['share']:.0f}% of the gross saving): `{after}` starts up slower.")
+    return head + f"hashing ate {100 * sh['share']:.0f}% of it, leaving a net saving of {sh['saved_s']:.1f} s."
+
+
+def hash_paths_sentence(res: Result) -> str:
+    """Median hashing and start-up seconds of the int64-video variants that cache (hasher byte
+    paths side by side); '' when fewer than two of them have runs."""
+    have = [v.name for v in STARTUP_VARIANTS.values() if v.cache_during_profiling and v.dummy_video_dtype == "int64"
+            and not v.max_tokens_by_formula and v.name in measured(res) and has_parts(res, (v.name,))]
+    if len(have) < 2:
+        return ""
+    return "Same int64 dummy video, only the hasher's copies differ (medians): " + "; ".join(
+        f"`{v}` {median(r['parts_s']['hash_s'] for r in res.runs(v)):.1f} s hashing, "
+        f"{median(res.values(v, 'total_s')):.1f} s start-up" for v in have) + "."
+
+
+def budget_table(res: Result) -> str:
+    """Markdown: seconds of each successive budget call, median [min, max], HF passes per call."""
+    n = max((len(r["runs"][0]["calls_s"]) for r in res.variants.values() if r["runs"]), default=0)
+    rows = [[v, *([spread(c) for c in zip(*[x["calls_s"] for x in r["runs"]])] or ["-"] * n),
+             r["runs"][0]["passes"] if r["runs"] else "no runs"] for v, r in res.variants.items()]
+    return md_table(["variant", *[f"call {i + 1} s: median [min, max]" for i in range(n)],
+                     "HF mm passes per call"], rows)
+
+
+def call1_ratio(res: Result, num: str = AFTER, den: str = BEFORE, min_n: int = 1) -> dict:
+    """Call 1 of ``num`` over call 1 of ``den``: ``compare`` plus whether the min-max ranges
+    overlap (None when a side has no runs)."""
+    a, b = ([run["calls_s"][0] for run in res.runs(k)] for k in (num, den))
+    overlap = None if not (a and b) else not (min(a) > max(b) or min(b) > max(a))
+    return {**compare(a, b, num, den, min_n), "ranges_overlap": overlap}
+
+
+def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
+    """Markdown: per part, call 1 of ``num`` minus call 1 of ``den`` (medians, s) and its share
+    of the whole difference, then a sentence naming the largest part."""
+    if not has_parts(res, (num, den)):
+        return NO_PARTS
+    a, b = part_values(res, num, 0), part_values(res, den, 0)
+    diff = {k: median(a[k]) - median(b[k]) for k in a if None not in a[k] + b[k]}
+    total = diff["total_s"]
+    rows = [[h, f"{median(b[k]):.2f}", f"{median(a[k]):.2f}", f"{diff[k]:+.2f}",
+             f"{100 * diff[k] / total:+.0f}%" if total else "-"] for h, k in PART_COLUMNS if k in diff]
+    rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}", f"{total:+.2f}", "100%"])
+    top_h, top_k = max((hk for hk in PART_COLUMNS if hk[1] in diff), key=lambda hk: diff[hk[1]])
+    line = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
+            f"{len(b['total_s'])} {runs_word(res)}); the largest measured part of that difference is "
+            f"**{top_h[:-2]}** ({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it).") if total else ""
+    return md_table(["part (median s)", den, num, "difference s", "share of difference"], rows) + "\n\n" + line

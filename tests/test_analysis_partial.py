@@ -43,16 +43,6 @@ def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp
     assert _row(part, "scheduler-config over runner-config").endswith("| no runs of runner-config |")
 
 
-def test_sweep_table_labels_points_from_too_few_runs():
-    from refimpl.analysis.throughput_sweep import sweep_table
-    base = {"max_tokens": 8, "work_s_per_request": 0.1, "registry_s_per_request": 0.01, "model_gain": 0.1}
-    pts = {"a": {**base, "gain": 0.5, "gain_low": 0.4, "gain_high": 0.6, "n": 2},
-           "b": {**base, "max_tokens": 64, "gain": None, "n": 0, "state": "no runs of runner-config"}}
-    md = sweep_table(Result("throughput-sweep", {}, {}, {k: {"runs": [], "summary": p} for k, p in pts.items()}))
-    assert f"| +50.0% [+40.0, +60.0] | {NOT_RESOLVED} |" in _row(md, "8 ")
-    assert "| - | no runs of runner-config |" in _row(md, "64 ")
-
-
 def test_startup_views_of_a_result_without_runs(tmp_path):
     from refimpl.analysis.startup import budget_figure, budget_table, ladder_figure, medians_table
     empty = _with_runs("startup_qwen2.5-vl-3b.json", {"no-cache": 0, "cache-reset": 0}, interrupted=True)

@@ -217,8 +217,8 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     p, k = res.params, len(res.variants)
     n = max(len(r["runs"]) for r in res.variants.values())
     parts = [f"## Start-up (PR #17935): {p['model']}, {size(res)}", "",
-             f"{provenance(res)}; {n} {runs_word(res)} per variant, {k} of {len(STARTUP_VARIANTS)} variants. "
-             f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
+             f"Measured on {provenance(res)}: {n} {runs_word(res)} per variant, {k} of {len(STARTUP_VARIANTS)} variants.",
+             "", f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
              *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "",
              ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "", passes_table(res),
              "", hashing_sentence(res)]

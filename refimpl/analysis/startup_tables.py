@@ -54,9 +54,9 @@ def medians_table(res: Result) -> str:
             rows.append([v, "-", 0, "no runs", *["-"] * 6])
             continue
         x = runs[0]
-        rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x["hf_mm_passes"],
-                     x["hf_processor_calls"], f"{x['cache_hits']}/{x['cache_misses']}",
-                     _mib(runs, "cache_bytes_before_reset"), _mib(runs, "cache_bytes_after_reset"),
+        rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x.get("hf_mm_passes"),
+                     x.get("hf_processor_calls"), f"{x.get('cache_hits')}/{x.get('cache_misses')}",
+                     *[f"{x.get(f'cache_bytes_{w}_reset', 0) / 2**20:.0f}" for w in ("before", "after")],
                      f"{_mib(runs, 'rss_before_reset')} -> {_mib(runs, 'rss_after_reset')}",
                      spread([y["peak_rss_bytes"] / 2**30 for y in runs])])
     return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes", "HF calls (all)",

@@ -94,6 +94,7 @@ def summary_md(res: Result, out_dir: Path) -> str:
     return "\n".join([
         f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
         f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", "",
-        f"{provenance(res)}. Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`"
+        f"Measured on {provenance(res)}.", "",
+        f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`"
         + (f"; generate(): `{hf_command(hf, hf_p.name)}`" if hf else ""), "",
         *([note, ""] if note else []), table(res, hf), "", gains_table(res), "", gains_md(gains(res, hf))])

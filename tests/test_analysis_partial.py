@@ -33,14 +33,13 @@ def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp
     from refimpl.analysis.throughput import summary_md
     two = summary_md(_with_runs("throughput_whisper-tiny.json",
                                 {"registry": 2, "runner-config": 2, "scheduler-config": 2}), tmp_path)
-    row = _row(two, "runner-config over registry")
-    assert "%" in row and row.endswith(f"| {NOT_RESOLVED} |")
+    assert _row(two, "runner-config / registry").endswith(f"| {NOT_RESOLVED} |")
     part = summary_md(_with_runs("throughput_whisper-tiny.json",
                                  {"registry": 2, "runner-config": 0, "scheduler-config": 2},
                                  interrupted=True), tmp_path)
-    assert "nan" not in part
-    assert _row(part, "runner-config over registry").endswith("| - | - | no runs of runner-config |")
-    assert _row(part, "scheduler-config over runner-config").endswith("| no runs of runner-config |")
+    assert "nan" not in part and "**Partial result**" in part
+    assert _row(part, "runner-config / registry").endswith("| - | - | no runs of runner-config |")
+    assert _row(part, "scheduler-config / runner-config").endswith("| no runs of runner-config |")
 
 
 def test_startup_views_of_a_result_without_runs(tmp_path):

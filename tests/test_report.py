@@ -188,22 +188,3 @@ def test_ratio_table_never_resolved_below_min_pairs():
     assert rows[1].endswith("| - | not resolved (1 run a side) |")
     assert rows[2].endswith(f"| not resolved (< {MIN_PAIRS} runs a side) |")
     assert rows[MIN_PAIRS].endswith("| resolved |")
-
-
-def test_throughput_summary_prints_a_runnable_generate_command(tmp_path):
-    """The generate() line names its own JSON (the engine's is not overwritten) and parses."""
-    import shlex
-
-    from refimpl.analysis.throughput import summary_md
-    from refimpl.bench.schema import Result
-    from refimpl.bench.throughput import ThroughputSpec
-    from refimpl.env import REPO_ROOT
-    res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/throughput_whisper-tiny.json")
-    hf_spec = ThroughputSpec(engine="hf", variants=("hf-generate",), num_requests=4, max_tokens=4)
-    Result("throughput", res.env, hf_spec.params(), {"hf-generate": res.variants["registry"]}).write(
-        tmp_path / "throughput_hf_whisper-tiny.json")
-    line = next(ln for ln in summary_md(res, tmp_path).splitlines() if ln.startswith("Command:"))
-    hf_cmd = line.split("generate(): `")[1].rstrip("`")
-    assert "--output-json throughput_hf_whisper-tiny.json" in hf_cmd and "--engine hf" in hf_cmd
-    spec, out = ThroughputSpec.from_argv(shlex.split(hf_cmd)[3:])
-    assert spec == hf_spec and out == "throughput_hf_whisper-tiny.json"

@@ -13,16 +13,9 @@ from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
-from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md_table, provenance, save, timings_table  # noqa: F401
-from refimpl.analysis.paired import (  # noqa: F401  (notebook 02 calls them as S.<name>)
-    encoder_batch_figure,
-    model_curve_figure,
-    paired_figure,
-    paired_table,
-    pairs_of,
-    rows,
-)
-from refimpl.analysis.throughput import gains, gains_table, table, throughput_figure  # noqa: F401
+from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md_table, provenance, save
+from refimpl.analysis.paired import paired_table, pairs_of, rows
+from refimpl.analysis.throughput import gains
 from refimpl.bench import paired, wer, workload
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.gains import MIN_PAIRS

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from refimpl.analysis import Study, figure, flamegraph, partial_note, provenance, save
-from refimpl.analysis.startup_tables import (  # noqa: F401  (notebook 01 calls them as S.<name>)
+from refimpl.analysis.startup_tables import (
     AFTER,
     BEFORE,
     PHASE_ORDER,
@@ -21,18 +21,16 @@ from refimpl.analysis.startup_tables import (  # noqa: F401  (notebook 01 calls 
     call1_explained,
     call1_ratio,
     has_parts,
-    hash_paths_sentence,
     hashing_sentence,
     hashing_share,
     measured,
     medians_table,
-    parts_table,
     passes_table,
     ratios,
     ratios_table,
     runs_word,
 )
-from refimpl.analysis.two_process import memory_table, run_two_process  # noqa: F401
+from refimpl.analysis.two_process import run_two_process
 from refimpl.bench.budget import BudgetSpec
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.orchestrate import wait_for_memory

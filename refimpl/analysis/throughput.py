@@ -8,7 +8,6 @@ from typing import Optional
 from refimpl.analysis import compare, figure, md_table, partial_note, provenance, ratio_table, save, spread
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.schema import Result
-from refimpl.bench.throughput import HF_VARIANT, ThroughputSpec
 from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
@@ -40,25 +39,11 @@ def gains_table(res: Result, min_n: int = 1) -> str:
     return ratio_table(res, "requests_per_s", list(zip(order[1:], order)), "req/s", min_n)
 
 
-def gains(res: Result, hf: Optional[Result] = None, min_n: int = 1) -> dict[str, dict]:
-    """``compare`` of median req/s: each ladder variant over the one before it and, with
-    ``hf``, the last over transformers' generate()."""
+def gains(res: Result, min_n: int = 1) -> dict[str, dict]:
+    """``compare`` of median req/s of each ladder variant over the one before it."""
     order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
-    out = {f"{cur} over {base}": compare(res.values(cur, "requests_per_s"), res.values(base, "requests_per_s"),
-                                         cur, base, min_n) for base, cur in zip(order, order[1:])}
-    if hf and order:
-        out["engine / hf generate() (ratio)"] = compare(res.values(order[-1], "requests_per_s"),
-                                                        hf.values(HF_VARIANT, "requests_per_s"), order[-1], HF_VARIANT, min_n)
-    return out
-
-
-def gains_md(g: dict[str, dict]) -> str:
-    """Markdown of ``gains``: gains in %, the engine over generate() as a ratio, interval, state."""
-    def fmt(k: str, x: Optional[float]) -> str:
-        return "-" if x is None else f"{x:.2f}x" if "ratio" in k else f"{100 * (x - 1):+.1f}%"
-    return md_table(["measured", "value", "95% CI", ""], [
-        [k, fmt(k, c["estimate"]), "-" if c["low"] is None else f"[{fmt(k, c['low'])}, {fmt(k, c['high'])}]",
-         c["state"]] for k, c in g.items()])
+    return {f"{cur} / {base}": compare(res.values(cur, "requests_per_s"), res.values(base, "requests_per_s"),
+                                       cur, base, min_n) for base, cur in zip(order, order[1:])}
 
 
 def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
@@ -78,23 +63,11 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
     return save(fig, out_dir, "throughput_variants")
 
 
-def hf_command(hf: Result, output_json: str) -> str:
-    """The command that repeats a generate() Result, written to ``output_json``."""
-    return ThroughputSpec.from_params(hf.params).command(output_json=output_json,
-                                                         in_process=hf.env.get("in_process", False))
-
-
-def summary_md(res: Result, out_dir: Path) -> str:
-    """The unpaired check's section of summary.md (with ``throughput_hf_<model>.json`` of
-    ``out_dir`` beside it when there)."""
-    p = res.params
-    hf_p = Path(out_dir) / f"throughput_hf_{p['model']}.json"
-    hf = Result.load(hf_p) if hf_p.exists() else None
-    note = partial_note(res)
+def summary_md(res: Result, out_dir: Optional[Path] = None) -> str:
+    """The unpaired check's section of summary.md."""
+    p, note = res.params, partial_note(res)
     return "\n".join([
         f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
-        f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", "",
-        f"Measured on {provenance(res)}.", "",
-        f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`"
-        + (f"; generate(): `{hf_command(hf, hf_p.name)}`" if hf else ""), "",
-        *([note, ""] if note else []), table(res, hf), "", gains_table(res), "", gains_md(gains(res, hf))])
+        f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", "", f"Measured on {provenance(res)}.", "",
+        f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`", "",
+        *([note, ""] if note else []), table(res), "", gains_table(res)])

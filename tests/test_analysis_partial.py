@@ -33,7 +33,10 @@ def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp
     from refimpl.analysis.throughput import summary_md
     two = summary_md(_with_runs("throughput_whisper-tiny.json",
                                 {"registry": 2, "runner-config": 2, "scheduler-config": 2}), tmp_path)
-    assert _row(two, "runner-config / registry").endswith(f"| {NOT_RESOLVED} |")
+    assert _row(two, "runner-config / registry").endswith("| - | - | not shown (2 runs a side; 5 needed) |")
+    five = summary_md(_with_runs("throughput_whisper-tiny.json", {v: MIN_PAIRS for v in
+                                 ("registry", "runner-config", "scheduler-config")}), tmp_path)
+    assert _row(five, "runner-config / registry").endswith(("| resolved |", "| unresolved (interval holds 1) |"))
     part = summary_md(_with_runs("throughput_whisper-tiny.json",
                                  {"registry": 2, "runner-config": 0, "scheduler-config": 2},
                                  interrupted=True), tmp_path)

@@ -133,15 +133,6 @@ def flamegraph(spec: BenchSpec, variant: str, out_dir: Path, name: str, *,
     return out_dir / f"{name}.svg" if ok else None
 
 
-def resolve_mode(mode: str, quick: Optional[bool] = None) -> str:
-    """``quick`` (what ``refimpl report`` passes): True -> "quick", False -> "full", None -> ``mode``.
-    Raises ConfigError (field ``mode``) for a mode not in MODES."""
-    mode = mode if quick is None else "quick" if quick else "full"
-    if mode not in MODES:
-        raise ConfigError("mode", MODES, f"unknown mode {mode!r}")
-    return mode
-
-
 @dataclass
 class Study:
     """What a notebook's study shares: its mode, the stored results it reads, where it writes
@@ -155,8 +146,10 @@ class Study:
     values: dict = field(default_factory=dict, repr=False)
     timings: dict = field(default_factory=dict, repr=False)
 
-    def __post_init__(self):
-        self.mode = resolve_mode(self.mode, self.quick)
+    def __post_init__(self):  # quick: what refimpl report passes (True: "quick", False: "full")
+        self.mode = self.mode if self.quick is None else "quick" if self.quick else "full"
+        if self.mode not in MODES:
+            raise ConfigError("mode", MODES, f"unknown mode {self.mode!r}")
         self.quick = self.mode == "quick"
         self.out_dir = Path(self.out_dir)
         if not (RESULTS_DIR / self.hardware).is_dir():
@@ -178,9 +171,8 @@ class Study:
         """The stored ``name`` (stored mode), else ``spec`` measured here and written to
         ``<out_dir>/<name>``: by ``run(spec)`` (an in-process bench's ``run``) or ``measure``."""
         if self.mode == "stored":
-            res = self.stored(name)
-            if res is None:
-                raise FileNotFoundError(f"results/{self.hardware}/{name}: not committed for this hardware")
+            if (res := self.stored(name)) is None:
+                raise ConfigError("hardware", f"a folder of results/ holding {name}", f"results/{self.hardware} has none")
             return res
         t0 = time.perf_counter()
         try:

@@ -195,7 +195,8 @@ def wer_table(res: Result) -> str:
 
 
 def summary_md(out_dir: Path) -> str:
-    """The paired, workload and WER section of summary.md from the JSONs in ``out_dir`` ('' if none)."""
+    """The paired, workload and WER section of summary.md from the JSONs in ``out_dir`` ('' if none);
+    no gain from fewer than MIN_PAIRS pairs, as in notebook 02."""
     def load(pattern: str) -> list[Result]:
         return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
     pr, wl, wr = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json"), load(f"wer_{MODEL}.json")
@@ -204,9 +205,9 @@ def summary_md(out_dir: Path) -> str:
     parts = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}", ""]
     if pr:
         parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr), "",
-                  paired_table(pr), ""]
+                  paired_table(pr, min_pairs=MIN_PAIRS), ""]
     for r in wl:
-        parts += [f"Engine against generate(): {engine_over_hf_sentence(r)}. `{command(r)}`", "", workload_table(r), ""]
+        parts += [f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. `{command(r)}`", "", workload_table(r), ""]
     for r in wr:
         parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]
     return "\n".join(parts)

@@ -7,6 +7,7 @@ from typing import Optional
 
 from refimpl.analysis import compare, figure, md_table, partial_note, provenance, ratio_table, save, spread
 from refimpl.bench.cli_spec import command_of
+from refimpl.bench.gains import MIN_PAIRS
 from refimpl.bench.schema import Result
 from refimpl.stats import median
 from refimpl.variants import ENCODER_LEN_VARIANTS
@@ -64,10 +65,10 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
 
 
 def summary_md(res: Result, out_dir: Optional[Path] = None) -> str:
-    """The unpaired check's section of summary.md."""
+    """The unpaired check's section of summary.md (a gain from MIN_PAIRS runs a side, as notebook 02)."""
     p, note = res.params, partial_note(res)
     return "\n".join([
         f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
         f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", "", f"Measured on {provenance(res)}.", "",
         f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`", "",
-        *([note, ""] if note else []), table(res), "", gains_table(res)])
+        *([note, ""] if note else []), table(res), "", gains_table(res, MIN_PAIRS)])

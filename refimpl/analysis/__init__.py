@@ -172,7 +172,8 @@ class Study:
         ``<out_dir>/<name>``: by ``run(spec)`` (an in-process bench's ``run``) or ``measure``."""
         if self.mode == "stored":
             if (res := self.stored(name)) is None:
-                raise ConfigError("hardware", f"a folder of results/ holding {name}", f"results/{self.hardware} has none")
+                raise ConfigError("hardware", f"a folder of results/ holding {name}",
+                                  f"results/{self.hardware} has none")
             return res
         t0 = time.perf_counter()
         try:

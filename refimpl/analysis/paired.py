@@ -19,7 +19,8 @@ def pairs_of(c: dict) -> int:
     return c.get("pairs", c.get("rounds", 0))
 
 
-def rows(results: Sequence[Result], metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1) -> list[dict]:
+def rows(results: Sequence[Result], metric: str = "cpu_s", pairing: str = "round",
+         min_pairs: int = 1) -> list[dict]:
     """The comparisons of ``results`` for ``metric`` / ``pairing`` with ``min_pairs`` pairs or more."""
     return [c for r in results for c in r.comparisons if c["metric"] == metric
             and c.get("pairing", "round") == pairing and pairs_of(c) >= min_pairs]
@@ -30,7 +31,8 @@ def _pct(x: float) -> str:
 
 
 def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = (),
-                 metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1, where: str = "here") -> str:
+                 metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1,
+                 where: str = "here") -> str:
     """Markdown per comparison: gain, 95% CI, half-width, resolved, pairs, cost model, timed s,
     where measured and on what ("-" for a gain from fewer than ``min_pairs`` pairs)."""
     out = []
@@ -40,9 +42,10 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
             out.append([c["variant"], c["over"], _pct(c["gain"]) if shown else "-",
                         f"[{_pct(c['low'])}, {_pct(c['high'])}]" if shown else "-",
                         f"{100 * c['half_width']:.2f} pp" if shown else "-",
-                        "yes" if c["resolved"] else f"no (< {MIN_PAIRS} pairs)" if n < MIN_PAIRS else "no (holds 0)",
-                        n, _pct(c["cost_model_gain"]),
-                        f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where, provenance(r)])
+                        "yes" if c["resolved"] else f"no (< {MIN_PAIRS} pairs)" if n < MIN_PAIRS
+                        else "no (holds 0)", n, _pct(c["cost_model_gain"]),
+                        f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where,
+                        provenance(r)])
     return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved", "pairs",
                      "cost model", "timed s", "measured", "on"], out)
 
@@ -50,6 +53,10 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
 def _err(ax, x, c: dict, **kw) -> None:
     ax.errorbar(x, 100 * c["gain"], capsize=3, **kw,
                 yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]])
+
+
+def _label(where: str) -> str:
+    return "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
 
 
 def _none_shown(ax, min_pairs: int) -> None:
@@ -68,7 +75,7 @@ def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]
             labels += [lab] * (lab not in labels)
             x = labels.index(lab) + (0.15 if hollow else -0.15)
             _err(ax, x, c, fmt="o", mfc="white" if hollow else None, color="C1" if hollow else "C0",
-                 label="stored runs, results/ (95% CI)" if hollow else f"measured {where} (95% CI)")
+                 label="stored runs, results/ (95% CI)" if hollow else _label(where))
             if c.get("cost_model_gain"):
                 ax.plot(x, 100 * c["cost_model_gain"], "kx", label="cost model")
     if not labels:
@@ -80,29 +87,42 @@ def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]
     handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
     if handles:
         fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
-    src = (list(results) or [r for _, r in stored])[:1]
-    ax.set_title("Paired gains of the encoder-length fixes, 95% CI"
-                 + (f"\n{provenance(src[0])}" if src else ""), fontsize=9)
+    shown = rows(results, metric, min_pairs=min_pairs)
+    src = (list(results) if shown else [r for _, r in stored])[:1]
+    ax.set_title("Paired gains of the encoder-length fixes, 95% CI" + (f"\n{provenance(src[0])}" if src else "")
+                 + (f"\nmeasured {where}: no gain shown (fewer than {min_pairs} pairs)"
+                    if results and not shown else ""), fontsize=9)
     return save(fig, out_dir, name)
 
 
-def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_pairs: int = 1):
-    """Gain of encoder-batch@N over scheduler-config against N, 95% CIs, median steps per block."""
-    cs = rows([res], metric, min_pairs=min_pairs)
-    ns = [int(c["variant"].split("@")[1]) for c in cs]
-    fig, ax = figure(7, 3.8)
-    for n, c in zip(ns, cs):
-        _err(ax, n, c, fmt="o", color="C0")
-        steps = sorted(x["steps"] for x in res.runs(c["variant"]))[len(res.runs(c["variant"])) // 2]
-        ax.annotate(f"{steps} steps", (n, 100 * c["gain"]), fontsize=7, xytext=(6, 0), textcoords="offset points")
-    if not cs:
+def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_pairs: int = 1,
+                         stored: Sequence[tuple[str, Result]] = (), where: str = "here"):
+    """Gain of encoder-batch@N over scheduler-config against N, 95% CIs, median steps per block
+    (filled: ``res``; hollow: ``stored``)."""
+    fig, ax = figure(8, 3.8)
+    ns: set[int] = set()
+    for r, hollow in [(res, False), *((r, True) for _, r in stored)]:
+        for c in rows([r], metric, min_pairs=min_pairs):
+            n = int(c["variant"].split("@")[1])
+            ns.add(n)
+            _err(ax, pos := n * (1.06 if hollow else 1), c, fmt="o", color="C1" if hollow else "C0",
+                 mfc="white" if hollow else None, label=f"stored: {provenance(r)}" if hollow else _label(where))
+            steps = sorted(x["steps"] for x in r.runs(c["variant"]))[len(r.runs(c["variant"])) // 2]
+            ax.annotate(f"{steps} steps", (pos, 100 * c["gain"]), fontsize=7, xytext=(6, 0),
+                        textcoords="offset points")
+    if not ns:
         _none_shown(ax, min_pairs)
     ax.axhline(0, color="grey", lw=0.6)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xticks(sorted(ns), [str(n) for n in sorted(ns)])
     ax.set_xlabel("N = max audios encoded per step")
     ax.set_ylabel(f"gain over scheduler-config, {metric} (%)")
-    ax.set_title(f"Several audios per step (encoder-batch@N), 95% CI\n{provenance(res)}", fontsize=9)
+    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", fontsize=8)
+    shown = rows([res], metric, min_pairs=min_pairs)
+    ax.set_title(f"Several audios per step (encoder-batch@N), 95% CI\n{provenance(res)}"
+                 + ("" if shown else f": no gain shown (fewer than {min_pairs} pairs)"), fontsize=9)
     return save(fig, out_dir, "encoder_batch_sweep")
 
 
@@ -117,7 +137,8 @@ def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Re
                 if p["over"] in ("registry", "runner-config") and pairs_of(p) >= least]
     live = [p for r in results for p in pts(r, 1)]
     other = [(r.env.get("device"), p) for _, r in stored for p in pts(r, min_pairs)]
-    fig = plot_gain_vs_step_time([p for p in live if pairs_of(p) >= min_pairs], [p for d, p in other if d == "cuda"],
+    fig = plot_gain_vs_step_time([p for p in live if pairs_of(p) >= min_pairs],
+                                 [p for d, p in other if d == "cuda"],
                                  stored_points=[p for d, p in other if d != "cuda"],
                                  title=provenance(results[0]) if results else "",
                                  c=max((p["registry_s_per_call"] for p in live), default=None))

@@ -33,7 +33,8 @@ def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) ->
                         "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
     a, b = outs
     same = a.prompt_token_ids == b.prompt_token_ids and all(
-        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]) for k in x)
+        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
+        for k in x)
     reg.reset_processor_cache()
     return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
             **passes, "identical": same,

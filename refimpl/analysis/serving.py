@@ -86,14 +86,14 @@ class ServingStudy(Study):
             "pairs": pairs_of(c), "resolved": c["resolved"], "cost_model_gain": c["cost_model_gain"],
             **({k: c[k] for k in ("gain", "low", "high")} if pairs_of(c) >= self.min_n else {"gain": None}),
             "provenance": provenance(r), "tokens_identical": r.params.get("tokens_identical"),
-            "registry_calls": {v: sum(x["registry_calls"] for x in r.runs(v)) for v in (c["variant"], c["over"])}}
-            for r in results for c in rows([r])}
+            "registry_calls": {v: sum(x["registry_calls"] for x in r.runs(v))
+                               for v in (c["variant"], c["over"])}} for r in results for c in rows([r])}
 
     def workload(self) -> Result:
         """The engine (scheduler-config) and generate() on one EOS workload, pairs E H H E."""
         spec = workload.WorkloadSpec(model=MODEL, engine="both", num_requests=self.workload_requests,
                                      max_tokens=self.workload_max_tokens, max_num_seqs=self.max_num_seqs,
-                                     repeats=self.workload_repeats, **({"warmup_requests": 1} if self.quick else {}))
+                                     repeats=self.workload_repeats, **self._warmup())
         res = self.obtain(f"workload_{MODEL}_both_all.json", spec, run=workload.run)
         self.record(workload={c["metric"]: {"pairs": c["pairs"], "resolved": c["resolved"], **(
             {k: c[k] for k in ("ratio", "low", "high")} if c["pairs"] >= self.min_n else {"ratio": None})}
@@ -102,22 +102,26 @@ class ServingStudy(Study):
 
     def wer(self) -> Result:
         """WER per clip of generate() with the real weights: ``wer_<model>.json``."""
-        res = self.obtain(f"wer_{MODEL}.json", wer.WerSpec(max_new_tokens=self.wer_max_new_tokens), run=wer.run)
-        self.record(wer={"corpus_wer": next(iter(res.variants.values()))["summary"]["corpus_wer"],
+        res = self.obtain(f"wer_{MODEL}.json", wer.WerSpec(max_new_tokens=self.wer_max_new_tokens),
+                          run=wer.run)
+        self.record(wer={"corpus_wer": corpus_wer(res),
                          "clips": sum(len(r["runs"]) for r in res.variants.values())})
         return res
 
+    def _warmup(self) -> dict:  # QUICK: one untimed request instead of the benches' default
+        return {"warmup_requests": 1} if self.quick else {}
+
     def throughput_spec(self) -> ThroughputSpec:
-        return ThroughputSpec(model=self.fresh_model, device=self.device, variants=("registry", "runner-config",
-                              "scheduler-config"), repeats=self.repeats, num_requests=self.num_requests,
-                              max_tokens=self.max_tokens, max_num_seqs=min(self.max_num_seqs, self.num_requests),
-                              warmup=False, **({"warmup_requests": 1} if self.quick else {}))
+        return ThroughputSpec(model=self.fresh_model, device=self.device, repeats=self.repeats,
+                              variants=("registry", "runner-config", "scheduler-config"), warmup=False,
+                              num_requests=self.num_requests, max_tokens=self.max_tokens,
+                              max_num_seqs=min(self.max_num_seqs, self.num_requests), **self._warmup())
 
     def unpaired(self) -> Result:
         """The ladder in fresh processes (QUICK: in this process): ``throughput_<model>.json``."""
-        res = self.obtain(f"throughput_{self.fresh_model}.json", self.throughput_spec(), in_process=self.quick)
-        self.record(unpaired={"provenance": provenance(res),
-                              "registry_calls": {v: r["runs"][0]["registry_calls"] for v, r in res.variants.items() if r["runs"]},
+        res = self.obtain(f"throughput_{self.fresh_model}.json", self.throughput_spec(), self.quick)
+        calls = {v: r["runs"][0]["registry_calls"] for v, r in res.variants.items() if r["runs"]}
+        self.record(unpaired={"provenance": provenance(res), "registry_calls": calls,
                               "gains": gains(res, min_n=self.min_n)})
         return res
 
@@ -140,8 +144,13 @@ def command(res: Result) -> str:
     return command_of(res.bench, res.params)
 
 
+def corpus_wer(res: Result) -> float:
+    return next(iter(res.variants.values()))["summary"]["corpus_wer"]
+
+
 def _median_run(runs: list[dict]) -> dict:
-    return {k: float(np.median([r[k] for r in runs])) for k, v in runs[0].items() if isinstance(v, (int, float))}
+    return {k: float(np.median([r[k] for r in runs])) for k, v in runs[0].items()
+            if isinstance(v, (int, float))}
 
 
 def workload_table(res: Result) -> str:
@@ -151,8 +160,10 @@ def workload_table(res: Result) -> str:
     for v in res.variants:
         runs = res.runs(v)
         x, rps = _median_run(runs), [y["requests_per_s"] for y in runs]
-        out.append([v, int(x["num_requests"]), len(runs), f"{x['requests_per_s']:.3f} [{min(rps):.3f}, {max(rps):.3f}]",
-                    f"{x['output_tokens_per_s']:.1f}", *(f"{x[f'{m}_s_p{p}']:.2f}" for m in ("ttft", "e2e") for p in (50, 90, 99))])
+        out.append([v, int(x["num_requests"]), len(runs),
+                    f"{x['requests_per_s']:.3f} [{min(rps):.3f}, {max(rps):.3f}]",
+                    f"{x['output_tokens_per_s']:.1f}",
+                    *(f"{x[f'{m}_s_p{p}']:.2f}" for m in ("ttft", "e2e") for p in (50, 90, 99))])
     return md_table(["engine", "requests", "runs", "req/s median [min, max]", "out tok/s", "TTFT p50",
                      "p90", "p99", "E2E p50", "p90", "p99"], out)
 
@@ -161,7 +172,8 @@ def engine_over_hf_sentence(res: Result, min_pairs: int = 1) -> str:
     """The engine over generate() in requests/s and CPU seconds: ratio, 95% CI, pairs, state."""
     out = []
     for c in res.comparisons:
-        what = "requests/s, engine / generate()" if c["metric"] == "requests_per_s" else "CPU seconds, generate() / engine"
+        what = ("requests/s, engine / generate()" if c["metric"] == "requests_per_s"
+                else "CPU seconds, generate() / engine")
         value = (f"**{c['ratio']:.2f}x** [{c['low']:.2f}, {c['high']:.2f}]" if c["pairs"] >= min_pairs
                  else f"not shown (fewer than {min_pairs} pairs)")
         out.append(f"{what}: {value} ({c['pairs']} pair{'s' * (c['pairs'] != 1)}, "
@@ -182,15 +194,17 @@ def workload_figure(res: Result, out_dir: Path):
     ax.set_ylabel("seconds from arrival")
     fig.legend(loc="outside right upper", fontsize=8)
     p = res.params
-    ax.set_title(f"Latency, engine against generate(): {p['num_requests']} requests\n(EOS stops, <= {p['max_tokens']} "
-                 f"tokens), batch {p['max_num_seqs']}, {p['repeats']} pair(s)\n{provenance(res)}", fontsize=9)
+    ax.set_title(f"Latency, engine against generate(): {p['num_requests']} requests\n(EOS stops, <= "
+                 f"{p['max_tokens']} tokens), batch {p['max_num_seqs']}, {p['repeats']} pair(s)\n"
+                 f"{provenance(res)}", fontsize=9)
     return save(fig, out_dir, "workload_engine_vs_hf")
 
 
 def wer_table(res: Result) -> str:
     """Markdown: WER per clip with reference and hypothesis, and the pooled WER."""
-    out = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]] for v in res.variants for x in res.runs(v)]
-    out.append(["corpus (pooled words)", f"{next(iter(res.variants.values()))['summary']['corpus_wer']:.3f}", "", ""])
+    out = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]]
+           for v in res.variants for x in res.runs(v)]
+    out.append(["corpus (pooled words)", f"{corpus_wer(res):.3f}", "", ""])
     return md_table(["clip", "WER", "reference", "hypothesis"], out)
 
 
@@ -199,7 +213,8 @@ def summary_md(out_dir: Path) -> str:
     no gain from fewer than MIN_PAIRS pairs, as in notebook 02."""
     def load(pattern: str) -> list[Result]:
         return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
-    pr, wl, wr = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json"), load(f"wer_{MODEL}.json")
+    pr, wl = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json")
+    wr = load(f"wer_{MODEL}.json")
     if not (pr or wl or wr):
         return ""
     parts = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}", ""]
@@ -207,7 +222,8 @@ def summary_md(out_dir: Path) -> str:
         parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr), "",
                   paired_table(pr, min_pairs=MIN_PAIRS), ""]
     for r in wl:
-        parts += [f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. `{command(r)}`", "", workload_table(r), ""]
+        parts += [f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. `{command(r)}`", "",
+                  workload_table(r), ""]
     for r in wr:
         parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]
     return "\n".join(parts)

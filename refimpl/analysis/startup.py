@@ -47,6 +47,8 @@ from refimpl.variants import STARTUP_VARIANTS
 QUICK_MAX_MODEL_LEN = 8192
 QUICK_LIMITS = ("image=0",)
 QUICK_REPEATS = 2
+RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
+            "max_tokens_per_item")  # per variant, from its first run
 
 
 def quick_variants() -> tuple[str, ...]:
@@ -95,7 +97,8 @@ class StartupStudy(Study):
         spec, out = self.spec(), {}
         for v in [] if self.mode == "stored" else self.variants[-1:] if self.quick else self.variants:
             wait_for_memory(functools.partial(preflight, spec.replace(variants=(v,))), spec.memory_wait_s)
-            out[v] = flamegraph(spec, v, self.out_dir, f"flame_startup_{v}", speedscope=False, rate=self.flame_rate)
+            out[v] = flamegraph(spec, v, self.out_dir, f"flame_startup_{v}", speedscope=False,
+                                rate=self.flame_rate)
         return out
 
     def startup(self) -> Result:
@@ -105,8 +108,7 @@ class StartupStudy(Study):
         self.record(startup={
             "provenance": provenance(res), "size": size(res), "in_process": res.env.get("in_process", False),
             "runs": {v: len(r["runs"]) for v, r in res.variants.items()},
-            **{k: {v: x.get(k) for v, x in first.items()} for k in (
-                "hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size", "max_tokens_per_item")},
+            **{k: {v: x.get(k) for v, x in first.items()} for k in RECORDED},
             "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
             "ratios": ratios(res, self.min_n), "finding": f"{AFTER} / {BEFORE}",
             "hashing": hashing_share(res) if has_parts(res) else None})
@@ -114,22 +116,22 @@ class StartupStudy(Study):
 
     def budget(self, calls: int = 2) -> Result:
         """The reviewer's experiment, ``calls`` budget calls per process: ``budget_<model>.json``."""
-        spec = BudgetSpec(**{**dataclasses.asdict(self.spec((BEFORE, AFTER))), "repeats": self.budget_repeats},
-                          calls=calls)
+        spec = BudgetSpec(**{**dataclasses.asdict(self.spec((BEFORE, AFTER))),
+                             "repeats": self.budget_repeats}, calls=calls)
         res = self.obtain(f"budget_{self.model}.json", spec)
-        pair = all(res.runs(v) for v in (BEFORE, AFTER))
         self.record(budget={"provenance": provenance(res), "size": size(res),
                             "passes": {v: res.runs(v)[0]["passes"] for v in measured(res)},
                             "budgets": {v: res.runs(v)[0]["budgets"] for v in measured(res)},
-                            "call1_ratio": call1_ratio(res, min_n=self.min_n) if pair else None})
+                            "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
     def two_process(self) -> dict[str, dict]:
         """Two-process rows (full: measured here, then the stored ones of ``hardware``)."""
         rows = run_two_process(self)
-        self.record(two_process={k: {f"{p}_cache_mib_{w}_reset": summarize_two_process(r["runs"])[
-            f"{p}_cache_bytes_{w}_reset"]["median"] / 2**20 for p in ("p0", "p1") for w in ("before", "after")}
-            for k, r in rows.items() if r["runs"]})
+        med = {k: summarize_two_process(r["runs"]) for k, r in rows.items() if r["runs"]}
+        self.record(two_process={k: {f"{p}_cache_mib_{w}_reset": m[f"{p}_cache_bytes_{w}_reset"]["median"]
+                                     / 2**20 for p in ("p0", "p1") for w in ("before", "after")}
+                                 for k, m in med.items()})
         return rows
 
 
@@ -141,7 +143,9 @@ def size(res: Result) -> str:
             + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality"))
 
 
-def _title(res: Result, what: str, left_out: list[str]) -> str:
+def _title(res: Result, what: str, names: list[str]) -> str:
+    """'<what>, <model>' / size and runs each (and the variants without runs) / provenance."""
+    left_out = [v for v in res.variants if v not in names]
     n = {len(r["runs"]) for r in res.variants.values() if r["runs"]}
     runs = f"{'-'.join(map(str, sorted(n)))} runs each" if n else "no runs"
     return (f"{what}, {res.params['model']}\n{size(res)}; {runs}"
@@ -166,9 +170,9 @@ def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
         for t in ax.get_xticklabels():
             t.set_ha("right")
         if key == "total_s":
-            ax.bar_label(bars, [f"{res.runs(v)[0]['hf_mm_passes']} HF\npasses" for v in names], label_type="center",
-                         color="white", fontsize=8)
-    fig.suptitle(_title(res, "Start-up per variant", [v for v in res.variants if v not in names]), fontsize=10)
+            ax.bar_label(bars, [f"{res.runs(v)[0]['hf_mm_passes']} HF\npasses" for v in names],
+                         label_type="center", color="white", fontsize=8)
+    fig.suptitle(_title(res, "Start-up per variant", names), fontsize=10)
     return save(fig, out_dir, name)
 
 
@@ -185,7 +189,7 @@ def phases_figure(res: Result, out_dir: Path):
     ax.invert_yaxis()
     ax.set_xlabel("seconds (median per phase)")
     fig.legend(loc="outside right upper", fontsize=8)
-    ax.set_title(_title(res, "Start-up phases", []), fontsize=9)
+    ax.set_title(_title(res, "Start-up phases", names), fontsize=9)
     return save(fig, out_dir, "startup_phases")
 
 
@@ -206,7 +210,7 @@ def budget_figure(res: Result, out_dir: Path):
     else:
         ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
     ax.set_ylabel("seconds (median, min-max)")
-    ax.set_title(_title(res, "compute_encoder_budget calls", [v for v in res.variants if v not in names]), fontsize=9)
+    ax.set_title(_title(res, "compute_encoder_budget calls", names), fontsize=9)
     return save(fig, out_dir, "budget_calls")
 
 
@@ -215,17 +219,18 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     p, k = res.params, len(res.variants)
     n = max(len(r["runs"]) for r in res.variants.values())
     parts = [f"## Start-up (PR #17935): {p['model']}, {size(res)}", "",
-             f"Measured on {provenance(res)}: {n} {runs_word(res)} per variant, {k} of {len(STARTUP_VARIANTS)} variants.",
+             f"Measured on {provenance(res)}: {n} {runs_word(res)} per variant, {k} of "
+             f"{len(STARTUP_VARIANTS)} variants.",
              "", f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
              *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "",
-             ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "", passes_table(res),
-             "", hashing_sentence(res)]
+             ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "",
+             passes_table(res), "", hashing_sentence(res)]
     if budget:
-        parts += ["", f"The reviewer's experiment (successive compute_encoder_budget calls, {runs_word(budget)}):",
-                  "", budget_table(budget)]
-        r = call1_ratio(budget, min_n=2) if all(budget.runs(v) for v in (BEFORE, AFTER)) else {"estimate": None}
+        parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, "
+                  f"{runs_word(budget)}):", "", budget_table(budget)]
+        r = call1_ratio(budget, min_n=2)
         if r["estimate"] is not None:
-            parts += ["", f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
-                      f"(95% bootstrap interval, {r['state']}), min-max ranges "
+            parts += ["", f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, "
+                      f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", call1_explained(budget)]
     return "\n".join(parts)

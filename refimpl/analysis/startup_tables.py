@@ -32,8 +32,9 @@ BEFORE, AFTER = finding_pair()
 
 def measured(res: Result) -> list[str]:
     """Variants of ``res`` with runs, in STARTUP_VARIANTS (ladder) order."""
+    order = list(STARTUP_VARIANTS)
     return sorted((v for v, r in res.variants.items() if r["runs"]),
-                  key=lambda v: list(STARTUP_VARIANTS).index(v) if v in STARTUP_VARIANTS else len(STARTUP_VARIANTS))
+                  key=lambda v: order.index(v) if v in order else len(order))
 
 
 def _mib(runs: list[dict], key: str) -> str:
@@ -68,7 +69,8 @@ def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of each variant's start-up seconds over BEFORE's, keyed '<v> / <BEFORE>'."""
     if BEFORE not in res.variants:
         return {}
-    return {f"{v} / {BEFORE}": compare(res.values(v, "total_s"), res.values(BEFORE, "total_s"), v, BEFORE, min_n)
+    base = res.values(BEFORE, "total_s")
+    return {f"{v} / {BEFORE}": compare(res.values(v, "total_s"), base, v, BEFORE, min_n)
             for v in res.variants if v != BEFORE}
 
 
@@ -76,7 +78,8 @@ def ratios_table(res: Result, min_n: int = 1) -> str:
     """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
     if BEFORE not in res.variants:
         return ""
-    return ratio_table(res, "total_s", [(v, BEFORE) for v in res.variants if v != BEFORE], "start-up s", min_n)
+    pairs = [(v, BEFORE) for v in res.variants if v != BEFORE]
+    return ratio_table(res, "total_s", pairs, "start-up s", min_n)
 
 
 def passes_table(res: Result) -> str:
@@ -98,7 +101,8 @@ def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[s
     start-up, or budget call ``call`` (0-based). A part a run did not record is None."""
     out: dict[str, list] = {}
     for run in res.runs(variant):
-        total, p = (run["total_s"], run["parts_s"]) if call is None else (run["calls_s"][call], run["parts_s"][call])
+        total = run["total_s"] if call is None else run["calls_s"][call]
+        p = run["parts_s"] if call is None else run["parts_s"][call]
         text, split = p.get("hf_text_only_s"), p.get("split_s")
         parts = {"total_s": total, "dummy_s": p["dummy_s"], "hash_s": p["hash_s"],
                  "hf_mm_s": p["hf_processor_s"] - (text or 0.0), "hf_text_only_s": text, "split_s": split,
@@ -133,7 +137,8 @@ def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict
     h = {k: median(run["parts_s"]["hash_s"] for run in res.runs(k)) for k in (before, after)}
     saved, hash_s = tot[before] - tot[after], h[after] - h[before]
     gross = saved + hash_s
-    return {"saved_s": saved, "hash_s": hash_s, "gross_s": gross, "share": hash_s / gross if gross > 0 else None}
+    return {"saved_s": saved, "hash_s": hash_s, "gross_s": gross,
+            "share": hash_s / gross if gross > 0 else None}
 
 
 def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
@@ -149,19 +154,8 @@ def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> s
     if sh["saved_s"] < 0:
         return head + (f"hashing ate all of that saving and {-sh['saved_s']:.1f} s more "
                        f"({100 * sh['share']:.0f}% of the gross saving): `{after}` starts up slower.")
-    return head + f"hashing ate {100 * sh['share']:.0f}% of it, leaving a net saving of {sh['saved_s']:.1f} s."
-
-
-def hash_paths_sentence(res: Result) -> str:
-    """Median hashing and start-up seconds of the int64-video variants that cache (hasher byte
-    paths side by side); '' when fewer than two of them have runs."""
-    have = [v.name for v in STARTUP_VARIANTS.values() if v.cache_during_profiling and v.dummy_video_dtype == "int64"
-            and not v.max_tokens_by_formula and v.name in measured(res) and has_parts(res, (v.name,))]
-    if len(have) < 2:
-        return ""
-    return "Same int64 dummy video, only the hasher's copies differ (medians): " + "; ".join(
-        f"`{v}` {median(r['parts_s']['hash_s'] for r in res.runs(v)):.1f} s hashing, "
-        f"{median(res.values(v, 'total_s')):.1f} s start-up" for v in have) + "."
+    return head + (f"hashing ate {100 * sh['share']:.0f}% of it, leaving a net saving of "
+                   f"{sh['saved_s']:.1f} s.")
 
 
 def budget_table(res: Result) -> str:
@@ -191,9 +185,12 @@ def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
     total = diff["total_s"]
     rows = [[h, f"{median(b[k]):.2f}", f"{median(a[k]):.2f}", f"{diff[k]:+.2f}",
              f"{100 * diff[k] / total:+.0f}%" if total else "-"] for h, k in PART_COLUMNS if k in diff]
-    rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}", f"{total:+.2f}", "100%"])
+    rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}",
+                 f"{total:+.2f}", "100%"])
     top_h, top_k = max((hk for hk in PART_COLUMNS if hk[1] in diff), key=lambda hk: diff[hk[1]])
     line = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
             f"{len(b['total_s'])} {runs_word(res)}); the largest measured part of that difference is "
-            f"**{top_h[:-2]}** ({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it).") if total else ""
-    return md_table(["part (median s)", den, num, "difference s", "share of difference"], rows) + "\n\n" + line
+            f"**{top_h[:-2]}** ({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it)."
+            if total else "")
+    head = ["part (median s)", den, num, "difference s", "share of difference"]
+    return md_table(head, rows) + "\n\n" + line

@@ -26,10 +26,11 @@ def table(res: Result, hf: Optional[Result] = None) -> str:
         if not runs:
             rows.append([v, "no runs", "-", 0, "-", "-", "-", "-"])
             continue
-        rows.append([v, spread([x["requests_per_s"] for x in runs]), spread([x["output_tokens_per_s"] for x in runs]),
-                     len(runs), runs[0]["registry_calls"],
-                     f"{100 * median([x['registry_s_total'] / x['wall_s'] for x in runs]):.1f}%", runs[0]["steps"],
-                     f"{median([x.get('step_time_ms_median', x.get('batch_time_ms_median', 0)) for x in runs]):.1f}"])
+        ms = [x.get("step_time_ms_median", x.get("batch_time_ms_median", 0)) for x in runs]
+        rows.append([v, spread([x["requests_per_s"] for x in runs]),
+                     spread([x["output_tokens_per_s"] for x in runs]), len(runs), runs[0]["registry_calls"],
+                     f"{100 * median([x['registry_s_total'] / x['wall_s'] for x in runs]):.1f}%",
+                     runs[0]["steps"], f"{median(ms):.1f}"])
     return md_table(["variant", "req/s median [min, max]", "out tok/s", "runs", "registry calls",
                      "registry share of wall", "steps (hf: batches)", "ms per step (hf: batch)"], rows)
 

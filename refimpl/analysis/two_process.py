@@ -17,6 +17,8 @@ REPEATS = 3
 # keeps grow with the length, the mechanism does not depend on it.
 MAX_MODEL_LEN = 8192
 _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
+_TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
+              ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
 
 
 def run_two_process(s, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LEN) -> dict[str, dict]:
@@ -28,8 +30,8 @@ def run_two_process(s, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LE
         spec = StartupSpec(model=s.model, device=s.device, variants=(AFTER,), repeats=repeats, warmup=False,
                            max_model_len=max_model_len, limit_mm_per_prompt=parse_limits(s.limits),
                            process_mode="mp", reset_scope=scope)
-        rows[f"{scope} (this run)"] = {"runs": s.obtain(name, spec).runs(AFTER),
-                                       "_path": f"{s.out_dir / name}, command: {spec.command(output_json=name)}"}
+        rows[f"{scope} (this run)"] = {"runs": s.obtain(name, spec).runs(AFTER), "_path":
+                                       f"{s.out_dir / name}, command: {spec.command(output_json=name)}"}
     for scope, name in names.items():
         res = s.stored(name)
         if res is not None:
@@ -58,13 +60,11 @@ def memory_table(records: dict[str, dict]) -> str:
         s = summarize_two_process(runs)
         lim = ", ".join(f"{k}={v}" for k, v in (runs[0].get("limit_mm_per_prompt") or {}).items())
         rows.append([label, len(runs), runs[0].get("max_model_len"), lim or "default"] + [
-            f"{_spread(s[f'{p}_{k}_before_reset'], 2**20, '.0f')} -> {_spread(s[f'{p}_{k}_after_reset'], 2**20, '.0f')}"
+            " -> ".join(_spread(s[f"{p}_{k}_{w}_reset"], 2**20, ".0f") for w in ("before", "after"))
             for p, k in _COLS])
         if "transport_bytes_miss" in s:
             trows.append([label, runs[0]["transport"].get("modality", "audio"),
-                          *[_spread(s[f"transport_{k}"], scale, fmt) for k, scale, fmt in (
-                              ("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
-                              ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))]])
+                          *[_spread(s[f"transport_{k}"], scale, fmt) for k, scale, fmt in _TRANSPORT]])
     out = md_table(head, rows)
     if trows:
         out += "\n\nTransport of one real request (median [min, max] over the runs):\n\n" + md_table(

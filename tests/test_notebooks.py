@@ -38,7 +38,7 @@ def run(nb: Path, out: Path, **params) -> tuple[nbformat.NotebookNode, dict]:
             figures += 1
             assert any("image/png" in o.get("data", {}) for o in c.outputs), f"no inline figure: {last}"
     assert figures >= 3
-    values = json.loads((out / ("startup_values.json" if nb == NB01 else "serving_values.json")).read_text())
+    values = json.loads((out / ("values_startup.json" if nb == NB01 else "values_serving.json")).read_text())
     return node, values
 
 

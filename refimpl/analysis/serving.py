@@ -32,7 +32,7 @@ class ServingStudy(Study):
     the unpaired check: ``repeats`` fresh processes of ``fresh_model``. QUICK: one paired
     ladder of 2 rounds of 2 requests, 4 workload requests, 8 WER tokens, the unpaired check in
     this process. No gain from fewer than ``min_n`` pairs (or runs a side) is shown."""
-    values_name: ClassVar[str] = "serving_values.json"
+    values_name: ClassVar[str] = "values_serving.json"
     device: str = "cpu"
     paired_budget_s: dict = field(default_factory=lambda: {
         "registry,runner-config": 150.0, "runner-config,scheduler-config": 450.0})

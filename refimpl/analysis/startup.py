@@ -66,7 +66,7 @@ class StartupStudy(Study):
     processes per variant of the budget experiment. QUICK: the same, fresh processes too, at
     QUICK_MAX_MODEL_LEN / QUICK_LIMITS / QUICK_REPEATS on ``quick_variants``, one flame graph.
     A ratio is shown from ``min_n`` runs a side."""
-    values_name: ClassVar[str] = "startup_values.json"
+    values_name: ClassVar[str] = "values_startup.json"
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
     repeats: int = 3

@@ -89,7 +89,8 @@ def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]
         fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
     shown = rows(results, metric, min_pairs=min_pairs)
     src = (list(results) if shown else [r for _, r in stored])[:1]
-    ax.set_title("Paired gains of the encoder-length fixes, 95% CI" + (f"\n{provenance(src[0])}" if src else "")
+    ax.set_title("Paired gains of the encoder-length fixes, 95% CI"
+                 + (f"\n{provenance(src[0])}" if src else "")
                  + (f"\nmeasured {where}: no gain shown (fewer than {min_pairs} pairs)"
                     if results and not shown else ""), fontsize=9)
     return save(fig, out_dir, name)
@@ -106,7 +107,8 @@ def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_
             n = int(c["variant"].split("@")[1])
             ns.add(n)
             _err(ax, pos := n * (1.06 if hollow else 1), c, fmt="o", color="C1" if hollow else "C0",
-                 mfc="white" if hollow else None, label=f"stored: {provenance(r)}" if hollow else _label(where))
+                 mfc="white" if hollow else None,
+                 label=f"stored: {provenance(r)}" if hollow else _label(where))
             steps = sorted(x["steps"] for x in r.runs(c["variant"]))[len(r.runs(c["variant"])) // 2]
             ax.annotate(f"{steps} steps", (pos, 100 * c["gain"]), fontsize=7, xytext=(6, 0),
                         textcoords="offset points")

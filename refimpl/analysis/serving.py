@@ -119,7 +119,7 @@ class ServingStudy(Study):
 
     def unpaired(self) -> Result:
         """The ladder in fresh processes (QUICK: in this process): ``throughput_<model>.json``."""
-        res = self.obtain(f"throughput_{self.fresh_model}.json", self.throughput_spec(), self.quick)
+        res = self.obtain(f"throughput_{self.fresh_model}.json", self.throughput_spec(), self.mode == "quick")
         calls = {v: r["runs"][0]["registry_calls"] for v, r in res.variants.items() if r["runs"]}
         self.record(unpaired={"provenance": provenance(res), "registry_calls": calls,
                               "gains": gains(res, min_n=self.min_n)})

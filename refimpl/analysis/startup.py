@@ -137,7 +137,7 @@ class StartupStudy(Study):
 
 def size(res: Result) -> str:
     """'max_model_len N, <limits>' of the runs of ``res``."""
-    x = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})
+    x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})
     lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
     return (f"max_model_len {x.get('max_model_len', res.params.get('max_model_len'))}, "
             + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality"))

@@ -66,15 +66,19 @@ def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: s
     return out
 
 
+def ratio_md(comparisons: dict[str, dict], label: str) -> str:
+    """Markdown of ``compare`` results keyed by '<variant> / <base>': value, 95% CI, state."""
+    return md_table([f"ratio of median {label}", "value", "95% CI", ""], [
+        [k, "-" if c["estimate"] is None else f"{c['estimate']:.3f}",
+         "-" if c["low"] is None else f"[{c['low']:.3f}, {c['high']:.3f}]", c["state"]]
+        for k, c in comparisons.items()])
+
+
 def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "",
                 min_n: int = 1) -> str:
-    """Markdown: per (variant, base), ``compare`` of ``metric``'s medians with its interval."""
-    rows = []
-    for v, base in pairs:
-        c = compare(res.values(v, metric), res.values(base, metric), v, base, min_n)
-        rows.append([f"{v} / {base}", "-" if c["estimate"] is None else f"{c['estimate']:.3f}",
-                     "-" if c["low"] is None else f"[{c['low']:.3f}, {c['high']:.3f}]", c["state"]])
-    return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
+    """Markdown: per (variant, base), ``compare`` of ``metric``'s medians (``ratio_md``)."""
+    return ratio_md({f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n)
+                     for v, b in pairs}, label or metric)
 
 
 def partial_note(res: Result) -> str:

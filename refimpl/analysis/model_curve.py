@@ -27,9 +27,10 @@ def points(paired, metric: str = "wall_s", pairing: str = "round") -> list[dict]
     return out
 
 
-def _errorbar(ax, p: dict, **kw) -> None:
-    ax.errorbar(p["step_s"], 100 * p["gain"], capsize=3, **kw,
-                yerr=[[100 * (p["gain"] - p["low"])], [100 * (p["high"] - p["gain"])]])
+def gain_errorbar(ax, x: float, c: dict, **kw) -> None:
+    """A comparison's gain (%) at ``x`` with its 95% interval."""
+    ax.errorbar(x, 100 * c["gain"], capsize=3, **kw,
+                yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]])
 
 
 def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None = None,
@@ -44,12 +45,12 @@ def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None
     if c:
         ax.plot(s, 100 * c / s, "k--", label=f"cost model: {1e3 * c:.1f} ms registry call per step / step s")
     for p in cpu_points:
-        _errorbar(ax, p, fmt="o", label=f"CPU: {p['variant']} over {p['over']}")
+        gain_errorbar(ax, p["step_s"], p, fmt="o", label=f"CPU: {p['variant']} over {p['over']}")
     for p in stored_points or []:
-        _errorbar(ax, p, fmt="o", mfc="white", color="grey",
+        gain_errorbar(ax, p["step_s"], p, fmt="o", mfc="white", color="grey",
                   label=f"stored CPU: {p['variant']} over {p['over']} ({p.get('hardware', '')})")
     for p in gpu_points or []:
-        _errorbar(ax, p, fmt="s", label=f"GPU: {p['variant']} over {p['over']}")
+        gain_errorbar(ax, p["step_s"], p, fmt="s", label=f"GPU: {p['variant']} over {p['over']}")
     lows = [100 * p["low"] for p in [*cpu_points, *(stored_points or []), *(gpu_points or [])]]
     ax.set_xscale("log")
     ax.set_yscale("symlog", linthresh=1)

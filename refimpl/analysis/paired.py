@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Sequence
 
 from refimpl.analysis import figure, md_table, provenance, save
-from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
+from refimpl.analysis.model_curve import gain_errorbar, plot_gain_vs_step_time, points
 from refimpl.bench.gains import MIN_PAIRS
 from refimpl.bench.schema import Result
 
@@ -50,81 +50,76 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
                      "cost model", "timed s", "measured", "on"], out)
 
 
-def _err(ax, x, c: dict, **kw) -> None:
-    ax.errorbar(x, 100 * c["gain"], capsize=3, **kw,
-                yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]])
-
-
 def _label(where: str) -> str:
     return "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
 
 
-def _none_shown(ax, min_pairs: int) -> None:
-    ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",
-            transform=ax.transAxes)
+def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],
+           metric: str, min_pairs: int, where: str, place) -> None:
+    """Gains with 95% CIs of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c,
+    hollow)`` (which may draw beside the point), legend below the axes, title ``what`` with the
+    provenance, and a note where no live gain is shown."""
+    for group, hollow in ((list(results), False), ([r for _, r in stored], True)):
+        for r in group:
+            for c in rows([r], metric, min_pairs=min_pairs):
+                gain_errorbar(ax, place(r, c, hollow), c, fmt="o", color="C1" if hollow else "C0",
+                              mfc="white" if hollow else None,
+                              label=f"stored: {provenance(r)}" if hollow else _label(where))
+    shown = rows(results, metric, min_pairs=min_pairs)
+    if not ax.get_legend_handles_labels()[0]:
+        ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.axhline(0, color="grey", lw=0.6)
+    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", fontsize=8, ncols=2)
+    src = (list(results) if shown else [r for _, r in stored])[:1]
+    ax.set_title(f"{what}, 95% CI" + (f"\n{provenance(src[0])}" if src else "")
+                 + (f"\nmeasured {where}: no gain shown (fewer than {min_pairs} pairs)"
+                    if results and not shown else ""), fontsize=9)
 
 
 def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
                   name: str, metric: str = "cpu_s", min_pairs: int = 1, where: str = "here"):
-    """Gains with 95% CIs per comparison (filled: ``results``; hollow: ``stored``), cost model (x)."""
-    fig, ax = figure(9, 3.8)
+    """Gains per comparison (filled: ``results``; hollow: ``stored``) and the cost model (x)."""
+    fig, ax = figure(9, 4.2)
     labels: list[str] = []
-    for group, hollow in (([r for r in results], False), ([r for _, r in stored], True)):
-        for c in rows(group, metric, min_pairs=min_pairs):
-            lab = f"{c['variant']} / {c['over']}"
-            labels += [lab] * (lab not in labels)
-            x = labels.index(lab) + (0.15 if hollow else -0.15)
-            _err(ax, x, c, fmt="o", mfc="white" if hollow else None, color="C1" if hollow else "C0",
-                 label="stored runs, results/ (95% CI)" if hollow else _label(where))
-            if c.get("cost_model_gain"):
-                ax.plot(x, 100 * c["cost_model_gain"], "kx", label="cost model")
-    if not labels:
-        _none_shown(ax, min_pairs)
-    ax.axhline(0, color="grey", lw=0.6)
+
+    def place(r: Result, c: dict, hollow: bool) -> float:
+        lab = f"{c['variant']} / {c['over']}"
+        labels.extend([lab] * (lab not in labels))
+        x = labels.index(lab) + (0.15 if hollow else -0.15)
+        if c.get("cost_model_gain"):
+            ax.plot(x, 100 * c["cost_model_gain"], "kx", label="cost model")
+        return x
+    _gains(fig, ax, "Paired gains of the encoder-length fixes", results, stored, metric, min_pairs, where,
+           place)
     ax.set_xticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlim(-0.6, max(len(labels), 1) - 0.4)
     ax.set_ylabel(f"paired gain, {metric.replace('_s', ' seconds')} (%)")
-    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="outside right upper", fontsize=8)
-    shown = rows(results, metric, min_pairs=min_pairs)
-    src = (list(results) if shown else [r for _, r in stored])[:1]
-    ax.set_title("Paired gains of the encoder-length fixes, 95% CI"
-                 + (f"\n{provenance(src[0])}" if src else "")
-                 + (f"\nmeasured {where}: no gain shown (fewer than {min_pairs} pairs)"
-                    if results and not shown else ""), fontsize=9)
     return save(fig, out_dir, name)
 
 
 def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_pairs: int = 1,
                          stored: Sequence[tuple[str, Result]] = (), where: str = "here"):
-    """Gain of encoder-batch@N over scheduler-config against N, 95% CIs, median steps per block
-    (filled: ``res``; hollow: ``stored``)."""
-    fig, ax = figure(8, 3.8)
+    """Gain of encoder-batch@N over scheduler-config against N, median steps per block beside
+    each point (filled: ``res``; hollow: ``stored``)."""
+    fig, ax = figure(8, 4.2)
     ns: set[int] = set()
-    for r, hollow in [(res, False), *((r, True) for _, r in stored)]:
-        for c in rows([r], metric, min_pairs=min_pairs):
-            n = int(c["variant"].split("@")[1])
-            ns.add(n)
-            _err(ax, pos := n * (1.06 if hollow else 1), c, fmt="o", color="C1" if hollow else "C0",
-                 mfc="white" if hollow else None,
-                 label=f"stored: {provenance(r)}" if hollow else _label(where))
-            steps = sorted(x["steps"] for x in r.runs(c["variant"]))[len(r.runs(c["variant"])) // 2]
-            ax.annotate(f"{steps} steps", (pos, 100 * c["gain"]), fontsize=7, xytext=(6, 0),
-                        textcoords="offset points")
-    if not ns:
-        _none_shown(ax, min_pairs)
-    ax.axhline(0, color="grey", lw=0.6)
+
+    def place(r: Result, c: dict, hollow: bool) -> float:
+        ns.add(n := int(c["variant"].split("@")[1]))
+        runs = r.runs(c["variant"])
+        ax.annotate(f"{sorted(x['steps'] for x in runs)[len(runs) // 2]} steps",
+                    (pos := n * (1.06 if hollow else 1), 100 * c["gain"]), fontsize=7, xytext=(6, 0),
+                    textcoords="offset points")
+        return pos
+    _gains(fig, ax, "Several audios per step (encoder-batch@N)", [res], stored, metric, min_pairs, where,
+           place)
     ax.set_xscale("log", base=2)
     ax.set_xticks(sorted(ns), [str(n) for n in sorted(ns)])
     ax.set_xlabel("N = max audios encoded per step")
     ax.set_ylabel(f"gain over scheduler-config, {metric} (%)")
-    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
-    if handles:
-        fig.legend(handles.values(), handles.keys(), loc="outside lower center", fontsize=8)
-    shown = rows([res], metric, min_pairs=min_pairs)
-    ax.set_title(f"Several audios per step (encoder-batch@N), 95% CI\n{provenance(res)}"
-                 + ("" if shown else f": no gain shown (fewer than {min_pairs} pairs)"), fontsize=9)
     return save(fig, out_dir, "encoder_batch_sweep")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from refimpl.analysis import compare, md_table, ratio_table, spread
+from refimpl.analysis import compare, md_table, ratio_md, spread
 from refimpl.bench.schema import Result
 from refimpl.stats import median, summarize
 from refimpl.variants import STARTUP_VARIANTS
@@ -76,10 +76,7 @@ def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
     """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
-    if BEFORE not in res.variants:
-        return ""
-    pairs = [(v, BEFORE) for v in res.variants if v != BEFORE]
-    return ratio_table(res, "total_s", pairs, "start-up s", min_n)
+    return ratio_md(ratios(res, min_n), "start-up s") if BEFORE in res.variants else ""
 
 
 def passes_table(res: Result) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from refimpl.analysis import compare, figure, md_table, partial_note, provenance, ratio_table, save, spread
+from refimpl.analysis import compare, figure, md_table, partial_note, provenance, ratio_md, save, spread
 from refimpl.bench.cli_spec import command_of
 from refimpl.bench.gains import MIN_PAIRS
 from refimpl.bench.schema import Result
@@ -35,17 +35,16 @@ def table(res: Result, hf: Optional[Result] = None) -> str:
                      "registry share of wall", "steps (hf: batches)", "ms per step (hf: batch)"], rows)
 
 
-def gains_table(res: Result, min_n: int = 1) -> str:
-    """Markdown: median req/s of each ladder variant over the one before it, 95% interval."""
-    order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
-    return ratio_table(res, "requests_per_s", list(zip(order[1:], order)), "req/s", min_n)
-
-
 def gains(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of median req/s of each ladder variant over the one before it."""
     order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
     return {f"{cur} / {base}": compare(res.values(cur, "requests_per_s"), res.values(base, "requests_per_s"),
                                        cur, base, min_n) for base, cur in zip(order, order[1:])}
+
+
+def gains_table(res: Result, min_n: int = 1) -> str:
+    """Markdown of ``gains``: ratio, 95% interval, state."""
+    return ratio_md(gains(res, min_n), "req/s")
 
 
 def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):

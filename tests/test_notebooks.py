@@ -42,6 +42,10 @@ def run(nb: Path, out: Path, **params) -> tuple[nbformat.NotebookNode, dict]:
     return node, values
 
 
+def full_ratio(ref: Result, num: str, den: str) -> dict:
+    return compare(ref.values(num, "total_s"), ref.values(den, "total_s"))
+
+
 def same_direction(a: float, b: float) -> bool:
     return (a > 1) == (b > 1)
 
@@ -64,14 +68,15 @@ def test_notebook_01_stored_renders_the_committed_run(tmp_path):
     assert v["mode"] == "stored" and ref.env["git"]["commit"][:7] in st["provenance"]
     assert st["hf_mm_passes"] == {k: ref.runs(k)[0]["hf_mm_passes"] for k in ref.variants}
     _startup_checks(st, ref)
-    mine, theirs = st["ratios"][f"{AFTER} / {BEFORE}"], compare(ref.values(AFTER, "total_s"), ref.values(BEFORE, "total_s"))
-    assert mine["estimate"] == pytest.approx(theirs["estimate"]) and mine["estimate"] > 1 and mine["low"] is not None
+    mine, theirs = st["ratios"][f"{AFTER} / {BEFORE}"], full_ratio(ref, AFTER, BEFORE)
+    assert mine["estimate"] == pytest.approx(theirs["estimate"]) > 1 and mine["low"] is not None
     assert v["budget"]["call1_ratio"]["estimate"] > 1
     rows = v["two_process"]
     assert rows["v0.9.0 (stored twoproc_startup_qwen2.5-vl-3b_v0.9.0.json)"]["p1_cache_mib_after_reset"] > 0
     assert rows["all (stored twoproc_startup_qwen2.5-vl-3b_all.json)"]["p1_cache_mib_after_reset"] == 0
     assert "timings_s" not in v  # nothing measured
-    assert {"startup_ladder.png", "startup_phases.png", "budget_calls.png"} <= {p.name for p in tmp_path.glob("*.png")}
+    pngs = {p.name for p in tmp_path.glob("*.png")}
+    assert {"startup_ladder.png", "startup_phases.png", "budget_calls.png"} <= pngs
 
 
 def test_notebook_01_quick_tells_the_full_run_s_story(tmp_path):
@@ -89,10 +94,10 @@ def test_notebook_01_quick_tells_the_full_run_s_story(tmp_path):
     finding = st["ratios"][f"{AFTER} / {BEFORE}"]
     assert finding["estimate"] is not None and finding["low"] is not None
     for key, r in st["ratios"].items():
-        v_, base = key.split(" / ")
-        full = compare(ref.values(v_, "total_s"), ref.values(base, "total_s"))
+        full = full_ratio(ref, *key.split(" / "))
         assert r["estimate"] is None or same_direction(r["estimate"], full["estimate"]), (key, r, full)
-    call1, full1 = v["budget"]["call1_ratio"], compare(*([x["calls_s"][0] for x in ref_budget.runs(k)] for k in (AFTER, BEFORE)))
+    call1 = v["budget"]["call1_ratio"]
+    full1 = compare(*([x["calls_s"][0] for x in ref_budget.runs(k)] for k in (AFTER, BEFORE)))
     assert call1["estimate"] is None or same_direction(call1["estimate"], full1["estimate"])
     assert v["photos"]["identical"] and v["photos"]["pass2"]["hf_mm_passes"] == 0
     assert v["photos"]["pass2"]["hits"] == v["photos"]["pass1"]["misses"] > 0
@@ -103,7 +108,8 @@ def _registry_calls(gains: dict) -> None:
     """Where the registry is called: every variant before scheduler-config calls it, that one never."""
     for g in gains.values():
         calls = g["registry_calls"]
-        assert calls.get("scheduler-config", 0) == 0 and all(n > 0 for k, n in calls.items() if k in ("registry", "runner-config"))
+        assert calls.get("scheduler-config", 0) == 0
+        assert all(n > 0 for k, n in calls.items() if k in ("registry", "runner-config"))
         assert g["tokens_identical"] is True
 
 
@@ -118,7 +124,8 @@ def test_notebook_02_stored_renders_the_committed_runs(tmp_path):
     _registry_calls(v["paired"])
     wl = Result.load(REF / "workload_whisper-tiny.en_both_all.json")
     assert v["workload"]["requests_per_s"]["ratio"] == pytest.approx(wl.comparisons[0]["ratio"])
-    assert v["unpaired"]["registry_calls"]["scheduler-config"] == 0 < v["unpaired"]["registry_calls"]["registry"]
+    calls = v["unpaired"]["registry_calls"]
+    assert calls["scheduler-config"] == 0 < calls["registry"]
     assert all(g["estimate"] is None for g in v["unpaired"]["gains"].values())  # 2 runs a side: none shown
     assert 0 <= v["wer"]["corpus_wer"] < 0.5 and v["wer"]["clips"] > 0
 
@@ -131,7 +138,8 @@ def test_notebook_02_quick_shows_no_unsupported_gain(tmp_path):
     _registry_calls(v["paired"])
     assert all(g["gain"] is None for part in ("paired", "encoder_batch") for g in v[part].values())
     assert v["workload"]["requests_per_s"]["ratio"] is None
-    assert v["unpaired"]["registry_calls"]["scheduler-config"] == 0 < v["unpaired"]["registry_calls"]["registry"]
+    calls = v["unpaired"]["registry_calls"]
+    assert calls["scheduler-config"] == 0 < calls["registry"]
     assert all(g["estimate"] is None for g in v["unpaired"]["gains"].values())
     assert v["wer"]["clips"] > 0 and set(v["timings_s"]) >= {"wer_whisper-tiny.en.json"}
 
@@ -141,7 +149,7 @@ def test_notebooks_committed_without_outputs():
         node = nbformat.read(nb, as_version=4)
         tagged = [c for c in node.cells if "parameters" in c.metadata.get("tags", [])]
         assert len(tagged) == 1, f"{nb.name}: exactly one parameters cell"
-        assert re.search(r'^MODE = "stored"', tagged[0].source, re.M), f"{nb.name} opens on the stored results"
+        assert re.search(r'^MODE = "stored"', tagged[0].source, re.M), f"{nb.name}: MODE not stored"
         for c in node.cells:
             if c.cell_type == "code":
                 assert not c.outputs and c.execution_count is None, f"{nb.name} carries outputs"

@@ -76,3 +76,13 @@ def test_call1_ratio_states_resolution(n):
 def test_memory_table_row_without_runs():
     from refimpl.analysis.two_process import memory_table
     assert _row(memory_table({"v0.9.0 (this run)": {"runs": []}}), "v0.9.0").endswith("| no runs |")
+
+
+def test_in_process_runs_are_never_called_fresh_processes():
+    from refimpl.analysis import provenance
+    from refimpl.analysis.startup import summary_md
+    res = Result.load(STORED / "startup_qwen2.5-vl-3b.json")
+    assert "fresh processes" in provenance(res) and "3 fresh-process runs" in summary_md(res)
+    res.env["in_process"] = True
+    text = summary_md(res)
+    assert "fresh" not in text and "one process" in text and "Medians of 3 in-process runs" in text

@@ -17,6 +17,7 @@ from refimpl.analysis.startup_tables import (
     AFTER,
     BEFORE,
     PHASE_ORDER,
+    TIME_LABEL,
     budget_table,
     call1_explained,
     call1_ratio,
@@ -29,6 +30,7 @@ from refimpl.analysis.startup_tables import (
     ratios,
     ratios_table,
     runs_word,
+    time_key,
 )
 from refimpl.analysis.two_process import run_two_process
 from refimpl.bench.budget import BudgetSpec
@@ -110,7 +112,7 @@ class StartupStudy(Study):
             "runs": {v: len(r["runs"]) for v, r in res.variants.items()},
             **{k: {v: x.get(k) for v, x in first.items()} for k in RECORDED},
             "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
-            "ratios": ratios(res, self.min_n), "finding": f"{AFTER} / {BEFORE}",
+            "ratios": ratios(res, self.min_n), "ratio_of": time_key(res), "finding": f"{AFTER} / {BEFORE}",
             "hashing": hashing_share(res) if has_parts(res) else None})
         return res
 
@@ -157,19 +159,19 @@ def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
     with min-max; variants without runs are named in the title."""
     names = measured(res)
     fig, axes = figure(11, 4.4, 2)
-    for ax, key, scale, label, color in ((axes[0], "total_s", 1, "start-up s", "tab:blue"),
+    for ax, key, scale, label, color in ((axes[0], time_key(res), 1, TIME_LABEL[time_key(res)], "tab:blue"),
                                          (axes[1], "peak_rss_bytes", 2**30, "peak RSS GiB", "tab:gray")):
         ax.set_ylabel(f"{label} (median, min-max)")
         if not names:
             ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
             continue
-        st = [summarize([x / scale for x in res.values(v, key)]) for v in names]
+        st = [summarize([x[key] / scale for x in res.runs(v)]) for v in names]
         bars = ax.bar(names, [s["median"] for s in st], capsize=3, color=color,
                       yerr=[[s["median"] - s["min"] for s in st], [s["max"] - s["median"] for s in st]])
         ax.tick_params(axis="x", rotation=30)
         for t in ax.get_xticklabels():
             t.set_ha("right")
-        if key == "total_s":
+        if scale == 1:
             ax.bar_label(bars, [f"{res.runs(v)[0]['hf_mm_passes']} HF\npasses" for v in names],
                          label_type="center", color="white", fontsize=8)
     fig.suptitle(_title(res, "Start-up per variant", names), fontsize=10)

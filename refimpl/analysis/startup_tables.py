@@ -37,6 +37,16 @@ def measured(res: Result) -> list[str]:
                   key=lambda v: order.index(v) if v in order else len(order))
 
 
+def time_key(res: Result) -> str:
+    """"cpu_s" (the start-up process's user + sys seconds, which other processes on the machine
+    inflate far less than wall time) when every run records it, else "total_s" (wall)."""
+    runs = [x for r in res.variants.values() for x in r["runs"]]
+    return "cpu_s" if runs and all("cpu_s" in x for x in runs) else "total_s"
+
+
+TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
+
+
 def _mib(runs: list[dict], key: str) -> str:
     xs = [x[key] / 2**20 for x in runs if x.get(key) is not None]
     if not xs:
@@ -66,17 +76,18 @@ def medians_table(res: Result) -> str:
 
 
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
-    """``compare`` of each variant's start-up seconds over BEFORE's, keyed '<v> / <BEFORE>'."""
+    """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's, keyed
+    '<v> / <BEFORE>'."""
     if BEFORE not in res.variants:
         return {}
-    base = res.values(BEFORE, "total_s")
-    return {f"{v} / {BEFORE}": compare(res.values(v, "total_s"), base, v, BEFORE, min_n)
+    key = time_key(res)
+    return {f"{v} / {BEFORE}": compare(res.values(v, key), res.values(BEFORE, key), v, BEFORE, min_n)
             for v in res.variants if v != BEFORE}
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
     """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
-    return ratio_md(ratios(res, min_n), "start-up s") if BEFORE in res.variants else ""
+    return ratio_md(ratios(res, min_n), TIME_LABEL[time_key(res)]) if BEFORE in res.variants else ""
 
 
 def passes_table(res: Result) -> str:
@@ -128,31 +139,28 @@ def runs_word(res: Result) -> str:
 
 
 def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict:
-    """Medians (s): ``saved_s`` = total(before) - total(after); ``hash_s`` = extra hashing of
-    ``after``; ``gross_s`` = saved_s + hash_s; ``share`` = hash_s / gross_s (> 1: more than all)."""
-    tot = {k: median(res.values(k, "total_s")) for k in (before, after)}
-    h = {k: median(run["parts_s"]["hash_s"] for run in res.runs(k)) for k in (before, after)}
-    saved, hash_s = tot[before] - tot[after], h[after] - h[before]
-    gross = saved + hash_s
-    return {"saved_s": saved, "hash_s": hash_s, "gross_s": gross,
-            "share": hash_s / gross if gross > 0 else None}
+    """Medians of measured parts (s): ``hf_saved_s``, the HF time with items ``after`` spends
+    less than ``before``; ``hash_s``, the hashing it adds; ``share`` = hash_s / hf_saved_s
+    (> 1: the hashing cost more than the cache saved; None when it saved nothing)."""
+    a, b = part_values(res, after), part_values(res, before)
+    saved, hash_s = median(b["hf_mm_s"]) - median(a["hf_mm_s"]), median(a["hash_s"]) - median(b["hash_s"])
+    return {"hf_saved_s": saved, "hash_s": hash_s, "share": hash_s / saved if saved > 0 else None}
 
 
 def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
-    """One sentence, from ``hashing_share``, on how much of ``after``'s saving hashing ate."""
+    """One sentence, from ``hashing_share``, on how much of what ``after``'s cache saved its
+    hashing cost."""
     if not has_parts(res, (before, after)):
         return NO_PARTS
-    sh = hashing_share(res, before, after)
-    n = min(len(res.runs(before)), len(res.runs(after)))
-    head = (f"Medians of {n} {runs_word(res)}: `{after}` hashed for {sh['hash_s']:.1f} s; without "
-            f"that it would have saved {sh['gross_s']:.1f} s over `{before}`; ")
-    if sh["gross_s"] <= 0:
-        return head + f"it saved nothing even before hashing (net {sh['saved_s']:+.1f} s)."
-    if sh["saved_s"] < 0:
-        return head + (f"hashing ate all of that saving and {-sh['saved_s']:.1f} s more "
-                       f"({100 * sh['share']:.0f}% of the gross saving): `{after}` starts up slower.")
-    return head + (f"hashing ate {100 * sh['share']:.0f}% of it, leaving a net saving of "
-                   f"{sh['saved_s']:.1f} s.")
+    sh, n = hashing_share(res, before, after), min(len(res.runs(before)), len(res.runs(after)))
+    passes = [res.runs(v)[0]["hf_mm_passes"] for v in (after, before)]
+    head = (f"Medians of {n} {runs_word(res)}: with {passes[0]} HF passes against {passes[1]}, `{after}` "
+            f"spent {sh['hf_saved_s']:.1f} s less in HF calls with items than `{before}` and "
+            f"{sh['hash_s']:.1f} s more hashing: ")
+    if sh["share"] is None:
+        return head + "its cache saved nothing."
+    return head + (f"the hashing cost {100 * sh['share']:.0f}% of what the cache saved"
+                   + (f", so `{after}` loses by it." if sh["share"] > 1 else "."))
 
 
 def budget_table(res: Result) -> str:

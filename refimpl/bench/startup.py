@@ -7,7 +7,8 @@ In Python: ``run(StartupSpec(variants=("no-cache", "cache-reset")))`` (in this p
 ``refimpl.bench.orchestrate.run_fresh(spec)`` (each repeat a fresh process). Each run builds a
 VllmConfig and an EngineCore and records ``total_s``, ``phases`` (name -> s),
 ``hf_processor_calls``, ``hf_mm_passes``, ``passes_by_phase``, ``cache_hits``,
-``cache_misses``, ``cache_bytes_before_reset``, ``cache_bytes_after_reset``,
+``cache_misses``, ``cpu_s`` (user + sys seconds of the start-up; in-process mode),
+``cache_bytes_before_reset``, ``cache_bytes_after_reset``,
 ``rss_before_reset``, ``rss_after_reset``, ``peak_rss_bytes`` (bytes), ``parts_s`` (seconds
 building dummy data, hashing items, in HF-processor calls, in text-only HF calls, splitting
 outputs per item: ``PARTS``), the encoder budget and max tokens
@@ -105,7 +106,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
     threads = set_single_thread()
     set_numpy_hugepage(spec.numpy_hugepage == "on")
     from refimpl.engine.core import EngineCore
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cfg = make_vllm_config(spec)
     config_s = time.perf_counter() - t0
     extra: dict = {}
@@ -117,6 +118,8 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
         engine = EngineCore(cfg, variant)
         rep, stats = engine.report, engine.mm_registry.stats.as_dict()
     phases = {"config": config_s, **rep.phases}
+    if spec.process_mode == "inproc":  # CPU seconds of this process (mp: the work is in the child)
+        extra["cpu_s"] = time.process_time() - c0
     return extra | {
         "variant": variant, "device": cfg.device, "torch_num_threads": threads,
         "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,

@@ -187,6 +187,6 @@ def test_a_notebook_s_failed_measurement_leaves_its_finished_runs(runs_until, tm
     from refimpl.analysis import measure
     runs_until(3, TimeoutError("refimpl.bench.fresh ran past 1800.0 s and was killed"))
     with pytest.raises(RuntimeError, match="TimeoutError"):
-        measure(SPEC, quick=False, out=tmp_path / "t.json")
+        measure(SPEC, in_process=False, out=tmp_path / "t.json")
     res = Result.load(tmp_path / "t.json")
     assert [len(res.runs(v)) for v in SPEC.labels] == [1, 1] and "TimeoutError" in res.params["failed"]

@@ -273,7 +273,7 @@ def test_memory_table_medians_and_spread_of_both_processes():
 def test_quick_mode_shows_the_committed_runs_of_both_scopes():
     from refimpl.analysis.startup import StartupStudy
     from refimpl.analysis.two_process import memory_table, run_two_process
-    rows = run_two_process(StartupStudy(quick=True))
+    rows = run_two_process(StartupStudy(mode="quick"))
     assert {label.split()[0] for label in rows} == {"v0.9.0", "all"}
     assert all(r["_path"].startswith("results/") for r in rows.values())
     md = memory_table(rows)

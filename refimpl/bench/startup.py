@@ -3,7 +3,9 @@
 A start-up run builds a VllmConfig and an EngineCore of the variant (refimpl/variants.py) and
 records ``total_s`` and ``phases`` (s), HF-processor passes (per phase), cache hits, misses and
 bytes, RSS before / after ``reset_mm_cache`` and its peak (bytes), ``parts_s`` (PARTS, s), the
-encoder budget and max tokens per item; ``process_mode="mp"`` adds both processes' memory and
+encoder budget and max tokens per item, and ``cpu_s`` (user + sys seconds of the start-up, which
+other processes on the machine inflate far less than wall time; not with ``process_mode="mp"``,
+whose work is in the child); ``process_mode="mp"`` adds both processes' memory and
 the transport (refimpl/bench/two_process.py). With ``calls`` a run times that many successive
 ``compute_encoder_budget`` calls in one process (Result bench "budget"): seconds, passes, page
 faults and parts per call. The measured processes run with numpy's huge-page madvise off unless
@@ -80,7 +82,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
 
 
 def _startup(spec: StartupSpec, variant: str) -> dict:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cfg = make_vllm_config(spec)
     config_s = time.perf_counter() - t0
     extra: dict = {}
@@ -91,6 +93,8 @@ def _startup(spec: StartupSpec, variant: str) -> dict:
         engine = EngineCore(cfg, variant)
         rep, stats = engine.report, engine.mm_registry.stats.as_dict()
     phases = {"config": config_s, **rep.phases}
+    if spec.process_mode == "inproc":  # CPU seconds of this process (mp: the work is in the child)
+        extra["cpu_s"] = time.process_time() - c0
     return extra | {
         "device": cfg.device, "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
         "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,

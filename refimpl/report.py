@@ -1,15 +1,9 @@
 """``refimpl report [--quick] [-p NAME=VALUE ...]`` (``make report``): every notebook headless.
 
-Runs each notebook with ``MODE="full"`` (``--quick``: ``"quick"``; ``-p MODE=stored`` renders
-the committed results and measures nothing) and writes ``--out-dir`` (default reports/latest/):
-the executed notebooks (.ipynb, .html), their figures, flame graphs, bench JSONs and recorded
-values, and ``summary.md`` with the headline figures and the machine. ``-p NAME=VALUE`` sets a
-parameter of the notebooks that declare it (papermill; a Python literal or a string), between
-QUICK and the full report. Progress goes to stderr
-(one line per code cell started and the kernel's stderr, from papermill's own ``log_output``
-records: the benches' progress bars). A failing notebook does not stop the others: its partial
-notebook is kept, summary.md says so and the command exits 1. ``--out-dir`` is emptied only
-under reports/; elsewhere it must be empty.
+Writes ``--out-dir`` (default reports/latest/, emptied only under reports/): the executed
+notebooks (.ipynb, .html), figures, bench JSONs and ``summary.md``. ``-p`` sets a parameter of
+the notebooks that declare it (papermill). Progress (cells, the kernel's stderr) goes to
+stderr. A failing notebook does not stop the others; summary.md says so, exit 1.
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
-"""``refimpl bench startup``: engine start-up per phase and variant, or budget calls (PR #17935).
+"""``refimpl bench startup``: engine start-up per phase and row, or ``calls`` budget calls.
 
-A start-up run builds a VllmConfig and an EngineCore of the variant (refimpl/variants.py) and
-records ``total_s`` and ``phases`` (s), HF-processor passes (per phase), cache hits, misses and
-bytes, RSS before / after ``reset_mm_cache`` and its peak (bytes), ``parts_s`` (PARTS, s), the
-encoder budget and max tokens per item, and ``cpu_s`` (user + sys seconds of the start-up, which
-other processes on the machine inflate far less than wall time; not with ``process_mode="mp"``,
-whose work is in the child); ``process_mode="mp"`` adds both processes' memory and
-the transport (refimpl/bench/two_process.py). With ``calls`` a run times that many successive
-``compute_encoder_budget`` calls in one process (Result bench "budget"): seconds, passes, page
-faults and parts per call. The measured processes run with numpy's huge-page madvise off unless
-``numpy_hugepage="on"``: with THP defrag "madvise" it stalled the int64 dummy video in direct
-compaction, the seed's bimodal call 1 (results/cpu-amd-epyc-2c-shared/budget_*nohugepage.json).
+A run records ``total_s``, ``phases`` (s), HF passes per phase, cache hits / misses / bytes, RSS
+around ``reset_mm_cache`` and its peak (bytes), ``parts_s``, the encoder budget and max tokens
+per item (``process_mode="mp"``: both processes, two_process.py); with ``calls``, seconds,
+passes, page faults and parts per ``compute_encoder_budget`` call (Result "budget"). numpy's
+huge-page madvise is off unless ``numpy_hugepage="on"`` (docs/results-history.md).
 """
 from __future__ import annotations
 

@@ -1,18 +1,9 @@
 """The kit the malformed-input cases run against, their inputs as data, and what "refused" means.
 
-Used by refimpl/testing/bad_inputs.py (the case list). A case's input is a :class:`BadInput`
-record: the entry point it goes through (the Qwen2.5-VL or Whisper processor's ``apply``,
-``Scheduler.add_request`` with the processor's output, start-up KV sizing, or
-``SamplingParams``) and that entry point's arguments, so a user can run the same inputs
-against their own validator. Sizes are small (Qwen ``max_pixels`` = 64 patches of 28x28) so
-the whole table runs in a few seconds on one CPU thread.
-
-Refused: the entry point raised a ``ValueError`` (any subclass) or a refimpl error
-(:data:`REFUSALS`) before doing anything. refimpl's errors subclass ``ValueError`` and carry
-``field`` and ``limit``, which a case also names; vLLM raises plain ``ValueError`` in most of
-the same places, which counts as refused too (``field`` / ``limit`` then unknown).
-:func:`run_case` records a refusal as "raised", anything else raised as "crashed" (a bug to
-fix in the owning module).
+A case's input is a BadInput: an entry point (a processor's ``apply``, ``Scheduler.add_request``,
+start-up KV sizing, ``SamplingParams``) and its arguments, so a user can feed them to their own
+validator. Refused: a ValueError (any subclass, as vLLM raises) or a refimpl error (REFUSALS);
+``run_case`` records anything else raised as "crashed". Sizes are small (one CPU thread, seconds).
 """
 from __future__ import annotations
 
@@ -215,10 +206,9 @@ def _tokens(out) -> str:
 
 @dataclass(frozen=True)
 class Case:
-    """One malformed input. ``run``: the input, a BadInput (``case.input``; any callable taking
-    a Kit works too). ``raises``: the refimpl exception class expected (exactly), naming
-    ``field`` and ``limit``; None means accepted, with ``behaviour`` documented and
-    ``check(result)`` true."""
+    """One malformed input: ``run`` (a BadInput, or any callable taking a Kit), ``raises`` (the
+    refimpl exception expected, with ``field`` and ``limit``) or None (accepted: ``behaviour``,
+    ``check(result)``)."""
     id: str
     group: str
     what: str
@@ -242,10 +232,8 @@ class Case:
         return self.raises is not None
 
     def mismatches(self, exc: Optional[BaseException]) -> list[str]:
-        """How ``exc`` (what a validator raised for this input; None: it accepted) departs from
-        the case ([] when it agrees): refused or not (see is_refusal), and, when ``exc`` names
-        a ``field`` / ``limit`` (refimpl's errors do), those. A user's validator may raise any
-        ValueError: only the refusal itself is then checked."""
+        """How ``exc`` (a validator's, None: accepted) departs from the case ([]: agrees): refused or
+        not, and ``field`` / ``limit`` when it names them."""
         if not self.refused:
             return [] if exc is None else [f"{self.id}: expected acceptance, got {exc!r}"]
         if exc is None or not is_refusal(exc):

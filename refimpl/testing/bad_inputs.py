@@ -1,14 +1,7 @@
-"""Malformed inputs and what the kit does with each: ONE case list for the doc and the tests.
-
-``scripts/make_reliability_table.py`` feeds every case in :data:`CASES` to the kit and writes
-the outcome table into ``docs/reliability.md``; ``tests/test_bad_inputs.py`` runs the same
-cases and asserts the expected outcome, so the table and the tests cannot drift apart.
-
-A case names the entry point it goes through and its input as data (``case.input``: a
-BadInput of refimpl/testing/bad_input_kit.py, entry point name and arguments, which a user
-can feed to their own validator), and either the refimpl exception it must raise (type,
-``field``, ``limit``; "refused" as ``is_refusal`` defines it) or, for inputs the kit accepts,
-the documented behaviour and a check of the result.
+"""Malformed inputs and what the kit does with each: ONE case list for the doc and the tests
+(scripts/make_reliability_table.py writes docs/reliability.md from CASES;
+tests/test_bad_inputs.py asserts the same cases). Each names its entry point, its input as
+data, and the refimpl error it must raise, or the documented behaviour and a check.
 """
 from __future__ import annotations
 

@@ -29,7 +29,8 @@ STAMP       := $(VENV)/.refimpl-installed
 CONSTRAINTS := constraints.txt
 PYTEST_ARGS ?=
 # The fast suite runs on 2 pytest-xdist workers (one per core here; each test's torch uses one
-# thread); PYTEST_WORKERS=0 runs it in one process, as `make soak` does.
+# thread), a whole test file per worker (--dist loadfile: a module fixture, often an engine
+# start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
 .PHONY: .venv setup lint test test-fast user-tests soak report report-quick lab clean distclean
@@ -49,10 +50,10 @@ lint: $(STAMP)
 	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_import_contract.py
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) -m "not slow and not soak" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not soak" $(PYTEST_ARGS)
 # The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
 # venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
 # run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its

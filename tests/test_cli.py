@@ -34,7 +34,8 @@ def test_unknown_variant_names_the_field_the_bench_and_the_choices(tmp_path, cap
 def test_budget_calls_in_fresh_processes(tmp_path):
     out = tmp_path / "budget.json"
     rc = main(["bench", "startup", "--variants", "0.8.5", "0.9.0", "--calls", "2", "--repeats", "1",
-               "--no-warmup", "--max-model-len", "20000", "--limit-mm-per-prompt", "video", "0", "--output-json", str(out)])
+               "--no-warmup", "--max-model-len", "4096", "--limit-mm-per-prompt", "video", "0",
+               "--mm-processor-kwargs", "max_pixels", str(28 * 28 * 1024), "--output-json", str(out)])
     assert rc == 0
     res = validate(json.loads(out.read_text()))
     assert res["bench"] == "budget" and set(res["variants"]) == {"0.8.5", "0.9.0"}

@@ -19,3 +19,11 @@ def test_background_references_resolve_inside_the_repo():
         target = (ROOT / f).parent / ref if ref.startswith(".") or f.parts[0] == "docs" else ROOT / ref
         assert target.resolve() == (ROOT / "docs" / "background.md").resolve(), (f, ref)
     assert (ROOT / "docs" / "background.md").is_file()
+
+
+def test_readme_and_docs_links_resolve():
+    """Every relative link of README.md and docs/*.md points to a file or folder of the repo."""
+    for f in [ROOT / "README.md", *ROOT.glob("docs/**/*.md")]:
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", f.read_text()):
+            if "://" not in target and not target.startswith("mailto:"):
+                assert (f.parent / target).exists(), (f.relative_to(ROOT), target)

@@ -1,0 +1,422 @@
+"""The start-up cost model: predicted seconds and peak resident bytes per part, per start-up row,
+from the configs alone and the rates of ``refimpl bench calibrate`` (docs/cost-model.md).
+
+``startup_plan`` / ``budget_plan`` walk the row's steps (worst_case.STARTUP_STEPS, or the
+budget experiment's calls) and say, without any HF pass or allocation, what each builds, hashes,
+processes, stores and frees: the dummy items (bytes of the row's dtype), hits and misses, HF calls,
+hash copies, the cache bytes before the reset and what the reset frees in each process.
+``predict(plan, calibration)`` prices it:
+
+    seconds  = fixed (runner, load_model, text dummy run, encoder, KV) + sum over steps of
+               dummy bytes x fill s/GiB[dtype] + hashed bytes x hash s/GiB[byte path, kind]
+               + HF (text-only calls x s + image MP x s/MP + video input and padded output
+               frame-MP x s/MP[dtype] + audio items x s) + split bytes x copy s/GiB
+               + the processor's first build (the first pass that needs it) + reset bytes x free s/GiB
+    peak RSS = base (imports, weights) + max over steps of (cache held + KV held + dummy arrays
+               + max(hash copies, HF working set)) or of the encoder's batch and working set
+
+``compare(calibration)`` puts the predictions beside the committed start-up and budget Results
+of the calibration's machine (``comparison_table`` renders it). Every predicted number is labelled
+``calibration.label``. Left out: transparent huge pages, the two-process transport, GPU phases.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from datetime import date
+from pathlib import Path
+from typing import Optional
+
+from refimpl.bench.calibrate import hardware_folder, this_machine
+from refimpl.bench.schema import Result
+from refimpl.config import SUPPORTED_MODELS
+from refimpl.env import REPO_ROOT
+from refimpl.multimodal import worst_case as wc
+from refimpl.multimodal.registry import MultiModalRegistry
+from refimpl.variants import StartupVariant, get_startup_variant
+from refimpl.worker.gpu_model_runner import GPUModelRunner
+
+GiB = 1 << 30
+PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")  # the benches' parts
+FIXED = ("processor_build_s", "model_s", "encoder_s", "reset_s", "import_s")  # the rest of the seconds
+_REG = MultiModalRegistry(cache_bytes=0)  # processors for the item sizes; no cache, nothing global
+
+
+@dataclass(frozen=True)
+class Item:
+    """One dummy item: ``spec`` (worst_case's tuple), ``nbytes`` as built (PIL RGB, the row's video
+    or audio dtype), ``kind`` of its hash byte path, megapixels in and out of the HF processor
+    (video: frames, then frames padded to the temporal patch), processed bytes, tokens."""
+    spec: tuple
+    dtype: str
+    nbytes: int
+    kind: str
+    in_mp: float
+    out_mp: float
+    elements: int
+    processed_bytes: int
+    tokens: int
+
+    @property
+    def modality(self) -> str:
+        return self.spec[0]
+
+
+@dataclass
+class Step:
+    """What one pass does: ``built`` "raw" (dummy data), "processed" (shape-only zeros) or "none";
+    ``hits`` per item; ``hf_items`` processed by the HF call; bytes stored and held."""
+    phase: str
+    name: str
+    items: tuple[Item, ...]
+    built: str
+    cache_on: bool
+    hashed: bool
+    hits: tuple[bool, ...] = ()
+    hf_items: tuple[Item, ...] = ()
+    text_only_calls: int = 0
+    cache_before: int = 0
+    cache_after: int = 0
+    first_use: bool = False
+
+    @property
+    def hashed_bytes(self) -> int:
+        return sum(i.nbytes for i in self.items) if self.hashed else 0
+
+
+@dataclass
+class Plan:
+    """A start-up (``calls`` None) or a budget experiment of ``calls`` lookups, step by step."""
+    model: str
+    variant: StartupVariant
+    steps: list[Step]
+    hash_copies: dict[str, int]
+    encoder_items: int = 0
+    profile_item: Optional[Item] = None
+    kv_bytes: int = 0
+    kv_registry_calls: int = 0
+    calls: Optional[int] = None
+    failure: Optional[str] = None
+
+    @property
+    def family(self) -> str:
+        return "qwen2.5-vl-3b" if self.model.startswith("qwen") else "whisper-tiny"
+
+    @property
+    def cache_bytes_before_reset(self) -> int:
+        return self.steps[-1].cache_after if self.steps else 0
+
+    def reset_frees(self) -> dict[str, tuple[int, int]]:
+        """(cache bytes before the reset, bytes the reset frees) per process: in-process, and with
+        V1 multiprocessing the front end (P0: no profiling) and the engine core (P1: the
+        profiling passes' cache, freed only under reset_scope "all")."""
+        b, v = self.cache_bytes_before_reset, self.variant
+        return {"in-process engine": (b, b if v.reset_at_end else 0), "P0 front end (mp)": (0, 0),
+                "P1 engine core (mp)": (b, b if v.reset_at_end and v.reset_scope == "all" else 0)}
+
+    def hf_passes_by_phase(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.steps:
+            out[s.phase] = out.get(s.phase, 0) + bool(s.hf_items)
+        return out
+
+    @property
+    def hf_processor_calls(self) -> int:
+        return sum(bool(s.hf_items) + s.text_only_calls for s in self.steps)
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(sum(s.hits) for s in self.steps if s.cache_on)
+
+    @property
+    def cache_misses(self) -> int:
+        return sum(len(s.hits) - sum(s.hits) for s in self.steps if s.cache_on)
+
+
+def _item(info, spec: tuple, v: StartupVariant) -> Item:
+    if spec[0] == "audio":
+        dt = v.mm.dummy_audio_dtype
+        return Item(spec, dt, spec[1] * (8 if dt == "float64" else 4), "ndarray", 0.0, 0.0, spec[1],
+                    info.get_processed_item_bytes(spec), info.get_item_tokens(spec))
+    frames, w, h = (1, *spec[1:]) if spec[0] == "image" else spec[1:]
+    (rw, rh), tokens = info.get_vision_info(w, h, frames)
+    dt = "uint8" if spec[0] == "image" else v.mm.dummy_video_dtype
+    tps = info._vision()[2]
+    padded = tps if spec[0] == "image" else -(-frames // tps) * tps
+    return Item(spec, dt, frames * w * h * 3 * (8 if dt == "int64" else 1), "image" if spec[0] == "image" else "ndarray",
+                frames * w * h / 1e6, padded * rw * rh / 1e6, frames * w * h * 3,
+                info.get_processed_item_bytes(spec), tokens)
+
+
+def _walk(mc, v: StartupVariant, todo: list[tuple[str, str, str, list[Item]]]) -> tuple[list[Step], Optional[str]]:
+    """Steps of ``todo`` (phase, name, kind, items) through one process's LRU processing cache;
+    the first failure (an oversize item under ``oversize_item`` "raise") ends them."""
+    capacity, decoder_only = mc.mm_cache_bytes, not mc.is_encoder_decoder
+    user_cache = not mc.disable_mm_preprocessor_cache and capacity > 0
+    cache: OrderedDict[tuple, int] = OrderedDict()
+    steps, first = [], True
+    for phase, name, kind, items in todo:
+        if kind == "dummy" and v.mm.shape_only:
+            steps.append(Step(phase, name, tuple(items), "processed", False, False,
+                              cache_before=sum(cache.values()), cache_after=sum(cache.values())))
+            continue
+        on = {"off": False, "registry": capacity > 0,
+              "runner": user_cache and phase != "scheduler_init"}[v.profiling_cache]
+        held = sum(cache.values())
+        hits = tuple(on and i.spec in cache for i in items)
+        for i, hit in zip(items, hits):
+            if hit:
+                cache.move_to_end(i.spec)
+        missing = tuple(i for i, hit in zip(items, hits) if not hit)
+        step = Step(phase, name, tuple(items), "raw", on, on or v.mm.hash_uncached, hits, missing,
+                    (decoder_only + (not missing)) if on else 0, held, held, first)
+        first = False
+        steps.append(step)
+        for i in missing if on else ():
+            if i.processed_bytes > capacity:
+                if v.mm.oversize_item == "raise":
+                    return steps, (f"{name}: ValueError value too large: one processed {i.modality} item of "
+                                   f"{i.processed_bytes / GiB:.2f} GiB exceeds mm_processor_cache_gb "
+                                   f"{capacity / GiB:g}")
+                continue
+            cache[i.spec] = i.processed_bytes
+            while sum(cache.values()) > capacity:
+                cache.popitem(last=False)
+        step.cache_after = sum(cache.values())
+    return steps, None
+
+
+def _copies(v: StartupVariant) -> dict[str, int]:
+    from refimpl.bench.memory import HASH_COPIES
+    return {"ndarray": HASH_COPIES[v.mm.hash_byte_path],
+            "image": {"v0.8.5": 1, "v0.9.0": 6, "v0.9.2": 4, "stream": 1}[v.mm.hash_byte_path]}
+
+
+def startup_plan(vllm_config, variant: str | StartupVariant = "refimpl") -> Plan:
+    """The passes of ``EngineCore(vllm_config, variant)`` in the model's own order (no HF pass,
+    nothing allocated). Raises UnknownVariantError for an unknown row."""
+    v = get_startup_variant(variant) if isinstance(variant, str) else variant
+    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+    info = _REG.create_processor(mc, disable_cache=True, switches=v.mm).info
+    dummy = wc.profile_dummy(mc, sc, v, mm_registry=_REG)
+    lookup = [_item(info, s, v) for s in wc.lookup_specs(mc, v, _REG)]
+    todo = []
+    for st in wc.STARTUP_STEPS:
+        if (st.when and not getattr(v, st.when)) or (st.kind == "lookup" and v.uses_formula(mc.model)) or not dummy:
+            continue
+        todo.append((st.phase, f"{st.pass_no} {st.caller.split(':')[0]}", st.kind,
+                     lookup if st.kind == "lookup" else [_item(info, dummy.spec, v)]))
+    steps, failure = _walk(mc, v, todo)
+    runner = GPUModelRunner(vllm_config)  # its KV arithmetic only: no model, nothing allocated
+    cc = vllm_config.cache_config
+    blocks = cc.num_gpu_blocks or cc.kv_cache_memory_bytes // runner.bytes_per_block()
+    kv_calls = 0
+    if mc.is_encoder_decoder:  # vLLM 0.10.2's KV check and runner read the registry (ENCODER_LEN_SITES)
+        kv_calls = (runner.get_kv_cache_shape()[0] + 1) * (vllm_config.encoder_len_source("kv_cache") == "registry") \
+            + (vllm_config.encoder_len_source("runner") == "registry")
+    return Plan(mc.model, v, steps, _copies(v), dummy.items if dummy else 0,
+                _item(info, dummy.spec, v) if dummy else None, blocks * runner.bytes_per_block(), kv_calls,
+                failure=failure)
+
+
+def budget_plan(model_config, variant: str | StartupVariant, calls: int = 2) -> Plan:
+    """``calls`` successive ``compute_encoder_budget`` lookups in one fresh process (the
+    reviewer's experiment, ``refimpl bench startup --calls N``); none under the row's formula."""
+    v = get_startup_variant(variant) if isinstance(variant, str) else variant
+    info = _REG.create_processor(model_config, disable_cache=True, switches=v.mm).info
+    lookup = [_item(info, s, v) for s in wc.lookup_specs(model_config, v, _REG)]
+    todo = [] if v.uses_formula(model_config.model) else \
+        [(f"call_{i + 1}", f"call {i + 1}", "lookup", lookup) for i in range(calls)]
+    budget_row = replace(v, profiling_cache="registry" if v.cache_during_profiling else "off")
+    steps, failure = _walk(model_config, budget_row, todo)
+    return Plan(model_config.model, v, steps, _copies(v), calls=calls, failure=failure)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The rates of one ``refimpl bench calibrate`` Result (medians over its runs)."""
+    rates: dict[str, float]
+    hardware: str  # its results/ folder
+    date: str
+    path: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        return f"predicted (cost model, calibration of {self.hardware}, {self.date})"
+
+    @classmethod
+    def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
+        rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
+        return cls(rates, hardware_folder(res.env["hardware"]), str(res.env.get("date", ""))[:10] or "undated", path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibration":
+        return cls.from_result(Result.load(path), str(path))
+
+    @classmethod
+    def for_this_machine(cls, results_dir: Path = REPO_ROOT / "results") -> Optional["Calibration"]:
+        """results/<this machine's folder>/calibration.json, or None ("no calibration for this machine")."""
+        p = Path(results_dir) / hardware_folder(this_machine()) / "calibration.json"
+        return cls.load(p) if p.exists() else None
+
+    def __getitem__(self, key: str) -> float:
+        if key not in self.rates:
+            raise KeyError(f"calibration of {self.hardware} has no rate {key!r}: rerun refimpl bench calibrate")
+        return self.rates[key]
+
+    def model_rate(self, model: str, key: str) -> float:
+        """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``), else that of the calibrated
+        model of its family (whisper-tiny for whisper-large-v3, both at the small scale)."""
+        for name in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
+            k = f"rss.model.{name}" if key == "rss" else f"model.{name}.{key}"
+            if k in self.rates:
+                return self.rates[k]
+        return self[f"rss.model.{model}" if key == "rss" else f"model.{model}.{key}"]
+
+
+@dataclass
+class Prediction:
+    """Seconds per part and per phase (budget: per call), peak resident bytes by what holds them
+    at the peak (``peak_at``: the step), all predicted; ``label`` says so."""
+    label: str
+    seconds: dict[str, float]
+    phases: dict[str, float]
+    peak_rss: dict[str, int]
+    peak_at: str
+    failure: Optional[str] = None
+    step_parts: list[dict[str, float]] = field(default_factory=list)  # PARTS of each plan step
+
+    @property
+    def total_s(self) -> float:
+        return sum(self.phases.values())
+
+    @property
+    def peak_rss_bytes(self) -> int:
+        return sum(self.peak_rss.values())
+
+
+def _hf_item_s(i: Item, cal: Calibration, model: str) -> float:
+    if i.modality == "image":
+        return i.in_mp * cal["hf.image_s_per_mp"]
+    if i.modality == "video":
+        return i.in_mp * cal[f"hf.video_in_s_per_mp.{i.dtype}"] + i.out_mp * cal[f"hf.video_out_s_per_mp.{i.dtype}"]
+    key = f"hf.audio_s_per_item.{model}"
+    return cal.rates.get(key) or next(v for k, v in cal.rates.items() if k.startswith("hf.audio_s_per_item."))
+
+
+def _hf_working(i: Item, cal: Calibration) -> float:
+    if i.modality == "image":
+        return i.elements / 3 * cal["hf.image_peak_per_pixel"]
+    if i.modality == "video":
+        return i.elements * cal[f"hf.video_peak_per_element.{i.dtype}"]
+    return i.nbytes + 2 * i.processed_bytes
+
+
+def step_seconds(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
+    """The benches' parts (PARTS) of one step, in seconds."""
+    out = dict.fromkeys(PARTS, 0.0)
+    if s.built == "processed":
+        out["dummy_s"] = sum(i.processed_bytes for i in s.items) / GiB * cal["fill_s_per_gib.float32"]
+    elif s.built == "raw":  # one array per distinct item: the builders repeat the same object
+        fill = {i.spec: i.nbytes / GiB * cal[f"fill_s_per_gib.{'pil' if i.modality == 'image' else i.dtype}"]
+                for i in s.items if i.modality != "audio"}  # np.zeros of audio: pages touched later
+        out["dummy_s"] = sum(fill.values())
+    path = plan.variant.mm.hash_byte_path
+    out["hash_s"] = sum(i.nbytes / GiB * cal[f"hash_s_per_gib.{path}.{i.kind}"] for i in s.items) if s.hashed else 0.0
+    text = cal["hf.text_only_s"]
+    out["hf_text_only_s"] = s.text_only_calls * text
+    out["hf_processor_s"] = out["hf_text_only_s"] + (
+        text + sum(_hf_item_s(i, cal, plan.model) for i in s.hf_items) if s.hf_items else 0.0)
+    split = [i for i in s.hf_items if sum(j.modality == i.modality for j in s.hf_items) > 1]
+    out["split_s"] = sum(i.processed_bytes for i in split) / GiB * cal["copy_s_per_gib"]
+    return out
+
+
+def _encoder_s(plan: Plan, cal: Calibration) -> float:
+    i, n = plan.profile_item, plan.encoder_items
+    if i is None:
+        return 0.0
+    if i.modality == "audio":
+        return n * cal.model_rate(plan.model, "encoder_s_per_item")
+    at, p = cal.model_rate(plan.model, "encoder_tokens"), cal.model_rate(plan.model, "encoder_exponent")
+    per_item = cal.model_rate(plan.model, "encoder_s_at_tokens") * (i.tokens / at) ** p
+    return n * (per_item + i.processed_bytes / GiB * cal["copy_s_per_gib"])  # torch.cat of the batch
+
+
+def _step_peak(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
+    """What a step holds beyond the base at its peak: hashing and the HF call run one after the other."""
+    if s.built == "processed":
+        return {"dummy arrays": sum(i.processed_bytes for i in s.items)}
+    live = sum({i.spec: i.nbytes for i in s.items}.values())
+    path = plan.variant.mm.hash_byte_path
+    hashing = max((i.nbytes * cal[f"hash_peak.{path}.{i.kind}"] for i in s.items), default=0.0) if s.hashed else 0.0
+    hf = sum(_hf_working(i, cal) for i in s.hf_items)
+    return {"dummy arrays": live, "hash copies" if hashing > hf else "HF working set": max(hashing, hf)}
+
+
+def _encoder_peak(plan: Plan, cal: Calibration) -> dict[str, float]:
+    """The profile run's encoder: its input batch (torch.cat of the item) and activations, and the
+    processed item itself when no cache kept it."""
+    i, n = plan.profile_item, plan.encoder_items
+    assert i is not None
+    prof = [s for s in plan.steps if s.phase == "profile_run"]
+    kept = bool(prof) and prof[-1].cache_on and prof[-1].cache_after >= i.processed_bytes
+    act = n * (cal.model_rate(plan.model, "encoder_peak_per_item") if i.modality == "audio" else
+               i.tokens * cal.model_rate(plan.model, "encoder_peak_per_token") + i.processed_bytes)
+    return {"processing cache held": prof[-1].cache_after if prof else 0,
+            "encoder batch and activations": act + (0 if kept else i.processed_bytes)}
+
+
+def predict(plan: Plan, cal: Calibration) -> Prediction:
+    """Price ``plan`` with ``cal``'s rates (see the module docstring and docs/cost-model.md)."""
+    v, m, budget = plan.variant, plan.model, plan.calls is not None
+    seconds = dict.fromkeys(PARTS + FIXED, 0.0)
+    build = cal[f"first_use.processor_build_s.{m}"]
+    first_in_dummy = bool(plan.steps) and not v.uses_formula(m)  # else the formula's lookup builds it
+    seconds["processor_build_s"] = 0.0 if first_in_dummy else build
+    base, weights = cal["rss.base"], cal.model_rate(m, "rss")
+    if budget:
+        seconds["import_s"] = cal[f"first_use.import_s.{m}"]
+        phases = {f"call_{k + 1}": 0.0 for k in range(plan.calls or 0)}
+        phases["call_1"] = seconds["import_s"] + seconds["processor_build_s"]
+    else:
+        seconds["encoder_s"] = _encoder_s(plan, cal)
+        kv = plan.kv_bytes / GiB * cal.model_rate(m, "kv_s_per_gib")
+        if plan.kv_registry_calls:
+            kv += plan.kv_registry_calls * cal.model_rate(m, "registry_call_s")
+        phases = {"runner_init": cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
+                  "load_model": cal.model_rate(m, "load_s"),
+                  "profile_run": cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
+                  "kv_cache_init": kv, "capture_model": 0.0, "scheduler_init": 0.0}
+        seconds["model_s"] = sum(phases.values()) - seconds["encoder_s"] - seconds["processor_build_s"]
+    peaks: list[tuple[float, str, dict]] = []
+    step_parts = []
+    for k, s in enumerate(plan.steps):
+        parts = step_seconds(s, plan, cal)
+        if k == 0 and first_in_dummy:
+            parts["dummy_s"] += build
+        step_parts.append(parts)
+        for p in PARTS:
+            seconds[p] += parts[p]
+        phases[s.phase] = phases.get(s.phase, 0.0) + sum(parts[p] for p in PARTS if p != "hf_text_only_s")
+        loaded = not budget and s.phase != "runner_init"
+        held = {"base (imports, weights)" if loaded else "base (imports)": base + (weights if loaded else 0),
+                "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte") if s.phase == "scheduler_init" else 0,
+                "processing cache held": s.cache_before, **_step_peak(s, plan, cal)}
+        peaks.append((sum(held.values()), s.name, held))
+    if not budget:
+        loaded = {"base (imports, weights)": base + weights}
+        if plan.profile_item is not None:
+            peaks.append((0, "profile_run encoder", {**loaded, **_encoder_peak(plan, cal)}))
+        prof = [s.cache_after for s in plan.steps if s.phase == "profile_run"]
+        peaks.append((0, "profile_run text dummy run", {**loaded, "processing cache held": prof[-1] if prof else 0,
+                                                         "text dummy run": cal.model_rate(m, "dummy_run_peak")}))
+        peaks.append((0, "end of start-up", {**loaded, "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte"),
+                                             "processing cache held": plan.cache_bytes_before_reset}))
+        peaks = [(sum(h.values()), name, h) for _, name, h in peaks]
+    if not budget and v.reset_at_end:
+        phases["reset_mm_cache"] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
+    top = max(peaks, key=lambda x: x[0]) if peaks else (base, "start", {"base (imports)": base})
+    return Prediction(cal.label, seconds, phases, {k: int(x) for k, x in top[2].items() if x}, top[1],
+                      plan.failure, step_parts)

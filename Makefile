@@ -11,7 +11,8 @@
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
-#   make lab           JupyterLab in notebooks/ (LAB_FLAGS=... adds flags; --allow-root as root)
+#   make lab           JupyterLab at the repository root, opening notebooks/ (the executed reports are
+#                      under reports/; LAB_FLAGS=... adds flags; --allow-root as root)
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
 # .venv gets `pip install -c constraints.txt -e ".[lab,weights]"`: the core dependencies as
@@ -99,7 +100,8 @@ ALLOW_ROOT  := $(if $(filter 0,$(shell id -u)),--allow-root)
 LAB_FLAGS   ?=
 
 lab: $(STAMP)
-	cd notebooks && $(abspath $(BIN))/jupyter lab $(ALLOW_ROOT) $(LAB_FLAGS)
+	$(abspath $(BIN))/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
+		$(ALLOW_ROOT) $(LAB_FLAGS)
 
 clean:
 	rm -rf reports build .pytest_cache .hypothesis .mypy_cache .ruff_cache

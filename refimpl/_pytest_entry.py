@@ -1,7 +1,6 @@
-"""What refimpl's pytest11 entry point registers when refimpl is installed: the
-``refimpl_fixtures`` ini option, nothing else (no fixture, no import of torch), so other test
-suites in the same environment run unchanged. ``refimpl_fixtures = true`` loads
-refimpl.testing.plugin, as ``pytest -p refimpl.testing.plugin`` does."""
+"""refimpl's pytest11 entry point: the ``refimpl_fixtures`` ini option and nothing else;
+``refimpl_fixtures = true`` loads refimpl.testing.plugin.
+"""
 from __future__ import annotations
 
 

@@ -1,12 +1,6 @@
-"""Real speech input for the Whisper benchmarks.
-
-The clips under ``refimpl/data/speech/`` are short English sentences synthesised offline
-with espeak-ng (``scripts/make_speech_clips.py``; see that folder's README.md), stored as
-16 kHz mono int16 WAV. vLLM's Whisper benchmarks feed real recordings; here the throughput
-benchmark gets speech of varied length (up to Whisper's 30 s window, 480,000 samples) built
-from these clips, so the feature extractor and decoder see speech rather than silence.
-
-Only the stdlib ``wave`` module and numpy are used at run time.
+"""Real speech for the Whisper benchmarks: the espeak-ng clips of ``refimpl/data/speech/``
+(16 kHz mono int16 WAV; scripts/make_speech_clips.py) and request audio of varied length built
+from them.
 """
 from __future__ import annotations
 
@@ -42,28 +36,16 @@ def _load_clips() -> tuple[tuple[str, np.ndarray], ...]:
 
 
 def load_speech_clips() -> list[tuple[str, np.ndarray]]:
-    """The shipped speech clips as ``(name, samples)`` pairs, sorted by name.
-
-    ``samples`` is a 1-D float32 array in [-1, 1) at 16 kHz (each clip under 10 s). The
-    arrays are read once per process and shared, so they are read-only; copy before editing.
-    Raises FileNotFoundError if no clip is shipped, ValueError if a WAV is not 16 kHz mono
-    int16.
-    """
+    """The shipped clips as ``(name, samples)``, sorted: 1-D float32 in [-1, 1) at 16 kHz, read once
+    and shared (copy before editing). Raises FileNotFoundError (none), ValueError (not 16 kHz mono int16)."""
     return list(_load_clips())
 
 
 def make_request_audios(n: int, seed: int, max_s: float = WHISPER_WINDOW_S,
                         min_s: float = 1.0, gap_s: float = 0.25) -> list[np.ndarray]:
-    """``n`` request audios of varied length built from the speech clips, deterministic per seed.
-
-    Each audio's target length is drawn uniformly from [``min_s``, ``max_s``] seconds; clips
-    are drawn at random (with replacement) and concatenated with ``gap_s`` seconds of silence
-    between them until the target is reached, then the result is trimmed to the target.
-    Returns a list of 1-D float32 arrays at 16 kHz, each at most ``max_s`` seconds
-    (``int(max_s * 16000)`` samples). The same ``(n, seed, max_s, min_s, gap_s)`` gives the
-    same arrays. Raises ValueError if ``n < 0``, ``gap_s < 0`` or not
-    ``0 < min_s <= max_s``.
-    """
+    """``n`` float32 16 kHz audios, deterministic per arguments: each a length drawn from [``min_s``,
+    ``max_s``] s, filled with random clips and ``gap_s`` s of silence, trimmed to it. Raises
+    ValueError if ``n < 0``, ``gap_s < 0`` or not ``0 < min_s <= max_s``."""
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     if not 0 < min_s <= max_s:

@@ -1,9 +1,8 @@
 """``refimpl bench startup|serve|wer ...`` and ``refimpl report``.
 
-A bench's flags are its spec's fields (refimpl/bench/specs.py), parsed by tyro; a value refused
-before the run (refimpl/bench/guard.py) is one line naming the field and its limit, exit 2, as
-a malformed flag is. Every bench writes its Result (default reports/<bench>_<model>_<UTC>.json)
-and prints its figures, ratios and gains with their 95% intervals.
+A bench's flags are its spec's fields (bench/specs.py, parsed by tyro); a refused value is one
+line naming the field and its limit, exit 2. Every bench writes its Result and prints its
+figures with their 95% intervals.
 """
 from __future__ import annotations
 
@@ -71,8 +70,8 @@ def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> in
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["report"]:  # papermill, the report's, is absent where only benches run (GPU hosts)
-        from refimpl import report
+    if argv[:1] == ["report"]:
+        from refimpl import report  # optional: papermill, the report's, is absent where only benches run
         return report.main(argv[1:])
     if argv[:1] == ["bench"]:
         return bench(*parse(argv[1:]))

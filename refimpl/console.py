@@ -16,7 +16,7 @@ def main() -> int:
         print(f"refimpl: the refimpl command needs the lab extra (missing: {', '.join(missing)}): "
               "pip install 'refimpl[lab]'", file=sys.stderr)
         return 2
-    from refimpl.cli import main as cli_main  # after the check: cli imports the measuring half
+    from refimpl.cli import main as cli_main  # optional: after the check, cli imports the [lab] extra
     return cli_main()
 
 

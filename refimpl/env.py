@@ -1,9 +1,7 @@
 """The machine and software a result was measured on: every result JSON's ``env``.
 
-PyTorch's ``torch.utils.collect_env.get_env_info()`` (torch / CUDA / cuDNN builds, GPUs, driver,
-OS, libc, compilers) without its ``pip list`` / ``conda list`` subprocesses (most of its second),
-plus the CPU model, cores and RAM (psutil), the git commit, torch's threads and the versions of
-the libraries the figures depend on (``importlib.metadata``).
+torch's ``collect_env.get_env_info()`` without its pip / conda subprocesses, plus the CPU, RAM
+(psutil), git commit, torch's threads and the versions of the libraries the figures depend on.
 """
 from __future__ import annotations
 

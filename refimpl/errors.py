@@ -1,10 +1,6 @@
-"""Exception types of refimpl.
-
-Every error a user can cause (bad config, bad input, a request the engine cannot hold) is a
-subclass of :class:`RefimplError` that names the offending ``field`` and the ``limit`` it broke,
-so a serving loop can reject one request and keep serving the others. vLLM raises plain
-``ValueError`` in most of these places; we keep ``ValueError`` as a base class so code written
-against vLLM's behaviour still catches ours.
+"""Exception types of refimpl: every error a user can cause names its ``field`` and ``limit``, so
+a server can refuse one request and keep serving. vLLM raises plain ValueError in most of these
+places; ours subclass it where it did.
 """
 from __future__ import annotations
 
@@ -12,9 +8,8 @@ from typing import Any, Optional
 
 
 class RefimplError(Exception):
-    """Base class. ``field`` names the input or setting at fault, ``limit`` the bound it broke.
-    ``request_id``: the request refused, when the engine refuses one of several in flight (the
-    two-process engine's asynchronous refusals; the user's id, set by ``LLMEngine.step``)."""
+    """Base class: ``field`` the input or setting at fault, ``limit`` the bound it broke;
+    ``request_id`` the request refused when several are in flight."""
 
     request_id: Optional[str] = None
 
@@ -41,8 +36,7 @@ class UnknownVariantError(ConfigError):
 
 
 class CacheItemTooLargeError(ConfigError):
-    """One processed multimodal item is larger than the whole processing cache (vLLM 0.9.0's
-    cachetools ``ValueError("value too large")``, issue #52835; later vLLM skips the item)."""
+    """One processed item is larger than the whole processing cache (cachetools' "value too large")."""
 
 
 class InsufficientMemoryError(RefimplError, MemoryError):
@@ -62,11 +56,7 @@ class SamplingParamsError(InvalidInputError):
 
 
 class EncoderLengthMismatchError(ConfigError):
-    """Cross-attention allocation length differs from the model's encoder length.
-
-    The guard for the review warning on vLLM PR #24989: ``max_num_encoder_input_tokens`` is an
-    alias of ``max_num_batched_tokens`` unless the encoder-decoder override ran.
-    """
+    """The cross-attention length differs from the model's encoder length."""
 
 
 class EngineStateError(RefimplError, RuntimeError):
@@ -74,7 +64,5 @@ class EngineStateError(RefimplError, RuntimeError):
 
 
 class EngineDeadError(RefimplError, RuntimeError):
-    """The engine-core process (P1) exited or failed; the front end freed its resources.
-
-    vLLM V1 raises ``EngineDeadError`` in the same place (``vllm/v1/engine/exceptions.py``).
-    """
+    """The engine-core process (P1) exited or failed; the front end freed its resources (vLLM
+    ``vllm/v1/engine/exceptions.py``)."""

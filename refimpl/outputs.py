@@ -1,10 +1,6 @@
-"""What the model runner hands back to the scheduler, and what the engine hands to users.
-
-Mirrors ``vllm/v1/outputs.py`` (``ModelRunnerOutput``) and ``vllm/outputs.py``
-(``RequestOutput``), v0.10.2; vLLM's separate ``EngineCoreOutput`` is the same
-``RequestOutput`` here. Left out:
-logprobs, prompt logprobs, spec-decode drafts, pooling outputs, detokenized text
-(``text`` is filled by the engine when it has a tokenizer), KV-connector fields.
+"""What the model runner hands the scheduler, and the engine its users: ``vllm/v1/outputs.py``
+and ``vllm/outputs.py`` (0.10.2; ``EngineCoreOutput`` is RequestOutput here). Left out:
+logprobs, spec-decode drafts, pooling outputs, KV-connector fields.
 """
 from __future__ import annotations
 
@@ -14,15 +10,9 @@ from typing import Optional
 
 @dataclass
 class ModelRunnerOutput:
-    """One step's sampled tokens.
-
-    req_ids: the requests of the batch, in batch order.
-    req_id_to_index: req_id -> row in ``sampled_token_ids``.
-    sampled_token_ids: per row, the token ids sampled this step (usually one; empty for
-        a request whose prefill chunk did not reach the end of its prompt).
-    req_errors: req_id -> why the runner could not set up that request's state (it ran no
-        row this step; the scheduler finishes it with status FINISHED_ERROR).
-    """
+    """One step's sampled tokens: ``req_ids`` in batch order, ``req_id_to_index``,
+    ``sampled_token_ids`` per row (empty mid-prefill), ``req_errors`` (req_id -> why its state
+    could not be set up; the scheduler finishes it FINISHED_ERROR)."""
     req_ids: list[str]
     req_id_to_index: dict[str, int]
     sampled_token_ids: list[list[int]]
@@ -39,13 +29,8 @@ EMPTY_MODEL_RUNNER_OUTPUT = ModelRunnerOutput([], {}, [])
 
 @dataclass
 class RequestOutput:
-    """A request's result: original prompt, every output token so far, why it finished.
-
-    finish_reason: None while running, else "stop" (EOS / stop token), "length"
-    (max_tokens or max_model_len), "abort" or "error" (``error`` says why; the engine served
-    the other requests on). num_preemptions: times the request was preempted (recomputed from
-    scratch) on the way.
-    """
+    """A request's result: prompt, output tokens so far, ``finish_reason`` (None, "stop", "length",
+    "abort", "error" with ``error``), ``num_preemptions``."""
     request_id: str
     prompt_token_ids: list[int]
     output_token_ids: list[int]

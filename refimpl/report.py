@@ -1,13 +1,9 @@
 """``refimpl report [--quick] [-p NAME=VALUE ...]`` (``make report``): every notebook headless.
 
-Writes ``--out-dir`` (default reports/latest/): the executed notebooks (.ipynb, .html), their
-figures, flame graphs and bench JSONs, and ``summary.md`` with the headline figures and the
-machine. ``-p NAME=VALUE`` sets a parameter of the notebooks that declare it (papermill; a
-Python literal or a string), between QUICK and the full report. Progress goes to stderr
-(one line per code cell started and the kernel's stderr, from papermill's own ``log_output``
-records: the benches' progress bars). A failing notebook does not stop the others: its partial
-notebook is kept, summary.md says so and the command exits 1. ``--out-dir`` is emptied only
-under reports/; elsewhere it must be empty.
+Writes ``--out-dir`` (default reports/latest/, emptied only under reports/): the executed
+notebooks (.ipynb, .html), figures, bench JSONs and ``summary.md``. ``-p`` sets a parameter of
+the notebooks that declare it (papermill). Progress (cells, the kernel's stderr) goes to
+stderr. A failing notebook does not stop the others; summary.md says so, exit 1.
 """
 from __future__ import annotations
 
@@ -65,11 +61,12 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
     return out
 
 
-def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None = None,
+def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
-    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) list
-    the notebooks, a failed one with the path of its partial notebook."""
-    parts = [f"# refimpl report ({'QUICK' if quick else 'full'} mode, device {device})", ""]
+    """summary.md from the JSONs in ``out_dir`` (the notebooks' ``mode``); ``finished`` /
+    ``failed`` (name -> error) list the notebooks, a failed one with the path of its partial
+    notebook."""
+    parts = [f"# refimpl report ({mode} mode, device {device})", ""]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
         rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
@@ -77,9 +74,13 @@ def summary(out_dir: Path, device: str, quick: bool, finished: list[str] | None 
         if failed:
             parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
                       "that finished.", ""]
-    if quick:
-        parts += ["QUICK mode is a smoke test (small sizes, one repeat; each command line says whether "
-                  "its runs were in one process). Use `make report` for figures.", ""]
+    if mode == "quick":
+        parts += ["QUICK mode: small runs that tell the full run's story in direction only; each section "
+                  "states its own size and how its runs were made (fresh processes or one process), and no "
+                  "gain or ratio is shown from too few pairs or runs. `make report` re-measures at full size.", ""]
+    elif mode == "stored":
+        parts += ["Stored mode: nothing was measured here; the executed notebooks render the committed "
+                  "results under results/ (their summary.md files).", ""]
     results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
                if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
     env = next((r.env for r in results.values()), None)
@@ -139,7 +140,7 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="refimpl report", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="QUICK mode of every notebook")
+    p.add_argument("--quick", action="store_true", help='MODE="quick" in every notebook (default "full")')
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     p.add_argument("--out-dir", default=str(REPORTS_DIR / "latest"))
     p.add_argument("--notebooks", nargs="*", default=None, help="a subset of the notebooks' file names")
@@ -157,11 +158,12 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         p.error(str(e))
     t0, status, finished, failed = time.perf_counter(), "wrote", [], {}
+    mode = next((e["MODE"] for e in extra.values() if "MODE" in e), "quick" if args.quick else "full")
     for i, nb in enumerate(nbs, 1):
-        log(f"notebook {i}/{len(nbs)} {nb.name} (QUICK={args.quick}, device={device}, {extra[nb] or 'defaults'})", t0)
+        log(f"notebook {i}/{len(nbs)} {nb.name} (MODE={mode}, device={device}, {extra[nb] or 'defaults'})", t0)
         try:
             with terminal_progress(nb, t0):
-                execute(nb, out, {"QUICK": args.quick, "DEVICE": device, "OUT_DIR": str(out), **extra[nb]},
+                execute(nb, out, {"MODE": mode, "DEVICE": device, "OUT_DIR": str(out), **extra[nb]},
                         progress=True)
             finished.append(nb.name)
         except KeyboardInterrupt:
@@ -172,10 +174,10 @@ def main(argv: list[str] | None = None) -> int:
             log(f"FAILED in {nb.name} after {clock(time.perf_counter() - t0)}: {failed[nb.name]}; the notebook "
                 f"as far as it ran: {out / nb.name}; going on", t0)
     try:
-        text = summary(out, device, args.quick, finished, failed)
+        text = summary(out, device, mode, finished, failed)
     except Exception as e:  # a partial JSON of a failed notebook: still say what ran
         failed["summary.md"] = _one_line(e)
-        text = summary(out / "no-results", device, args.quick, finished, failed)
+        text = summary(out / "no-results", device, mode, finished, failed)
     (out / "summary.md").write_text(text)
     if failed and status == "wrote":
         status = f"{len(failed)} of {len(nbs)} notebook(s) FAILED ({', '.join(failed)}); wrote"

@@ -1,17 +1,8 @@
 """Request and RequestStatus: the scheduler's view of one generation request.
 
-Mirrors ``vllm/v1/request.py`` (v0.10.2). Kept: token bookkeeping (``all_token_ids``,
-``num_computed_tokens``), status, encoder inputs with their placeholder ranges, number of
-preemptions. Left out: structured output, LoRA, pooling, KV-transfer params, events,
-priorities, spec-decode tokens, block hashes (no prefix caching here).
-
-Encoder inputs: ``mm_inputs`` is one dict of tensors per item (Whisper:
-``{"input_features": Tensor(num_mel_bins, 3000) float32}``). ``mm_positions[i]`` says which
-tokens item i stands for: for decoder-only models (Qwen2.5-VL) its placeholder span in the
-prompt; for encoder-decoder models (Whisper) offset 0 and length = encoder output length
-(1500), since the encoder must run before the first decoder step. When ``mm_positions`` is
-not given it is derived for Whisper-style items as ``input_features.shape[-1] // 2`` (the
-encoder's stride-2 convolution: 3000 mel frames -> 1500 positions).
+Mirrors ``vllm/v1/request.py`` (0.10.2). ``mm_positions[i]``: item i's placeholder span (Whisper:
+offset 0, ``input_features.shape[-1] // 2`` encoder tokens when not given). Left out: structured
+output, LoRA, pooling, KV transfer, events, priorities, spec decode, block hashes.
 """
 from __future__ import annotations
 
@@ -58,13 +49,9 @@ def _encoder_len_of(item: dict[str, Any]) -> int:
 
 
 class Request:
-    """One request. Token counts are in tokens; ``arrival_time`` in seconds (time.time()).
-
-    ``request_id`` is unique per submission (``LLMEngine`` makes it from the user's id, as
-    vLLM's ``InputProcessor.assign_request_id``); ``external_req_id`` is the user's id
-    (default: ``request_id``). Raises InvalidInputError for an empty / non-int prompt or
-    mismatched encoder inputs.
-    """
+    """One request (tokens; ``arrival_time`` in s). ``request_id`` per submission,
+    ``external_req_id`` the user's (default ``request_id``). Raises InvalidInputError for an empty
+    or non-int prompt, or mismatched encoder inputs."""
 
     def __init__(self, request_id: str, prompt_token_ids: list[int],
                  sampling_params: Optional[SamplingParams] = None,

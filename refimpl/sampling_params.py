@@ -1,12 +1,9 @@
-"""SamplingParams: the per-request generation limits the scheduler and the sampler need.
+"""SamplingParams: the per-request limits the scheduler and the sampler need.
 
-Mirrors ``vllm/sampling_params.py`` (v0.10.2) for the fields that steer scheduling:
-``max_tokens`` (default 16, as vLLM), ``ignore_eos``, ``stop_token_ids``; ``temperature``
-0.0 means greedy; ``seed`` (-1 means unset, as vLLM). Left out: top-p/k, penalties,
-logprobs, n > 1, beam search, stop strings, structured output. The bounds that depend on the
-model and the prompt (``max_tokens <= max_model_len - prompt length``, token ids below the
-vocabulary size) are checked at admission (``Scheduler.add_request``): :func:`check_max_tokens`
-and :meth:`SamplingParams.verify`.
+Mirrors ``vllm/sampling_params.py`` (0.10.2) for max_tokens (default 16), ignore_eos,
+stop_token_ids, temperature (0: greedy), seed (-1: unset); the bounds that depend on the model
+and prompt are checked at admission. Left out: top-p/k, penalties, logprobs, n > 1, beam
+search, stop strings, structured output.
 """
 from __future__ import annotations
 
@@ -25,15 +22,9 @@ SEED_LIMIT = "int64: [-2**63, 2**63 - 1]"
 
 @dataclass
 class SamplingParams:
-    """Generation limits of one request.
-
-    max_tokens: output tokens to generate at most (>= 1).
-    temperature: 0.0 = greedy; a finite value > 0 samples.
-    ignore_eos: keep generating past the model's EOS token.
-    seed: per-request sampling seed within int64 (None or -1 = engine's generator).
-    stop_token_ids: further token ids that finish the request with reason "stop".
-    Raises SamplingParamsError naming the field and its limit.
-    """
+    """Generation limits of one request: ``max_tokens`` (>= 1), ``temperature`` (0.0 greedy, finite),
+    ``ignore_eos``, ``seed`` (int64; None or -1: the engine's generator), ``stop_token_ids``.
+    Raises SamplingParamsError naming the field and its limit."""
     max_tokens: int = 16
     temperature: float = 0.0
     ignore_eos: bool = False
@@ -72,8 +63,8 @@ class SamplingParams:
                 raise SamplingParamsError("stop_token_ids", "ints >= 0", f"got {tok!r}")
 
     def verify(self, vocab_size: Optional[int] = None) -> None:
-        """Admission check: the fields again (the object may have changed since it was built)
-        and ``stop_token_ids`` below ``vocab_size``. Raises SamplingParamsError."""
+        """Admission check: the fields again and ``stop_token_ids`` below ``vocab_size``. Raises
+        SamplingParamsError."""
         self._verify_args()
         if vocab_size is not None and self.stop_token_ids and max(self.stop_token_ids) >= vocab_size:
             raise SamplingParamsError("stop_token_ids", vocab_size - 1,
@@ -97,11 +88,8 @@ def _finite(x: float) -> bool:
 
 
 def check_max_tokens(params: SamplingParams, num_prompt_tokens: int, max_model_len: int) -> None:
-    """Refuse a request whose prompt plus ``max_tokens`` exceeds ``max_model_len`` (tokens).
-
-    For Whisper ``max_model_len`` is ``max_target_positions`` = 448 and the prompt is the
-    decoder prompt. Raises SamplingParamsError("max_tokens", max_model_len - num_prompt_tokens).
-    """
+    """Refuse a prompt plus ``max_tokens`` above ``max_model_len`` (Whisper: 448, decoder prompt).
+    Raises SamplingParamsError("max_tokens", max_model_len - num_prompt_tokens)."""
     room = max_model_len - num_prompt_tokens
     if params.max_tokens > room:
         raise SamplingParamsError(

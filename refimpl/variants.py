@@ -1,16 +1,10 @@
 """The study's rows: released vLLM behaviours, one-change rows and ours, each a named record.
 
-Release rows (``"0.9.0"``, ``"0.11.1"``, ...) reproduce what that vLLM release did, every
-switch a field; the release where each switch changed is given beside the field and in
-docs/background.md ("The rows"). One-change rows (``"0.9.0+#19484"``) put one PR on top of
-a release, so that PR's own effect is measured. ``refimpl`` is the kit's default (the latest
-release plus the kit's fixes) and ``shape-only`` / ``audios-per-step`` are ours.
-Start-up rows are read by ``EngineCore`` and the start-up and budget benches; encoder-length
-rows (Whisper) by ``VllmConfig`` at the four call sites of ``EncoderLenSite``.
-``LEGACY_NAMES`` labels the rows of results written before the release rows.
-
-Raises UnknownVariantError (naming the choices) from ``get_startup_variant`` /
-``get_encoder_len_variant`` for an unknown name.
+A release row (``"0.9.0"``) behaves as that release did, switch by switch (the release where a
+switch changed is beside the field; docs/mechanisms/ has a page per change); a one-change row
+(``"0.9.0+#19484"``) adds one PR to a release; ``refimpl``, ``shape-only`` and
+``audios-per-step`` are ours. ``LEGACY_NAMES`` labels older results. Raises
+UnknownVariantError naming the choices for an unknown name.
 """
 from __future__ import annotations
 
@@ -31,23 +25,17 @@ _CHOICES = {"dummy_video_dtype": ("int64", "uint8"), "dummy_audio_dtype": ("floa
 class MultiModalSwitches:
     """The processing mechanics of one version, read by the processors (defaults: ``refimpl``).
 
-    dummy_video_dtype  int64: ``np.full(shape, 255)`` until 0.11.0; uint8 from 0.11.1.
-    dummy_audio_dtype  float64: ``np.zeros(n)`` in every release read (0.8.5-0.14.0), and float64
-                       samples are kept as they are; float32 ours (samples converted).
-    hash_byte_path     v0.8.5: ``tobytes()`` of the raw data, 1 copy; v0.9.0: dtype, shape and
-                       data glued and joined, 3 copies; v0.9.2 (#19484): 2; stream (#24925,
-                       0.11.0): none. See refimpl/multimodal/hasher.py.
-    hash_uncached      the processor hashes items even with no cache (from 0.10.2; before,
-                       only when a caller asked for hashes).
+    dummy_video_dtype  int64 (``np.full(shape, 255)``) to 0.11.0; uint8 from 0.11.1.
+    dummy_audio_dtype  float64 (``np.zeros``, kept as float64) in every release read; float32 ours.
+    hash_byte_path     copies per hash: v0.8.5 1, v0.9.0 3, v0.9.2 (#19484) 2, stream (#24925,
+                       0.11.0) none; see multimodal/hasher.py.
+    hash_uncached      items hashed even with no cache (from 0.10.2).
     oversize_item      raise: cachetools' "value too large" (every release read); skip (#53016).
-    shape_only         ours: the profile run's inputs built at their processed shape, no HF pass.
-    worst_case_image   square (smart_resize of 9999999 x 9999999) until 0.12; factor-pair
-                       (#29692, 0.13.0); true-max ours (the maximum over aspect ratios).
-    max_frames_per_video  16 from 0.8.5 (``_MAX_FRAMES_PER_VIDEO``), 14 from 0.11.0; None ours.
-    frame_fit          minus-images: the image tokens leave ``seq_len`` before frames are fitted
-                       (until 0.10.1); whole-seq from 0.10.2.
-    Raises UnknownVariantError (a ConfigError) on a bad value.
-    """
+    shape_only         ours: the profile run's inputs at their processed shape, no HF pass.
+    worst_case_image   square to 0.12; factor-pair (#29692, 0.13.0); true-max ours.
+    max_frames_per_video  16, 14 from 0.11.0; None ours.
+    frame_fit          minus-images: image tokens leave ``seq_len`` first (to 0.10.1); whole-seq.
+    Raises UnknownVariantError (a ConfigError) on a bad value."""
     dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
     dummy_audio_dtype: Literal["float64", "float32"] = "float32"
     hash_byte_path: HashBytePath = "stream"
@@ -69,29 +57,21 @@ class MultiModalSwitches:
 
 @dataclass(frozen=True)
 class StartupVariant:
-    """One start-up behaviour of the multimodal engine (``release``: the vLLM release it
-    reproduces, None for one-change rows and ours).
+    """One start-up behaviour of the multimodal engine (``release`` None: one-change rows and ours).
 
-    profiling_cache    off: every profiling pass bypasses the processing cache (#14336, 0.8.5);
-                       registry: every pass uses the process's cache even when the user turned
-                       it off (#17935, 0.9.0 to 0.10.0); runner: the runner's own cache, absent
-                       when the user turned it off, for the budget lookup and the profile run,
-                       the scheduler's lookup uncached (0.10.2 on; 0.10.1 already skipped the
-                       registry's cache at 0 GiB).
-    formula_models     model families whose max tokens per item come from a formula, no dummy
-                       processing: Qwen2/2.5-VL from 0.9.2 (#19756); Whisper in no release read.
+    profiling_cache    off: no profiling pass uses a cache (0.8.5); registry: every pass uses the
+                       process's cache even when the user turned it off (#17935, 0.9.0 to 0.10.0);
+                       runner: the runner's own, absent when turned off, the scheduler's lookup
+                       uncached (0.10.2 on).
+    formula_models     families whose max tokens per item come from a formula: Qwen2/2.5-VL from
+                       0.9.2 (#19756); Whisper in no release read.
     reset_at_end       ``reset_mm_cache()`` at the end of start-up (#17935, 0.9.0).
-    reset_scope        v0.9.0: the engine core keeps its profiling cache (until 0.11.0); all:
-                       cleared too (0.11.1). Read by the two-process engine.
-    profile_run_lookup profile_run looks the max tokens per item up again (until 0.10.0; from
-                       0.10.1 ``MultiModalBudget`` keeps the runner's lookup).
-    profile_seq_len    the profile run's dummy: at max_num_batched_tokens (until 0.10.2), at
-                       max_model_len (#25553, 0.11.0), or at the per-item maximum that the
-                       budget and admission use (ours, issue 21).
-    profile_items      dummy items in the encoder batch: cdiv(budget, per item) until 0.9.2;
-                       floor, at least 1, from 0.10.0.
-    ``mm``: the processing mechanics (MultiModalSwitches).
-    """
+    reset_scope        v0.9.0: the engine core keeps its profiling cache (to 0.11.0); all (0.11.1).
+    profile_run_lookup profile_run looks the max tokens up again (until 0.10.0).
+    profile_seq_len    the profile dummy at max_num_batched_tokens (to 0.10.2), max_model_len
+                       (#25553, 0.11.0) or the per-item maximum (ours).
+    profile_items      encoder-batch items: cdiv(budget, per item) to 0.9.2; floor from 0.10.0.
+    ``mm``: the processing mechanics (MultiModalSwitches)."""
     name: str
     reproduces: str
     release: Optional[str]
@@ -196,13 +176,9 @@ EncoderLenSource = Literal["registry", "config", "per-item"]
 
 @dataclass(frozen=True)
 class EncoderLenVariant:
-    """Where each call site reads the Whisper encoder length, and what the encoder budget is.
-
-    ``encoder_budget``: encoder-len (``VllmConfig`` sets ``max_num_encoder_input_tokens`` to
-    the encoder length: one audio per step, 0.10.2 to 0.12); batched-tokens (PR #29421,
-    0.13.0: it stays ``max_num_batched_tokens``, 8192 holds 5 audios); audios-per-step (ours,
-    a what-if: ``max_audios_per_step`` encoder lengths; the other rows refuse N > 1).
-    """
+    """Where each call site reads the Whisper encoder length, and the encoder budget:
+    encoder-len (one audio per step, 0.10.2 to 0.12), batched-tokens (#29421, 0.13.0:
+    ``max_num_batched_tokens``), audios-per-step (ours: ``max_audios_per_step`` lengths)."""
     name: str
     reproduces: str
     release: Optional[str]

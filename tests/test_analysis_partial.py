@@ -1,5 +1,5 @@
 """The notebooks' tables and figures on partial results (a variant without runs) and on too few
-runs a side to call a comparison resolved (refimpl.bench.gains.MIN_PAIRS). Synthetic Results
+runs a side to call a comparison resolved (refimpl.stats.MIN_PAIRS). Synthetic Results
 built from the committed ones: no benchmark runs here."""
 import copy
 
@@ -33,24 +33,16 @@ def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp
     from refimpl.analysis.throughput import summary_md
     two = summary_md(_with_runs("throughput_whisper-tiny.json",
                                 {"0.10.2": 2, "0.10.2+#24866": 2, "0.11.0": 2}), tmp_path)
-    row = _row(two, "0.10.2+#24866 over 0.10.2")
-    assert "%" in row and row.endswith(f"| {NOT_RESOLVED} |")
+    assert _row(two, "0.10.2+#24866 / 0.10.2").endswith("| - | - | not shown (2 runs a side; 5 needed) |")
+    five = summary_md(_with_runs("throughput_whisper-tiny.json", {v: MIN_PAIRS for v in
+                                 ("0.10.2", "0.10.2+#24866", "0.11.0")}), tmp_path)
+    assert _row(five, "0.10.2+#24866 / 0.10.2").endswith(("| resolved |", "| unresolved (interval holds 1) |"))
     part = summary_md(_with_runs("throughput_whisper-tiny.json",
                                  {"0.10.2": 2, "0.10.2+#24866": 0, "0.11.0": 2},
                                  interrupted=True), tmp_path)
-    assert "nan" not in part
-    assert _row(part, "0.10.2+#24866 over 0.10.2").endswith("| - | - | no runs of 0.10.2+#24866 |")
-    assert _row(part, "0.11.0 over 0.10.2+#24866").endswith("| no runs of 0.10.2+#24866 |")
-
-
-def test_sweep_table_labels_points_from_too_few_runs():
-    from refimpl.analysis.throughput_sweep import sweep_table
-    base = {"max_tokens": 8, "work_s_per_request": 0.1, "registry_s_per_request": 0.01, "model_gain": 0.1}
-    pts = {"a": {**base, "gain": 0.5, "gain_low": 0.4, "gain_high": 0.6, "n": 2},
-           "b": {**base, "max_tokens": 64, "gain": None, "n": 0, "state": "no runs of 0.10.2+#24866"}}
-    md = sweep_table(Result("throughput-sweep", {}, {}, {k: {"runs": [], "summary": p} for k, p in pts.items()}))
-    assert f"| +50.0% [+40.0, +60.0] | {NOT_RESOLVED} |" in _row(md, "8 ")
-    assert "| - | no runs of 0.10.2+#24866 |" in _row(md, "64 ")
+    assert "nan" not in part and "**Partial result**" in part
+    assert _row(part, "0.10.2+#24866 / 0.10.2").endswith("| - | - | no runs of 0.10.2+#24866 |")
+    assert _row(part, "0.11.0 / 0.10.2+#24866").endswith("| no runs of 0.10.2+#24866 |")
 
 
 @pytest.mark.slow
@@ -85,3 +77,13 @@ def test_call1_ratio_states_resolution(n):
 def test_memory_table_row_without_runs():
     from refimpl.analysis.two_process import memory_table
     assert _row(memory_table({"v0.9.0 (this run)": {"runs": []}}), "v0.9.0").endswith("| no runs |")
+
+
+def test_in_process_runs_are_never_called_fresh_processes():
+    from refimpl.analysis import provenance
+    from refimpl.analysis.startup import summary_md
+    res = Result.load(STORED / "startup_qwen2.5-vl-3b.json")
+    assert "fresh processes" in provenance(res) and "3 fresh-process runs" in summary_md(res)
+    res.env["in_process"] = True
+    text = summary_md(res)
+    assert "fresh" not in text and "one process" in text and "Medians of 3 in-process runs" in text

@@ -1,7 +1,8 @@
-"""`make lab` starts JupyterLab in notebooks/ (as root too) and serves the notebooks.
+"""`make lab` starts JupyterLab at the repository root (as root too): it serves the notebooks and
+the executed reports under reports/.
 
 Starts the server through the Makefile's own recipe on a free port of 127.0.0.1 with a token,
-lists notebooks/ through the REST API (GET /api/contents), and stops it. Most of the time is
+lists the root and notebooks/ through the REST API (GET /api/contents), and stops it. Most of the time is
 the server's start-up (4-6 s on the quiet 2-core machine, more under load); bounded by
 DEADLINE_S.
 """
@@ -46,14 +47,15 @@ def test_make_lab_serves_the_notebooks(tmp_path):
         ["make", "-s", "-C", str(ROOT), "-o", stamp, f"VENV={venv}", "lab", f"LAB_FLAGS={flags}"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
         env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path)})
-    url = f"http://127.0.0.1:{port}/api/contents?token={token}"
-    listing = None
+    def get(path: str):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/{path}?token={token}", timeout=2) as r:
+            return json.load(r)
+    root = listing = None
     try:
         t_end = time.monotonic() + DEADLINE_S
         while listing is None and time.monotonic() < t_end and proc.poll() is None:
             try:
-                with urllib.request.urlopen(url, timeout=2) as r:
-                    listing = json.load(r)
+                root, listing = get(""), get("notebooks")
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.1)
     finally:
@@ -65,6 +67,7 @@ def test_make_lab_serves_the_notebooks(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             out, _ = proc.communicate()
     assert listing is not None, f"no answer from the server; its output:\n{out[-3000:]}"
+    assert {"notebooks", "results"} <= {item["name"] for item in root["content"]}  # reports/ too, once written
     names = {item["name"] for item in listing["content"]}
     expected = {p.name for p in (ROOT / "notebooks").glob("[0-9]*.ipynb")}
     assert expected and expected <= names

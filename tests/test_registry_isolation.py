@@ -4,9 +4,9 @@ the same bytes after its reset as one on the global registry, and the global reg
 cache and counters stay as they were. The pass-count oracle (refimpl.testing) agrees with
 both without building an engine.
 
-Qwen2.5-VL at test size with video on (images of 64 tokens, 4096-token context, 2048 batched
-tokens): the profile run's dummy video then differs from the max-token lookup's, so the
-cache-reset variant does one pass in profile_run as well.
+Qwen2.5-VL at test size with video on (images of 64 tokens, 4096-token context, 256 batched
+tokens): vLLM 0.9.0's profile run then builds its dummy video for 256 tokens (8 frames), not
+the lookup's 16 (the frame cap), so the 0.9.0 row does one pass in profile_run as well.
 """
 import pickle
 
@@ -20,13 +20,13 @@ from refimpl.engine.llm_engine import LLMEngine
 from refimpl.multimodal import MULTIMODAL_REGISTRY, MultiModalRegistry
 from refimpl.testing import FakeRegistry, fresh_registry, hf_passes_by_phase
 
-VARIANTS = ("no-cache", "cache-reset", "formula")
+VARIANTS = ("0.8.5", "0.9.0", "0.9.0+#19756", "refimpl")
 
 
 def qwen_config(mm_registry=None):
     mc = ModelConfig("qwen2.5-vl-3b", max_model_len=4096, device="cpu",
                      mm_processor_kwargs={"max_pixels": 28 * 28 * 64})
-    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=2048), CacheConfig(),
+    return VllmConfig(mc, SchedulerConfig(max_num_seqs=8, max_num_batched_tokens=256), CacheConfig(),
                       mm_registry=mm_registry)
 
 
@@ -70,11 +70,11 @@ def test_private_registry_equals_global(runs, variant):
 
 
 def test_pass_counts_per_variant(runs):
-    """no-cache processes at every pass (4); cache-reset hits at #2 and #5 (#3's video differs
-    from #1's); formula processes only #3."""
-    assert {v: runs[v]["global"]["hf_mm_passes"] for v in VARIANTS} == {"no-cache": 4, "cache-reset": 2,
-                                                                      "formula": 1}
-    assert runs["cache-reset"]["global"]["before"] > 0 == runs["cache-reset"]["global"]["after"]
+    """0.8.5 processes at every pass (4); 0.9.0 hits at #2 and #5 (#3's video differs from
+    #1's); the formula (PR #19756, and refimpl) processes only #3."""
+    assert {v: runs[v]["global"]["hf_mm_passes"] for v in VARIANTS} == {"0.8.5": 4, "0.9.0": 2,
+                                                                      "0.9.0+#19756": 1, "refimpl": 1}
+    assert runs["0.9.0"]["global"]["before"] > 0 == runs["0.9.0"]["global"]["after"]
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -82,9 +82,10 @@ def test_pass_oracle_equals_engine(runs, variant):
     assert hf_passes_by_phase(qwen_config(), variant) == runs[variant]["global"]["passes"]
 
 
-def test_whisper_config_reads_the_registry_only_under_registry_variants():
+def test_whisper_config_reads_the_registry_only_under_the_0_10_2_rows():
     mc = lambda: ModelConfig("whisper-tiny", device="cpu")  # noqa: E731
-    for variant, calls in (("registry", 1), ("runner-config", 1), ("scheduler-config", 0), ("encoder-batch", 0)):
+    for variant, calls in (("0.10.2", 1), ("0.10.2+#24866", 1), ("0.10.2+#24989", 1), ("0.11.0", 0),
+                           ("0.13.0", 0), ("0.14.0", 0), ("audios-per-step", 0)):
         reg = FakeRegistry()
         cfg = VllmConfig(mc(), encoder_len_variant=variant, mm_registry=reg)
         assert reg.calls == calls, variant
@@ -97,7 +98,7 @@ def test_whisper_engine_on_a_private_registry_leaves_the_global_alone():
     before = global_state()
     reg = MultiModalRegistry()
     engine = LLMEngine(VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_seqs=2),
-                                  CacheConfig(num_gpu_blocks=300), encoder_len_variant="registry",
+                                  CacheConfig(num_gpu_blocks=300), encoder_len_variant="0.10.2",
                                   mm_registry=reg), process_mode="inproc")
     engine.add_request("a", {"multi_modal_data": {"audio": np.zeros(1600, np.float32)}})
     while engine.has_unfinished_requests():

@@ -130,7 +130,7 @@ def test_summary_shows_two_process_memory(tmp_path):
     from refimpl.env import REPO_ROOT
     src = REPO_ROOT / "results/cpu-amd-epyc-2c-shared/twoproc_startup_qwen2.5-vl-3b_v0.9.0.json"
     shutil.copy(src, tmp_path / src.name)
-    text = report.summary(tmp_path, "cpu", quick=False)
+    text = report.summary(tmp_path, "cpu", "full")
     row = next(ln for ln in text.splitlines() if ln.startswith(f"| v0.9.0 ({src.name})"))
     assert "| 588 -> 588 |" in row  # P1 keeps its profiling entries under v0.9.0 (MiB)
 
@@ -144,7 +144,7 @@ def test_startup_summary_reads_every_committed_layout(folder, split):
     res, budget = (Result.load(REPO_ROOT / f"results/{folder}/{b}_qwen2.5-vl-3b.json") for b in ("startup", "budget"))
     text = summary_md(res, budget)
     assert ("predate the per-part timings" in text) is not split
-    assert ("hashed for" in text) is split and "Call 1, 0.9.0 / 0.8.5" in text
+    assert ("more hashing" in text) is split and "Call 1, 0.9.0 / 0.8.5" in text
 
 
 def test_unknown_notebook_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
@@ -177,28 +177,6 @@ def test_ratio_table_never_resolved_below_min_pairs():
     assert rows[1].endswith("| - | not resolved (1 run a side) |")
     assert rows[2].endswith(f"| not resolved (< {MIN_PAIRS} runs a side) |")
     assert rows[MIN_PAIRS].endswith("| resolved |")
-
-
-def test_throughput_summary_prints_a_runnable_generate_command(tmp_path):
-    """The generate() line names its own JSON (the engine's is not overwritten) and parses."""
-    import shlex
-
-    from refimpl.analysis.throughput import summary_md
-    from refimpl.bench.schema import Result
-    from refimpl.bench.specs import ServeSpec
-    from refimpl.cli import parse
-    from refimpl.env import REPO_ROOT
-    res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/throughput_whisper-tiny.json")
-    hf_spec = ServeSpec(variants=("hf-generate",), num_requests=4, max_tokens=4)
-    Result("throughput", res.env, hf_spec.params(), {"hf-generate": res.variants["0.10.2"]}).write(
-        tmp_path / "throughput_hf_whisper-tiny.json")
-    line = next(ln for ln in summary_md(res, tmp_path).splitlines() if ln.startswith("Command:"))
-    hf_cmd = line.split("generate(): `")[1].rstrip("`")
-    assert "--output-json throughput_hf_whisper-tiny.json" in hf_cmd and "--variants hf-generate" in hf_cmd
-    spec, out, _ = parse(shlex.split(hf_cmd)[2:])
-    assert spec.resolve() == hf_spec.resolve() and out == "throughput_hf_whisper-tiny.json"
-
-
 def test_notebook_parameters_go_to_the_notebooks_that_declare_them(tmp_path, monkeypatch, capsys):
     from refimpl.errors import ConfigError
     monkeypatch.setattr(report, "NOTEBOOKS_DIR", tmp_path / "nbs")
@@ -218,6 +196,10 @@ def test_notebook_parameters_go_to_the_notebooks_that_declare_them(tmp_path, mon
     monkeypatch.setattr(report, "execute", lambda nb, out, params, **kw: ran.append(params))
     assert report.main(["--out-dir", str(tmp_path / "o"), "--device", "cpu", "-p", "REPEATS=2",
                         "--notebooks", "02_b.ipynb"]) == 0
-    assert ran[0]["REPEATS"] == 2 and ran[0]["QUICK"] is False
+    assert ran[0]["REPEATS"] == 2 and ran[0]["MODE"] == "full"
+    assert report.main(["--out-dir", str(tmp_path / "q"), "--device", "cpu", "--quick", "--notebooks", "02_b.ipynb"]) == 0
+    text = (tmp_path / "q" / "summary.md").read_text()
+    assert ran[1]["MODE"] == "quick" and "(quick mode" in text and "states its own size" in text
+    assert "one process" in text and "inside the notebook" not in text
     assert report.main(["-p", "NOPE=1", "--out-dir", str(tmp_path / "never")]) == 2
     assert "error: parameters:" in capsys.readouterr().err and not (tmp_path / "never").exists()

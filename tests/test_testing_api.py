@@ -3,6 +3,8 @@ audio requests, the oracles against the mechanism they summarise (without an HF 
 dummy tensors), ReferenceLRU against ProcessingCache step by step (reset zeroes the
 counters, as vLLM's LRUCache.clear), the strategies' items accepted by the processors, and
 the bad-input table as data run against a validator of one's own."""
+import importlib
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,11 +12,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 
 import refimpl.testing as rt
-from refimpl.config import ModelConfig, MultiModalSwitches, SchedulerConfig, VllmConfig
+from refimpl.config import ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
+from refimpl.engine.core import EngineCore
 from refimpl.errors import CacheItemTooLargeError, UnknownVariantError
 from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry, ProcessingCache
 from refimpl.testing import strategies
+from refimpl.variants import get_startup_variant
 
 SMALL_QWEN = dict(max_model_len=4096, mm_processor_kwargs={"max_pixels": 28 * 28 * 64})
 
@@ -50,13 +54,23 @@ def test_whisper_requests_hold_the_oracles_cross_blocks():
 
 
 def test_max_tokens_oracle():
-    assert rt.max_tokens_per_item("qwen2.5-vl-3b") == {"image": 16384, "video": 98304}
-    # the true worst case at max_pixels = 768 * 28^2 is 768 tokens (896 x 672), not 729 (756 x 756)
-    assert rt.max_tokens_per_item("qwen2.5-vl-3b", mm_processor_kwargs={"max_pixels": 768 * 28 * 28},
-                                  limit_mm_per_prompt={"video": 0}) == {"image": 768}
+    # vLLM 0.9.0 fits 12 frames after the image's tokens and caps at 16; from 0.10.2 the video
+    # fits the whole seq_len (14 frames, the 0.11.0 cap)
+    assert rt.max_tokens_per_item("qwen2.5-vl-3b", "0.9.0") == {"image": 16384, "video": 98304}
+    assert rt.max_tokens_per_item("qwen2.5-vl-3b") == {"image": 16384, "video": 114688}
+    # at max_pixels = 768 * 28^2: vLLM 0.9.0's square dummy (756 x 756) gives 729 tokens, 0.13.0's
+    # factor pair and the true maximum 768 (896 x 672)
+    small = dict(mm_processor_kwargs={"max_pixels": 768 * 28 * 28}, limit_mm_per_prompt={"video": 0})
+    assert {v: rt.max_tokens_per_item("qwen2.5-vl-3b", v, **small)["image"] for v in ("0.9.0", "0.13.0", "refimpl")} \
+        == {"0.9.0": 729, "0.13.0": 768, "refimpl": 768}
+    assert {w: rt.max_tokens_per_item("qwen2.5-vl-3b", "0.9.0", worst_case=w, **small)["image"]
+            for w in rt.WORST_CASES} == {"square": 729, "factor-pair": 768, "true-max": 768}
     assert rt.max_tokens_per_item("whisper-tiny") == {"audio": 1500}
-    with pytest.raises(UnknownVariantError, match="semantics"):
-        rt.max_tokens_per_item("whisper-tiny", semantics="vllm-0.9.0")
+    assert set(rt.ROWS) >= {"0.8.5", "0.9.0", "0.13.0", "refimpl", "shape-only"}
+    with pytest.raises(UnknownVariantError, match="worst_case"):
+        rt.max_tokens_per_item("whisper-tiny", worst_case="vllm-0.9.0")
+    with pytest.raises(UnknownVariantError, match="variant"):  # the old names label old results only
+        rt.max_tokens_per_item("whisper-tiny", "cache-reset")
 
 
 def test_max_tokens_and_budget_oracles_equal_processing_the_dummy_item():
@@ -89,17 +103,37 @@ def test_dummy_specs_equal_the_real_dummy_items_and_allocate_nothing():
     out = builder.get_dummy_processed_inputs(128000, {"image": 1, "video": 1}, device="meta")
     assert out.mm_kwargs["video"][0]["pixel_values_videos"].is_meta
     assert rt.dummy_input_specs("whisper-tiny") == {"audio": [rt.TensorSpec((480000,), "float32")]}
-    assert rt.dummy_input_specs("qwen2.5-vl-3b", limit_mm_per_prompt={"image": 0},
-                                mm_switches=MultiModalSwitches(dummy_video_dtype="int64"))["video"][0].nbytes == 14 * 3584 * 3584 * 3 * 8
+    assert rt.dummy_input_specs("whisper-tiny", "0.13.0") == {"audio": [rt.TensorSpec((480000,), "float64")]}
+    assert rt.dummy_input_specs("qwen2.5-vl-3b", "0.11.0", limit_mm_per_prompt={"image": 0})["video"] == [
+        rt.TensorSpec((14, 3584, 3584, 3), "int64")]  # vLLM <= 0.11.0's np.full(shape, 255)
+    # the row's switches, as EngineCore sets them on the model config: what the builder allocates
+    for row, dtype in (("0.11.0", "int64"), ("0.11.1", "uint8")):
+        cfg = ModelConfig("qwen2.5-vl-3b", device="cpu", limit_mm_per_prompt={"image": 0},
+                          mm_switches=get_startup_variant(row).mm, **SMALL_QWEN)
+        video = MultiModalRegistry().create_processor(cfg).dummy_inputs.get_dummy_mm_data(4096, {"video": 1})["video"][0]
+        assert rt.dummy_input_specs(cfg, row)["video"] == [rt.TensorSpec.of(video)] and str(video.dtype) == dtype
 
 
-def test_pass_oracle_raises_where_start_up_does():
-    tiny = rt.create_vllm_config(rt.QWEN, max_num_batched_tokens=2048, mm_processor_cache_gb=0.0001, **SMALL_QWEN)
-    with pytest.raises(CacheItemTooLargeError):  # vLLM 0.9.0: "value too large"
-        rt.hf_passes_by_phase(tiny, "cache-reset")
-    assert rt.hf_passes_by_phase(tiny, "formula")["profile_run"] == 1  # PR #53016: served uncached
-    with pytest.raises(UnknownVariantError, match="release"):
-        rt.hf_passes_by_phase(tiny, "cache-reset", release="0.9.0")
+@pytest.mark.parametrize("row", ["0.9.0", "0.9.2", "0.11.0", "refimpl"])
+def test_pass_oracle_raises_where_start_up_does(row):
+    """A processing cache smaller than one dummy item: the releases raise cachetools' "value
+    too large" at the first step that stores it (0.9.0 at the runner's lookup, 0.9.2 on at the
+    profile run's dummy: the formula skips the lookups); refimpl serves it uncached (#53016)."""
+    def tiny():
+        return rt.create_vllm_config(rt.QWEN, max_num_batched_tokens=2048, mm_processor_cache_gb=0.0001,
+                                     mm_registry=MultiModalRegistry(), **SMALL_QWEN)
+    try:
+        engine: object = EngineCore(tiny(), row).report.passes_by_phase
+    except CacheItemTooLargeError as e:
+        engine = str(e)
+    try:
+        oracle: object = rt.hf_passes_by_phase(tiny(), row)
+    except CacheItemTooLargeError as e:
+        oracle = str(e)
+    assert oracle == engine
+    assert isinstance(engine, str) == (row != "refimpl"), engine
+    with pytest.raises(UnknownVariantError, match="variant"):
+        rt.hf_passes_by_phase(tiny(), "cache-reset")
 
 
 # ------------------------------------------------------------------------ cache reference model
@@ -172,14 +206,18 @@ def test_every_case_input_is_data():
 
 def test_bad_inputs_against_a_users_own_validator():
     """A validator of one's own: vLLM-style, plain ValueError without field or limit."""
-    def my_sampling_params(max_tokens=16, temperature=1.0):
+    def my_sampling_params(max_tokens=16, temperature=1.0, seed=None):
         if not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
         if temperature < 0:
             raise ValueError("temperature must be non-negative")
+        if abs(temperature) > sys.float_info.max or temperature != temperature:
+            raise ValueError("temperature must be finite")
+        if seed is not None and not -(2**63) <= seed < 2**63:
+            raise ValueError("seed must fit in int64")
 
     cases = [c for c in rt.BAD_INPUT_CASES if c.input.entry == "sampling"]
-    assert len(cases) >= 4
+    assert len(cases) >= 4 and {"max_tokens", "temperature", "seed"} <= {k for c in cases for k in c.input.kwargs}
     for case in cases:
         try:
             my_sampling_params(**case.input.kwargs)
@@ -201,8 +239,6 @@ def test_plain_value_error_is_a_refusal_not_a_crash(kit):
 
 
 def test_strategies_without_hypothesis_say_what_to_install(monkeypatch):
-    import importlib
-    import sys
     monkeypatch.setitem(sys.modules, "hypothesis", None)  # as if not installed
     monkeypatch.delitem(sys.modules, "refimpl.testing.strategies")
     with pytest.raises(ImportError, match=r"needs hypothesis: pip install 'refimpl\[lab\]'"):

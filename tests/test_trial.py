@@ -18,8 +18,8 @@ from refimpl.bench.trial import exit_status, steps
 from refimpl.cli import main
 from refimpl.errors import ConfigError
 
-SPEC = ServeSpec(variants=("registry", "scheduler-config"), repeats=3, warmup=False)
-ARGV = ["bench", "serve", "--variants", "registry", "scheduler-config", "--repeats", "3", "--no-warmup"]
+SPEC = ServeSpec(variants=("0.10.2", "0.11.0"), repeats=3, warmup=False)
+ARGV = ["bench", "serve", "--variants", "0.10.2", "0.11.0", "--repeats", "3", "--no-warmup"]
 
 
 def fake_run(i: int) -> dict:
@@ -60,7 +60,7 @@ def test_a_failed_run_keeps_the_runs_finished_before_it(runs_until):
     runs_until(5, TimeoutError("refimpl.bench.fresh ran past 1800.0 s and was killed"))
     res = trial.run(SPEC)
     assert [len(res.runs(v)) for v in SPEC.labels] == [2, 2]  # A B A B done, A failed
-    assert res.params["failed"].startswith("registry repeat 3/3: TimeoutError: refimpl.bench.fresh ran past")
+    assert res.params["failed"].startswith("0.10.2 repeat 3/3: TimeoutError: refimpl.bench.fresh ran past")
     assert res.params["interrupted"] is False and exit_status(res) == 1
     validate(res.to_dict())
     runs_until(99, RuntimeError("never"))
@@ -73,10 +73,10 @@ def test_cli_writes_the_finished_runs_and_exits_1(runs_until, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert main([*ARGV, "--output-json", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == ("refimpl bench serve: error: scheduler-config repeat 1/3: FreshProcessError: "
+    assert err[-1] == ("refimpl bench serve: error: 0.11.0 repeat 1/3: FreshProcessError: "
                        f"refimpl.bench.fresh exited with code 1 (kept the 1 finished runs in {out})")
     res = Result.load(out)
-    assert len(res.runs("registry")) == 1 and res.runs("scheduler-config") == [] and res.missing == ["runs"]
+    assert len(res.runs("0.10.2")) == 1 and res.runs("0.11.0") == [] and res.missing == ["runs"]
     assert res.params["failed"].endswith("boom")  # the worker's output tail is kept in the JSON
 
 
@@ -85,7 +85,7 @@ def test_a_refimpl_error_of_a_run_exits_2(runs_until, tmp_path, capsys):
     out = tmp_path / "t.json"
     assert main([*ARGV, "--output-json", str(out)]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
-        "refimpl bench serve: error: registry repeat 1/3: ConfigError: num_gpu_blocks: too few KV blocks (limit: 23)")
+        "refimpl bench serve: error: 0.10.2 repeat 1/3: ConfigError: num_gpu_blocks: too few KV blocks (limit: 23)")
     assert json.loads(out.read_text())["params"]["refimpl_error"] is True
 
 
@@ -100,7 +100,7 @@ def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, ca
     (out,) = (tmp_path / "reports").glob("throughput_whisper-tiny_*Z.json")
     assert Result.load(out).params["interrupted"] is True
     io = capsys.readouterr()
-    assert "scheduler-config: no finished run" in io.out and f"wrote {out.relative_to(tmp_path)}" in io.out
+    assert "0.11.0: no finished run" in io.out and f"wrote {out.relative_to(tmp_path)}" in io.out
     assert "interrupted: keeping the runs finished so far" in io.err
 
 
@@ -111,7 +111,7 @@ def test_the_worker_writes_a_refimpl_error_and_the_parent_raises_it_again(tmp_pa
     monkeypatch.setattr(fresh, "die_with_parent", lambda: calls.append("die_with_parent"))
     calls: list[str] = []
     out = tmp_path / "run.json"
-    assert fresh.main(["--spec", spec_to_json(SPEC), "--variant", "registry", "--output-json", str(out)]) \
+    assert fresh.main(["--spec", spec_to_json(SPEC), "--variant", "0.10.2", "--output-json", str(out)]) \
         == fresh.REFIMPL_ERROR_EXIT
     assert calls == ["die_with_parent"]
     rec = json.loads(out.read_text())["refimpl_error"]
@@ -167,19 +167,19 @@ def test_the_analysis_reads_a_partial_result(runs_until, tmp_path):
     from refimpl.analysis import startup as S
     from refimpl.analysis import throughput as T
     runs_until(4, KeyboardInterrupt())
-    res = trial.run(SPEC.replace(variants=("registry", "runner-config", "scheduler-config")).replace(repeats=2))
+    res = trial.run(SPEC.replace(variants=("0.10.2", "0.10.2+#24866", "0.11.0")).replace(repeats=2))
     text = T.summary_md(res, tmp_path)
-    assert "**Partial result** (runs per variant: registry 1, runner-config 1, scheduler-config 1): interrupted" in text
+    assert "**Partial result** (runs per variant: 0.10.2 1, 0.10.2+#24866 1, 0.11.0 1): interrupted" in text
     runs_until(3, TimeoutError("x"))
-    res = trial.run(SPEC.replace(variants=("registry", "runner-config", "scheduler-config")))
-    assert "| scheduler-config / runner-config | - | - | no runs of scheduler-config |" in T.summary_md(res, tmp_path)
+    res = trial.run(SPEC.replace(variants=("0.10.2", "0.10.2+#24866", "0.11.0")))
+    assert "| 0.11.0 / 0.10.2+#24866 | - | - | no runs of 0.11.0 |" in T.summary_md(res, tmp_path)
     T.throughput_figure(res, None, tmp_path)
     srun = {"device": "cpu", "total_s": 2.0, "phases": {"load": 1.0}, "hf_mm_passes": 3, "peak_rss_bytes": 1e9}
     runs_until(99, RuntimeError("never"))
-    sres = Result("startup", res.env, {**StartupSpec().params(), "failed": "cache-reset repeat 1/3: TimeoutError: x"},
-                  {"no-cache": {"runs": [srun], "summary": {}}, "cache-reset": {"runs": [], "summary": {}}},
+    sres = Result("startup", res.env, {**StartupSpec().params(), "failed": "0.9.0 repeat 1/3: TimeoutError: x"},
+                  {"0.8.5": {"runs": [srun], "summary": {}}, "0.9.0": {"runs": [], "summary": {}}},
                   missing=["runs"])
-    assert "**Partial result** (runs per variant: no-cache 1, cache-reset 0): cache-reset repeat 1/3: TimeoutError" \
+    assert "**Partial result** (runs per variant: 0.8.5 1, 0.9.0 0): 0.9.0 repeat 1/3: TimeoutError" \
         in S.summary_md(sres)
 
 
@@ -187,6 +187,6 @@ def test_a_notebook_s_failed_measurement_leaves_its_finished_runs(runs_until, tm
     from refimpl.analysis import measure
     runs_until(3, TimeoutError("refimpl.bench.fresh ran past 1800.0 s and was killed"))
     with pytest.raises(RuntimeError, match="TimeoutError"):
-        measure(SPEC, quick=False, out=tmp_path / "t.json")
+        measure(SPEC, in_process=False, out=tmp_path / "t.json")
     res = Result.load(tmp_path / "t.json")
     assert [len(res.runs(v)) for v in SPEC.labels] == [1, 1] and "TimeoutError" in res.params["failed"]

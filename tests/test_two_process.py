@@ -2,8 +2,8 @@
 
 One Whisper-tiny engine is shared by the module (a child that imports torch costs seconds);
 the test that kills its child runs last. Mirror capacity: 2.5 items of 960,000 bytes.
-- start-up under reset scope v0.9.0: P0's cache is empty, P1 keeps its profiling entry;
-  under scope "all" the reset empties P1's cache too;
+- start-up of the 0.9.0 row (reset scope v0.9.0): P0's cache is empty, P1 keeps its profiling
+  entry; under scope "all" (the default row's) the reset empties P1's cache too;
 - a repeated audio crosses as its hash alone; evictions and resets keep the mirrors equal;
 - nothing listens on a network address; a message without the engine's secret is never
   unpickled;
@@ -42,8 +42,8 @@ def _audio(seed: int) -> dict:
 
 @pytest.fixture(scope="module")
 def engine():
-    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=4, num_gpu_blocks=4 * 97 + 1,
-                            process_mode="mp", mm_processor_cache_gb=CAPACITY_GB)
+    e = LLMEngine.from_args("whisper-tiny", startup_variant="0.9.0", device="cpu", max_num_seqs=4,
+                            num_gpu_blocks=4 * 97 + 1, process_mode="mp", mm_processor_cache_gb=CAPACITY_GB)
     yield e
     e.shutdown()
     from refimpl.multimodal import MULTIMODAL_REGISTRY
@@ -95,6 +95,19 @@ def test_reset_scope_all_also_clears_p1_cache(engine):
     client.call_utility("__setattr__", "reset_scope", "all")  # the child's EngineCoreProc
     engine.reset_mm_cache()
     assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] == 0
+
+
+def test_default_row_resets_both_processes():
+    """LLMEngine's default row (refimpl, as EngineCore's) and its reset scope ("all", vLLM
+    0.11.1 on): start-up leaves neither process's processing cache filled."""
+    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=2, num_gpu_blocks=2 * 97 + 1,
+                            process_mode="mp")
+    try:
+        mem = e.engine_core.startup_memory
+        assert mem["p1_cache_bytes_before_reset"] > 0 == mem["p1_cache_bytes_after_reset"]
+        assert mem["p0_cache_bytes_after_reset"] == 0
+    finally:
+        e.shutdown()
 
 
 def test_refused_request_raises_and_serving_goes_on(engine):
@@ -260,7 +273,7 @@ def test_memory_table_medians_and_spread_of_both_processes():
 def test_quick_mode_shows_the_committed_runs_of_both_scopes():
     from refimpl.analysis.startup import StartupStudy
     from refimpl.analysis.two_process import memory_table, run_two_process
-    rows = run_two_process(StartupStudy(quick=True))
+    rows = run_two_process(StartupStudy(mode="quick"))
     assert {label.split()[0] for label in rows} == {"v0.9.0", "all"}
     assert all(r["_path"].startswith("results/") for r in rows.values())
     md = memory_table(rows)

@@ -5,8 +5,8 @@ from refimpl.testing import hf_passes_by_phase
 
 
 def test_startup_passes_on_a_private_registry(small_qwen_config, mm_registry, fresh_registry):
-    core = EngineCore(small_qwen_config, "cache-reset")
-    assert core.report.passes_by_phase == hf_passes_by_phase(small_qwen_config, "cache-reset")
+    core = EngineCore(small_qwen_config, "0.9.0")
+    assert core.report.passes_by_phase == hf_passes_by_phase(small_qwen_config, "0.9.0")
     assert mm_registry.stats.hf_mm_passes == core.report.hf_mm_passes > 0
     assert MULTIMODAL_REGISTRY.stats.hf_mm_passes == 0 and len(MULTIMODAL_REGISTRY.processing_cache) == 0
 

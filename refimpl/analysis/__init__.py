@@ -1,13 +1,18 @@
-"""What the notebooks show, as functions: run the benchmarks, tabulate, plot, profile.
+"""What the notebooks show, as functions of a Result: tables, figures, stored results, recorded values.
 
-The notebooks under ``notebooks/`` stay thin: a parameters cell, then calls into
-``refimpl.analysis.startup`` and ``refimpl.analysis.throughput``. Shared helpers here:
-markdown tables, stored GPU results under ``results/``, saving figures.
+A study (``Study`` subclass, one per notebook) runs in one of ``MODES``: ``stored`` reads the
+committed ``results/<hardware>/`` JSON and measures nothing; ``quick`` is a small run here;
+``full`` re-measures. Every bench call of a study goes through ``Study.obtain``.
 """
 from __future__ import annotations
 
+import json
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, ClassVar, Iterable, Optional, Sequence
+
+from matplotlib.figure import Figure
 
 from refimpl.bench import trial
 from refimpl.bench.common import profile_with_pyspy
@@ -15,9 +20,14 @@ from refimpl.bench.fresh import worker_command
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import Spec
 from refimpl.env import REPO_ROOT
-from refimpl.stats import median, ratio_of_medians, summarize
+from refimpl.errors import ConfigError
+from refimpl.stats import MIN_PAIRS, median, ratio_of_medians, summarize
+from refimpl.variants import LEGACY_NAMES
 
 RESULTS_DIR = REPO_ROOT / "results"
+REFERENCE = "cpu-amd-epyc-2c"  # the reference machine's folder under results/
+MODES = ("stored", "quick", "full")
+_OLD_NAMES = {new: old for old, new in LEGACY_NAMES.items()}
 
 
 def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -25,33 +35,28 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     def fmt(x: Any) -> str:
         return f"{x:.3g}" if isinstance(x, float) else str(x)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(fmt(x) for x in r) + " |" for r in rows]
-    return "\n".join(lines)
+    return "\n".join(lines + ["| " + " | ".join(fmt(x) for x in r) + " |" for r in rows])
 
 
 def spread(values: Sequence[float]) -> str:
-    """'median [min, max]' of ``values``."""
+    """'median [min, max]' of ``values`` ('-' when empty)."""
     if not values:
         return "-"
     s = summarize(values)
     return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
 
 
-def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b") -> dict:
-    """median(a) / median(b) with the resolution rule of the paired gains
-    (refimpl.bench.gains.MIN_PAIRS): {"estimate": ratio or None, "low", "high": 95% bootstrap
-    interval (refimpl.stats.ratio_of_medians) or None, "n": runs of the smaller side, "state":
-    a word}. A side without runs (a partial result) has no ratio ("no runs of <name>"); one run a
-    side no interval; fewer than ``MIN_PAIRS`` runs a side is "not resolved (< 5 runs a side)"
-    whatever its interval (with 2 or 3 runs a side the bootstrap medians take a handful of
-    values and the interval is degenerate; even wholly separated ranges of 3 runs a side have a
-    two-sided rank-test p of 2 / C(6, 3) = 0.10). Otherwise "resolved" when the interval
-    excludes 1, "unresolved (interval holds 1)" when not."""
-    from refimpl.stats import MIN_PAIRS
+def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
+            min_n: int = 1) -> dict:
+    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
+    smaller side), "state"}. No estimate below ``min_n`` runs a side; fewer than MIN_PAIRS
+    runs a side is never "resolved"."""
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
-    if n == 0:  # a partial result (interrupted, or a run failed): nothing to compare
+    if n == 0:
         out["state"] = "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"
+    elif n < min_n:
+        out["state"] = f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"
     elif n < 2:
         out.update(estimate=median(a) / median(b), state=f"not resolved ({n} run a side)")
     else:
@@ -62,66 +67,138 @@ def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: s
     return out
 
 
-def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "") -> str:
-    """Markdown: for each (variant, base) pair, median(metric of variant) / median(metric of
-    base) with a 95% bootstrap interval and whether it is resolved (``compare``: fewer than
-    ``MIN_PAIRS`` runs a side is never resolved; a side without runs gets no ratio)."""
-    rows = []
-    for v, base in pairs:
-        c = compare(res.values(v, metric), res.values(base, metric), v, base)
-        rows.append([f"{v} / {base}", "-" if c["estimate"] is None else f"{c['estimate']:.3f}",
-                     "-" if c["low"] is None else f"[{c['low']:.3f}, {c['high']:.3f}]", c["state"]])
-    return md_table([f"ratio of median {label or metric}", "value", "95% CI", ""], rows)
+def ratio_md(comparisons: dict[str, dict], label: str) -> str:
+    """Markdown of ``compare`` results keyed by '<variant> / <base>': value, 95% CI, state."""
+    return md_table([f"ratio of median {label}", "value", "95% CI", ""], [
+        [k, "-" if c["estimate"] is None else f"{c['estimate']:.3f}",
+         "-" if c["low"] is None else f"[{c['low']:.3f}, {c['high']:.3f}]", c["state"]]
+        for k, c in comparisons.items()])
+
+
+def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "",
+                min_n: int = 1) -> str:
+    """Markdown: per (variant, base), ``compare`` of ``metric``'s medians (``ratio_md``)."""
+    return ratio_md({f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n)
+                     for v, b in pairs}, label or metric)
 
 
 def partial_note(res: Result) -> str:
-    """A markdown line saying that ``res`` is partial (``params["interrupted"]``: Ctrl-C ended
-    its runs; ``params["failed"]``: a run failed, first line of the error), else ''."""
+    """A markdown line saying that ``res`` is partial (interrupted or failed), else ''."""
     runs = ", ".join(f"{v} {len(r['runs'])}" for v, r in res.variants.items())
-    if res.params.get("failed"):
-        return f"**Partial result** (runs per variant: {runs}): {res.params['failed'].splitlines()[0]}"
-    if res.params.get("interrupted"):
-        return f"**Partial result** (runs per variant: {runs}): interrupted (Ctrl-C) before the last run"
-    return ""
+    why = ((res.params.get("failed") or "").splitlines() or [""])[0] or (
+        "interrupted (Ctrl-C) before the last run" if res.params.get("interrupted") else "")
+    return f"**Partial result** (runs per variant: {runs}): {why}" if why else ""
 
 
-def stored_results(bench: str) -> list[tuple[str, Result]]:
-    """Results committed under ``results/<hardware>/`` whose ``bench`` is ``bench``, as
-    (path relative to the repository, Result). Never measured here, only read; a file that
-    does not validate raises SchemaError (tests/test_results_schema.py keeps them valid)."""
-    out = []
-    for p in sorted(RESULTS_DIR.glob("*/*.json")):
-        res = Result.load(p)
-        if res.bench == bench:
-            out.append((str(p.relative_to(REPO_ROOT)), res))
-    return out
+def provenance(res: Result) -> str:
+    """'<hardware> (<device>), commit <sha>, <fresh processes | one process>' of ``res``."""
+    git = res.env.get("git") or {}
+    sha = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
+    how = "one process" if res.env.get("in_process") else "fresh processes"
+    return f"{res.hardware_name} ({res.env.get('device', '?')}), commit {sha}, {how}"
 
 
-def measure(spec: Spec, quick: bool, out: Optional[Path] = None) -> Result:
-    """``spec`` measured in this process (QUICK: smoke figures) or in fresh processes, written
-    to ``out`` (a JSON path) when given - a partial Result too: after Ctrl-C
-    (``params["interrupted"]``), and before a failing run raises RuntimeError
-    (``params["failed"]``, refimpl.bench.trial.run), so a failed notebook still leaves the
-    runs that finished."""
-    return trial.run(spec, in_process=quick, out=out, check=True)
+def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) -> Result:
+    """``spec`` measured by refimpl.bench.trial.run (fresh processes for the fresh designs unless
+    ``in_process``), written to ``out`` when given: a partial Result too, after Ctrl-C
+    (``params.interrupted``, returned) or a failing run (``params.failed``, then RuntimeError)."""
+    return trial.run(spec, in_process=in_process, out=out, check=True)
 
 
-def save(fig, out_dir: Path, name: str) -> Path:
-    """Save a matplotlib figure as PNG and SVG under ``out_dir``; returns the PNG path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(out_dir / f"{name}.svg")
-    fig.savefig(out_dir / f"{name}.png", dpi=110)
-    return out_dir / f"{name}.png"
+def figure(width: float, height: float, cols: int = 1):
+    """A Figure (constrained layout, no pyplot: the caller displays or saves it) and its axes."""
+    fig = Figure(figsize=(width, height), layout="constrained")
+    return fig, fig.subplots(1, cols)
+
+
+def save(fig: Figure, out_dir: Path, name: str) -> Figure:
+    """Save ``fig`` as ``<name>.png`` and ``.svg`` under ``out_dir``; returns ``fig``."""
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    fig.savefig(Path(out_dir) / f"{name}.svg")
+    fig.savefig(Path(out_dir) / f"{name}.png", dpi=110)
+    return fig
 
 
 def flamegraph(spec: Spec, variant: str, out_dir: Path, name: str, *,
-               speedscope: bool = True, rate: int = 50) -> Path | None:
-    """py-spy flame graph (SVG, and speedscope JSON) of one run of ``variant`` of ``spec`` in a
-    fresh worker process (``python -m refimpl.bench.worker``). Returns the SVG path, or None
-    when py-spy could not record (never raises for that)."""
+               speedscope: bool = True, rate: int = 50) -> Optional[Path]:
+    """py-spy flame graph (SVG, and speedscope JSON) of one worker run of ``variant``; None
+    when py-spy could not record."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = worker_command(spec, variant, str(out_dir / f"{name}.run.json"))
     ok = profile_with_pyspy(cmd, out_dir / f"{name}.svg",
                             out_dir / f"{name}.speedscope.json" if speedscope else None, rate=rate)
     return out_dir / f"{name}.svg" if ok else None
+
+
+@dataclass
+class Study:
+    """What a notebook's study shares: its mode, the stored results it reads, where it writes
+    (``out_dir``), the key values it records for tests (``values``, ``<out_dir>/<values_name>``) and
+    the wall seconds of each measured part (``timings``)."""
+    values_name: ClassVar[str] = "values.json"
+    mode: str = "stored"
+    hardware: str = REFERENCE
+    out_dir: Path = Path("reports/latest")
+    values: dict = field(default_factory=dict, repr=False)
+    timings: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.mode not in MODES:
+            raise ConfigError("mode", MODES, f"unknown mode {self.mode!r}")
+        self.out_dir = Path(self.out_dir)
+        if not (RESULTS_DIR / self.hardware).is_dir():
+            raise ConfigError("hardware", sorted(p.name for p in RESULTS_DIR.iterdir() if p.is_dir()),
+                              f"no folder results/{self.hardware}")
+
+    @property
+    def quick(self) -> bool:
+        return self.mode == "quick"
+
+    @property
+    def where(self) -> str:
+        """Where the study's Results come from: "here", or the stored folder."""
+        return f"results/{self.hardware}" if self.mode == "stored" else "here"
+
+    def stored(self, name: str) -> Optional[Result]:
+        """``results/<hardware>/<name>``, or the file named by the rows' old names
+        (``legacy_file_name``), read by Result.load (old row names renamed); None when absent."""
+        for n in (name, legacy_file_name(name)):
+            if (p := RESULTS_DIR / self.hardware / n).exists():
+                return Result.load(p)
+        return None
+
+    def obtain(self, name: str, spec: Spec, in_process: bool = False) -> Result:
+        """The stored ``name`` (stored mode), else ``spec`` measured here (``measure``) and
+        written to ``<out_dir>/<name>``."""
+        if self.mode == "stored":
+            if (res := self.stored(name)) is None:
+                raise ConfigError("hardware", f"a folder of results/ holding {name}",
+                                  f"results/{self.hardware} has none")
+            return res
+        t0 = time.perf_counter()
+        try:
+            return measure(spec, in_process, self.out_dir / name)
+        finally:
+            self.timings[name] = time.perf_counter() - t0
+            self.record(timings_s=self.timings)
+
+    def record(self, **kv: Any) -> dict:
+        """Add ``kv`` to ``values`` and rewrite ``<out_dir>/<values_name>`` (JSON)."""
+        self.values.update(kv, mode=self.mode)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / self.values_name).write_text(json.dumps(self.values, indent=1, default=str))
+        return self.values
+
+
+def legacy_file_name(name: str) -> str:
+    """``name`` with each ``_``-separated row name in its old spelling (refimpl.variants.
+    LEGACY_NAMES): the name a result written before the release rows has on disk
+    (``paired_whisper-tiny.en_0.10.2_0.10.2+#24866.json`` -> ``..._registry_runner-config.json``)."""
+    stem, dot, ext = name.rpartition(".")
+    return "_".join(_OLD_NAMES.get(part, part) for part in stem.split("_")) + dot + ext
+
+
+def timings_table(s: Study) -> str:
+    """Markdown: wall seconds each measured part of ``s`` took here."""
+    return md_table(["part", "wall s"], [[k, f"{v:.0f}"] for k, v in s.timings.items()]
+                    + [["total", f"{sum(s.timings.values()):.0f}"]])

@@ -1,28 +1,29 @@
-"""Paired gains of the throughput study (notebook 02): tables and figures of ``refimpl bench
-paired`` Results.
+"""Notebook 02's paired gains (``refimpl bench serve --design paired`` Results): tables and figures.
 
-Each comparison of a paired Result (``Result.comparisons``) is a variant's gain over another,
-measured in identical blocks A B B A, with a 95% paired-bootstrap interval and the cost
-model's prediction. Tables and figures here take the live Results and, beside them, stored
-ones (``refimpl.analysis.stored_results``) as a comparison. The runs are in
-refimpl/analysis/serving.py.
+Each comparison is a variant's gain over another in identical blocks A B B A, with a 95%
+paired-bootstrap interval and the cost model's prediction. A gain from fewer than ``min_pairs``
+pairs is not shown. ``stored`` arguments are (path, Result) pairs drawn hollow beside the live ones.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib.pyplot as plt
-
-from refimpl.analysis import md_table, save
+from refimpl.analysis import figure, md_table, provenance, save
+from refimpl.analysis.model_curve import gain_errorbar, plot_gain_vs_step_time, points
 from refimpl.bench.schema import Result
+from refimpl.stats import MIN_PAIRS
 
 
-def _resolved(c: dict) -> str:
-    from refimpl.stats import MIN_PAIRS
-    if c.get("pairs", c["rounds"]) < MIN_PAIRS:
-        return f"no (< {MIN_PAIRS} pairs)"
-    return "yes" if c["resolved"] else "no (holds 0)"
+def pairs_of(c: dict) -> int:
+    return c.get("pairs", c.get("rounds", 0))
+
+
+def rows(results: Sequence[Result], metric: str = "cpu_s", pairing: str = "round",
+         min_pairs: int = 1) -> list[dict]:
+    """The comparisons of ``results`` for ``metric`` / ``pairing`` with ``min_pairs`` pairs or more."""
+    return [c for r in results for c in r.comparisons if c["metric"] == metric
+            and c.get("pairing", "round") == pairing and pairs_of(c) >= min_pairs]
 
 
 def _pct(x: float) -> str:
@@ -30,83 +31,112 @@ def _pct(x: float) -> str:
 
 
 def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = (),
-                 metric: str = "cpu_s", pairing: str = "round") -> str:
-    """Markdown: each comparison's gain with its 95% CI, half-width, pairs, the cost model,
-    the design (rounds, seconds) and where it was measured ("here" or a stored file)."""
-    rows = []
-    for where, r in [("here", r) for r in results] + list(stored):
-        for c in r.comparisons:
-            if c["metric"] != metric or c.get("pairing", "round") != pairing:
-                continue
-            rows.append([c["variant"], c["over"], _pct(c["gain"]), f"[{_pct(c['low'])}, {_pct(c['high'])}]",
-                         f"{100 * c['half_width']:.2f} pp", _resolved(c),
-                         c.get("pairs", c["rounds"]), _pct(c["cost_model_gain"]),
-                         f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where,
-                         r.hardware_name])
-    return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved",
-                     "pairs", "cost model", "timed s", "measured", "hardware"], rows)
+                 metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1,
+                 where: str = "here") -> str:
+    """Markdown per comparison: gain, 95% CI, half-width, resolved, pairs, cost model, timed s,
+    where measured and on what ("-" for a gain from fewer than ``min_pairs`` pairs)."""
+    out = []
+    for where, r in [(where, r) for r in results] + list(stored):
+        for c in rows([r], metric, pairing):
+            shown, n = pairs_of(c) >= min_pairs, pairs_of(c)
+            out.append([c["variant"], c["over"], _pct(c["gain"]) if shown else "-",
+                        f"[{_pct(c['low'])}, {_pct(c['high'])}]" if shown else "-",
+                        f"{100 * c['half_width']:.2f} pp" if shown else "-",
+                        "yes" if c["resolved"] else f"no (< {MIN_PAIRS} pairs)" if n < MIN_PAIRS
+                        else "no (holds 0)", n, _pct(c["cost_model_gain"]),
+                        f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where,
+                        provenance(r)])
+    return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved", "pairs",
+                     "cost model", "timed s", "measured", "on"], out)
+
+
+def _label(where: str) -> str:
+    return "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
+
+
+def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],
+           metric: str, min_pairs: int, where: str, place) -> None:
+    """Gains with 95% CIs of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c,
+    hollow)`` (which may draw beside the point), legend below the axes, title ``what`` with the
+    provenance, and a note where no live gain is shown."""
+    for group, hollow in ((list(results), False), ([r for _, r in stored], True)):
+        for r in group:
+            for c in rows([r], metric, min_pairs=min_pairs):
+                gain_errorbar(ax, place(r, c, hollow), c, fmt="o", color="C1" if hollow else "C0",
+                              mfc="white" if hollow else None,
+                              label=f"stored: {provenance(r)}" if hollow else _label(where))
+    shown = rows(results, metric, min_pairs=min_pairs)
+    if not ax.get_legend_handles_labels()[0]:
+        ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.axhline(0, color="grey", lw=0.6)
+    handles = dict(zip(*reversed(ax.get_legend_handles_labels())))
+    if handles:
+        fig.legend(handles.values(), handles.keys(), loc="outside lower center", fontsize=8, ncols=2)
+    src = (list(results) if shown else [r for _, r in stored])[:1]
+    ax.set_title(f"{what}, 95% CI" + (f"\n{provenance(src[0])}" if src else "")
+                 + (f"\nmeasured {where}: no gain shown (fewer than {min_pairs} pairs)"
+                    if results and not shown else ""), fontsize=9)
 
 
 def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
-                  name: str, metric: str = "cpu_s"):
-    """Gains with 95% CIs (filled: measured here; hollow: stored runs) and the cost model (x)."""
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+                  name: str, metric: str = "cpu_s", min_pairs: int = 1, where: str = "here"):
+    """Gains per comparison (filled: ``results``; hollow: ``stored``) and the cost model (x)."""
+    fig, ax = figure(9, 4.2)
     labels: list[str] = []
-    for group, hollow in [([(None, r) for r in results], False), (stored, True)]:
-        for _path, r in group:
-            for c in (c for c in r.comparisons if c["metric"] == metric and c.get("pairing", "round") == "round"):
-                lab = f"{c['variant']} / {c['over']}"
-                if lab not in labels:
-                    labels.append(lab)
-                x = labels.index(lab) + (0.15 if hollow else -0.15)
-                ax.errorbar(x, 100 * c["gain"], yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]],
-                            fmt="o", mfc="white" if hollow else None, capsize=3, color="C1" if hollow else "C0")
-                if c.get("cost_model_gain"):
-                    ax.plot(x, 100 * c["cost_model_gain"], "kx")
-    ax.plot([], [], "o", color="C0", label="measured here (95% CI)")
-    ax.plot([], [], "o", color="C1", mfc="white", label="stored runs, results/ (95% CI)")
-    ax.plot([], [], "kx", label="cost model")
-    ax.axhline(0, color="grey", lw=0.6)
-    ax.set_xticks(range(len(labels)), labels, fontsize=7)
+
+    def place(r: Result, c: dict, hollow: bool) -> float:
+        lab = f"{c['variant']} / {c['over']}"
+        labels.extend([lab] * (lab not in labels))
+        x = labels.index(lab) + (0.15 if hollow else -0.15)
+        if c.get("cost_model_gain"):
+            ax.plot(x, 100 * c["cost_model_gain"], "kx", label="cost model")
+        return x
+    _gains(fig, ax, "Paired gains of the encoder-length fixes", results, stored, metric, min_pairs, where,
+           place)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlim(-0.6, max(len(labels), 1) - 0.4)
     ax.set_ylabel(f"paired gain, {metric.replace('_s', ' seconds')} (%)")
-    ax.legend(fontsize=7)
     return save(fig, out_dir, name)
 
 
-def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s"):
-    """Gain of audios-per-step@N over 0.11.0 against N, 95% CIs, and steps per block."""
-    rows = [c for c in res.comparisons if c["metric"] == metric and c.get("pairing", "round") == "round"]
-    ns = [int(c["variant"].split("@")[1]) for c in rows]
-    fig, ax = plt.subplots(figsize=(6, 3.4))
-    ax.errorbar(ns, [100 * c["gain"] for c in rows], fmt="o-", capsize=3,
-                yerr=[[100 * (c["gain"] - c["low"]) for c in rows], [100 * (c["high"] - c["gain"]) for c in rows]])
-    for n, c in zip(ns, rows):
-        steps = sorted(x["steps"] for x in res.runs(c["variant"]))[len(res.runs(c["variant"])) // 2]
-        ax.annotate(f"{steps} steps", (n, 100 * c["gain"]), fontsize=7, xytext=(4, 4), textcoords="offset points")
-    ax.axhline(0, color="grey", lw=0.6)
+def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_pairs: int = 1,
+                         stored: Sequence[tuple[str, Result]] = (), where: str = "here"):
+    """Gain of audios-per-step@N over the first variant (0.11.0) against N, median steps per block beside
+    each point (filled: ``res``; hollow: ``stored``)."""
+    fig, ax = figure(8, 4.2)
+    ns: set[int] = set()
+
+    def place(r: Result, c: dict, hollow: bool) -> float:
+        ns.add(n := int(c["variant"].split("@")[1]))
+        runs = r.runs(c["variant"])
+        ax.annotate(f"{sorted(x['steps'] for x in runs)[len(runs) // 2]} steps",
+                    (pos := n * (1.06 if hollow else 1), 100 * c["gain"]), fontsize=7, xytext=(6, 0),
+                    textcoords="offset points")
+        return pos
+    _gains(fig, ax, "Several audios per step (audios-per-step@N)", [res], stored, metric, min_pairs, where,
+           place)
     ax.set_xscale("log", base=2)
-    ax.set_xticks(ns, [str(n) for n in ns])
+    ax.set_xticks(sorted(ns), [str(n) for n in sorted(ns)])
     ax.set_xlabel("N = max audios encoded per step")
-    ax.set_ylabel(f"gain over 0.11.0, {metric} (%)")
+    ax.set_ylabel(f"gain over {next(iter(res.variants))}, {metric} (%)")
     return save(fig, out_dir, "encoder_batch_sweep")
 
 
 def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
-                       metric: str = "cpu_s"):
-    """Gain against model step time (refimpl.analysis.model_curve): the cost-model curve with
-    ``c`` measured here, the paired points measured here, the stored CPU runs (hollow), and GPU
-    points only from stored GPU results (none is estimated)."""
-    from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
-
-    def pts(r: Result) -> list[dict]:
+                       metric: str = "cpu_s", min_pairs: int = 1):
+    """Gain against step time (model_curve): the curve with ``c`` measured in ``results``, their
+    points, stored CPU runs hollow, GPU points only from stored GPU results."""
+    def pts(r: Result, least: int) -> list[dict]:
         if any("steps" not in x for v in r.variants for x in r.runs(v)):
             return []  # an older result without steps per block
         return [{**p, "hardware": r.hardware_name} for p in points(r, metric)
-                if p["over"] in ("0.10.2", "0.10.2+#24866")]
-    here = [p for r in results for p in pts(r)]
-    other = [(r.env.get("device"), p) for _, r in stored for p in pts(r)]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fig = plot_gain_vs_step_time(here, [p for d, p in other if d == "cuda"], out_dir / "gain_vs_step_time.png",
-                                 stored_points=[p for d, p in other if d != "cuda"])
-    fig.savefig(out_dir / "gain_vs_step_time.svg")
-    return fig
+                if p["over"] in ("0.10.2", "0.10.2+#24866") and pairs_of(p) >= least]
+    live = [p for r in results for p in pts(r, 1)]
+    other = [(r.env.get("device"), p) for _, r in stored for p in pts(r, min_pairs)]
+    fig = plot_gain_vs_step_time([p for p in live if pairs_of(p) >= min_pairs],
+                                 [p for d, p in other if d == "cuda"],
+                                 stored_points=[p for d, p in other if d != "cuda"],
+                                 title=provenance(results[0]) if results else "",
+                                 c=max((p["registry_s_per_call"] for p in live), default=None))
+    return save(fig, out_dir, "gain_vs_step_time")

@@ -4,20 +4,17 @@ from __future__ import annotations
 
 import time
 
+import torch
+
+from refimpl.config import ModelConfig
+from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+from refimpl.multimodal.photos import load_sample_photos, pan_video
+
 
 def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
-    """Real photos (and, with ``video``, one video made of real frames: a camera pan over a
-    photo, photos.pan_video) through the processor twice (cache on): misses, then hits,
-    identical outputs.
-
-    Returns ``{"photos": [...], "video": shape or None, "pass1": {...}, "pass2": {...},
-    "identical": bool}`` with seconds, hits/misses and HF multimodal passes of each pass.
-    """
-    import torch
-
-    from refimpl.config import ModelConfig
-    from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-    from refimpl.multimodal.photos import load_sample_photos, pan_video
+    """``n`` real photos (and a camera-pan video of real frames) through the processor twice,
+    cache on: {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, hf_mm_passes),
+    "identical", "tokens"}."""
     photos = load_sample_photos()[:n]
     vid = pan_video() if video else None
     mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
@@ -36,7 +33,8 @@ def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) ->
                         "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
     a, b = outs
     same = a.prompt_token_ids == b.prompt_token_ids and all(
-        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]) for k in x)
+        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
+        for k in x)
     reg.reset_processor_cache()
     return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
             **passes, "identical": same,

@@ -1,2 +1,3 @@
-"""Attention (vLLM ``vllm/attention/`` and ``vllm/v1/attention/backends/``): paged attention on
-a block-table KV cache, and the cross-attention metadata of encoder-decoder models."""
+"""Attention (vLLM ``vllm/attention/``, ``vllm/v1/attention/backends/``): paged attention and
+cross-attention metadata.
+"""

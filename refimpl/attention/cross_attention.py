@@ -1,33 +1,11 @@
-"""Cross-attention of encoder-decoder models (Whisper): the per-step metadata and two ways
-of reading a request's cross K/V from its paged blocks.
+"""Cross-attention of encoder-decoder models (Whisper): per-step metadata and two reads of a
+request's cross K/V from its paged blocks.
 
-``CrossAttentionBuilder`` mirrors ``CrossAttentionBuilder`` and ``_get_cross_slot_mapping``
-of ``vllm/attention/layers/cross_attention.py`` (vLLM 0.10.2). ``build`` reads the encoder
-length through ``vllm_config.get_encoder_len("metadata")`` on every step: under the
-``registry`` encoder-length variant that is the uncached registry lookup of vLLM 0.10.2's hot
-path (see refimpl/variants.py). Tensors are int64 on the runner's device;
-``query_start_loc_cpu`` is host-side, as vLLM's metadata keeps ``*_cpu`` copies for the host.
-
-A request's cross K/V (1500 positions for Whisper, 94 blocks of 16) are written once, on its
-first step, by slot mapping (``write_kv``), and never change. vLLM's kernels then read them
-through the block table on every step. Plain torch has no such kernel, so refimpl offers two
-reads (``CacheConfig.cross_attention_read``; tokens identical either way, checked by
-tests/test_whisper_runner.py and tests/test_real_weights.py):
-
-* ``"dense-once"`` (default): right after the write, ``gather_cross_kv`` copies the request's
-  blocks once into a head-major (2, H, seq_len, D) tensor per layer; every later step runs one
-  unmasked SDPA per request on it (``dense_cross_attention``). Cost: one copy per request and
-  the extra memory of that copy while the request runs; the reads do not depend on where the
-  blocks lie in the pool. On one CPU thread this SDPA is faster than on the block-layout
-  views below (``scripts/cross_attention_read_microbench.py`` times one step of each;
-  ``scripts/cross_attention_fragmentation.py`` serves a workload with each).
-* ``"paged-runs"``: no copy. ``key_segments`` (computed once per request) turns the block
-  table into runs of consecutive slots and ``cross_attention`` reads them as views of the
-  cache (block-major, so each head's keys are strided by H x D). A request whose blocks form
-  several runs (blocks freed by finished requests come back out of order) pays one matmul pair
-  per run, so this read slows down as the pool fragments.
-
-Left out: the attention-backend wrapper (``create_cross_attention_backend``).
+``CrossAttentionBuilder`` mirrors ``vllm/attention/layers/cross_attention.py`` (0.10.2); ``build``
+reads ``get_encoder_len("metadata")`` every step. The K/V are written once; plain torch has no
+paged kernel, so ``CacheConfig.cross_attention_read`` picks the read (same tokens):
+``"dense-once"`` one (2, H, seq_len, D) copy per layer, ``"paged-runs"`` views of the block
+runs, one matmul pair per run. Left out: ``create_cross_attention_backend``.
 """
 from __future__ import annotations
 
@@ -44,13 +22,8 @@ from refimpl.errors import EncoderLengthMismatchError
 
 @dataclass
 class CrossAttentionMetadata:
-    """Cross-attention metadata of one step.
-
-    ``seq_lens`` (B,) encoder length per request; ``block_table`` (B, max_cross_blocks);
-    ``slot_mapping`` (sum of encoder_seq_lens,) slots for the cross K/V written this step
-    (requests on their first decoder step, in batch order); ``query_start_loc_cpu`` the
-    (B + 1,) query offsets as host ints.
-    """
+    """One step's cross-attention metadata: ``seq_lens`` (B,), ``block_table`` (B, max_cross_blocks),
+    ``slot_mapping`` (slots written this step, requests on their first step), ``query_start_loc_cpu``."""
     query_start_loc: torch.Tensor
     seq_lens: torch.Tensor
     max_seq_len: int
@@ -70,10 +43,9 @@ class CrossAttentionBuilder:
 
     def build(self, query_start_loc: np.ndarray, encoder_seq_lens: np.ndarray,
               cross_block_ids: list[list[int]]) -> CrossAttentionMetadata:
-        """``query_start_loc`` (B + 1,) and ``encoder_seq_lens`` (B,) int64: encoder positions
-        whose K/V are written this step (0 for requests past their first step). Raises
-        EncoderLengthMismatchError when the length read is not the model's or a request's cross
-        blocks cannot hold it (the review warning on PR #24989)."""
+        """Metadata from ``query_start_loc`` (B + 1,) and ``encoder_seq_lens`` (B,) int64 (0 past the first
+        step). Raises EncoderLengthMismatchError when the length read is not the model's or a
+        request's cross blocks cannot hold it."""
         enc_len = self.vllm_config.get_encoder_len("metadata")      # hot path, every step
         if self.model_encoder_len is not None and enc_len != self.model_encoder_len:
             raise EncoderLengthMismatchError("encoder_len (metadata)", self.model_encoder_len,
@@ -98,14 +70,9 @@ class CrossAttentionBuilder:
 
 
 def key_segments(block_ids: Sequence[int], seq_len: int, block_size: int) -> list[tuple[int, int]]:
-    """Runs ``(first_slot, num_slots)`` covering exactly the first ``seq_len`` slots of a
-    request, for order-free (non-causal) attention.
-
-    The full blocks (``seq_len // block_size`` of them) are sorted by id and merged where
-    consecutive; the partly used last block contributes its first ``seq_len % block_size``
-    slots (merged into the run it follows, if any). Raises ValueError when ``block_ids``
-    holds fewer than ``ceil(seq_len / block_size)`` blocks.
-    """
+    """Runs ``(first_slot, num_slots)`` covering the first ``seq_len`` slots of a request (order-free
+    attention): full blocks sorted by id and merged where consecutive, then the last block's used
+    slots. Raises ValueError when ``block_ids`` cannot hold ``seq_len``."""
     n_full, rem = divmod(seq_len, block_size)
     if len(block_ids) < n_full + (rem > 0):
         raise ValueError(f"{len(block_ids)} blocks cannot hold {seq_len} keys of block size {block_size}")
@@ -127,15 +94,9 @@ def key_segments(block_ids: Sequence[int], seq_len: int, block_size: int) -> lis
 
 def cross_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc: Sequence[int],
                     segments: Sequence[Sequence[tuple[int, int]]], *, scale: float = 1.0) -> torch.Tensor:
-    """Non-causal attention of flattened ``query`` (T, H, D) on each request's ``segments``.
-
-    ``query_start_loc`` (B + 1,) host ints; ``segments[b]`` the ``key_segments`` of request
-    ``b``. Keys and values are only read as views of ``kv_cache``, never copied: a request
-    whose keys are one run gets one unmasked SDPA; one with several runs gets its scores
-    (H, q, seq_len) computed run by run, one softmax over all of them (the same softmax as
-    the unsplit attention), and the output summed run by run. Returns (T, H, D) in the
-    query dtype.
-    """
+    """Non-causal attention of ``query`` (T, H, D) on each request's ``segments``, read as views of
+    ``kv_cache``: one SDPA for one run; several runs get scores run by run and one softmax.
+    ``query_start_loc`` (B + 1,) host ints. Returns (T, H, D) in the query dtype."""
     if query.shape[0] == 0:
         return query
     h, d = kv_cache.shape[-2], kv_cache.shape[-1]
@@ -160,11 +121,8 @@ def cross_attention(query: torch.Tensor, kv_cache: torch.Tensor, query_start_loc
 
 
 def gather_cross_kv(kv_cache: torch.Tensor, block_ids: Sequence[int], seq_len: int) -> torch.Tensor:
-    """One request's cross K/V copied out of ``kv_cache`` (2, num_blocks, block_size, H, D)
-    into a contiguous head-major (2, H, seq_len, D) tensor, positions in block-table order.
-
-    Raises ValueError when ``block_ids`` cannot hold ``seq_len`` positions.
-    """
+    """One request's cross K/V from ``kv_cache`` (2, num_blocks, block_size, H, D) as a contiguous
+    (2, H, seq_len, D) copy. Raises ValueError when ``block_ids`` cannot hold ``seq_len``."""
     bs = kv_cache.shape[2]
     if len(block_ids) * bs < seq_len:
         raise ValueError(f"{len(block_ids)} blocks cannot hold {seq_len} keys of block size {bs}")
@@ -177,10 +135,8 @@ def gather_cross_kv(kv_cache: torch.Tensor, block_ids: Sequence[int], seq_len: i
 
 def dense_copy_bytes(vllm_config, running: Optional[int] = None) -> int:
     """Most bytes the ``"dense-once"`` read holds outside the KV cache: ``running`` (default
-    ``max_num_seqs``) running requests x 2 (K, V) x decoder layers x ``max_source_positions`` (1500 for Whisper)
-    x ``d_model`` x dtype bytes, from the model's shipped config (about 18 MiB per request for
-    whisper-tiny in float32, 234 MiB for whisper-large-v3 in float16). 0 under ``"paged-runs"``
-    and for decoder-only models. refimpl's: vLLM's kernels read the blocks and hold no copy."""
+    max_num_seqs) x 2 x decoder layers x max_source_positions x d_model x dtype bytes; 0 under
+    ``"paged-runs"`` and for decoder-only models (vLLM's kernels hold no copy)."""
     mc = vllm_config.model_config
     if not mc.is_encoder_decoder or vllm_config.cache_config.cross_attention_read != "dense-once":
         return 0
@@ -192,11 +148,8 @@ def dense_copy_bytes(vllm_config, running: Optional[int] = None) -> int:
 
 def dense_cross_attention(query: torch.Tensor, query_start_loc: Sequence[int],
                           kvs: Sequence[torch.Tensor], *, scale: float = 1.0) -> torch.Tensor:
-    """Non-causal attention of flattened ``query`` (T, H, D) on each request's dense cross K/V.
-
-    ``query_start_loc`` (B + 1,) host ints; ``kvs[b]`` request ``b``'s ``gather_cross_kv``
-    (2, H, seq_len, D). One unmasked SDPA per request. Returns (T, H, D) in the query dtype.
-    """
+    """Attention of ``query`` (T, H, D) on each request's ``gather_cross_kv`` copy, one unmasked SDPA
+    per request. Returns (T, H, D) in the query dtype."""
     if query.shape[0] == 0:
         return query
     out_dtype = query.dtype

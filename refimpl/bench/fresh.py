@@ -1,12 +1,9 @@
-"""Fresh-process runs: each timed run of a fresh design is ``python -m refimpl.bench.fresh``.
+"""Fresh-process runs: ``python -m refimpl.bench.fresh --spec JSON --variant V --output-json F``.
 
-    python -m refimpl.bench.fresh --spec JSON --variant 0.9.0 --output-json run.json
-
-A fresh process per run keeps import caches, allocator state and the processing cache from
-leaking between repeats (start-up is only meaningful cold). The worker writes one run record;
-a refimpl error it raises is written pickled (RefimplError pickles its field, limit and message)
-and raised again in the parent as itself (exit REFIMPL_ERROR_EXIT); any other failure is a
-FreshProcessError carrying the output's tail. Workers end with the process that started them (Linux).
+Start-up is only meaningful cold, so each timed run of a fresh design is its own process. A
+refimpl error in the worker is pickled and raised again in the parent as itself
+(REFIMPL_ERROR_EXIT); any other failure is a FreshProcessError with the output's tail. Workers
+end with their parent (Linux).
 """
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """Every refusal before a run, in one place: ``check(spec, out)``, called once by ``trial.run``.
 
-Values out of their limits, conflicting fields (one line naming both), unknown models and
-variants (naming the bench and the choices), a device absent here, an output path that could
-not be written, a model directory without its configs, and the memory estimates of
-refimpl/bench/memory.py against what is available now. Raises ConfigError (UnknownVariantError,
-UnknownModelError) or InsufficientMemoryError, each naming the field and the limit.
+Limits, conflicting fields, unknown models and rows, an absent device, an unwritable output
+path, a model directory without configs, and memory.py's estimates against what is available.
+Raises ConfigError (UnknownVariantError, UnknownModelError) or InsufficientMemoryError.
 """
 from __future__ import annotations
 

@@ -1,15 +1,10 @@
 """What a run will hold in memory, estimated from its configs alone (bytes); guard.py refuses.
 
-Start-up: the dummy video of Qwen2.5-VL dominates (E = frames * 3584 * 3584 * 3 elements, 462M at
-128000 tokens): ``BASE_BYTES + E * bytes_per_element``. Per element, the HF pass holds the video,
-a torch copy and two float32 intermediates (2 * itemsize + 10); with the cache on, a hash holds
-the video and its copies (3 in vLLM 0.9.0, 2 in 0.9.2, none later) beside the cached float32
-pixels (itemsize * (1 + copies) + 4). Calibrated against peak RSS at max_model_len 50000:
-``refimpl bench startup --calls 2 --repeats 1 --no-warmup --max-model-len 50000 --variants
-0.8.5 0.9.0 0.9.0+#19484 0.9.0+#24925 0.9.0+uint8`` (then named no-cache, cache-reset,
-hash-nocopy, hash-stream, uint8-video). Serving: a Whisper engine's weights,
-KV cache, dense-once cross K/V copies and profile_run's dummy prompt; the requests' audio and
-log-mel features. No vLLM counterpart (vLLM sizes the KV cache from free GPU memory).
+Start-up: ``BASE_BYTES + E * bytes_per_element``, E the elements of the largest dummy video
+(462M at 128000 tokens); per element the HF pass holds the video, a torch copy and two float32
+intermediates, a hash the video and its copies (HASH_COPIES) beside the cached float32 pixels.
+Serving: a Whisper engine's weights, KV cache, dense-once copies and dummy prompt; the requests'
+audio and features. No vLLM counterpart (vLLM sizes the KV cache from free GPU memory).
 """
 from __future__ import annotations
 
@@ -27,6 +22,8 @@ from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 
 GiB = 1 << 30
+# Calibrated against peak RSS at max_model_len 50000: refimpl bench startup --calls 2 --repeats 1
+#   --no-warmup --max-model-len 50000 --variants 0.8.5 0.9.0 0.9.0+#19484 0.9.0+#24925 0.9.0+uint8
 # interpreter, torch, transformers, the small engine, the dummy image and its copies: 2.25 GiB
 # makes the 128k 0.9.0 estimate (17.7 GiB) what was measured; at 1.5 GiB a run passed the
 # check and was OOM-killed on the shared machine.
@@ -74,10 +71,8 @@ def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int =
 
 def serving_parts(vllm_config) -> tuple[dict[str, int], int]:
     """(bytes by the setting behind them, requests counted as running) of a Whisper engine on the
-    CPU: weights (``scale``), KV cache, dense-once cross K/V copies for every request that can
-    run at once (``max_num_seqs``, or as many as the KV cache holds), profile_run's dummy prompt
-    (16 bytes a token id). Measured by ``scripts/serving_memory_check.py 8`` (whisper-large-v3,
-    400 blocks): 8.05 GiB over the loaded process, peak 9.47 GiB, estimate 10.0 GiB."""
+    CPU: weights, KV cache, dense-once copies of the requests that can run at once, the dummy
+    prompt (checked by scripts/serving_memory_check.py)."""
     mc, cc, sc = vllm_config.model_config, vllm_config.cache_config, vllm_config.scheduler_config
     d = mc.hf_config_dict
     block = 2 * d["decoder_layers"] * cc.block_size * d["d_model"] * getattr(torch, mc.dtype).itemsize

@@ -4,14 +4,9 @@
      "variants": {name: {"runs": [run, ...], "summary": {metric: summarize(...) or a number}}},
      "missing": [...], "comparisons": [{"variant", "over", "metric", ...}]}   # both optional
 
-``env``: refimpl.env.result_env (``hardware``, ``versions``, ``device``, ``in_process``: repeats
-in one process). ``params``: the spec's fields (refimpl/bench/specs.py); a partial result says
-why in ``params.interrupted`` (Ctrl-C) or ``params.failed`` (the run that failed and its error).
-``missing`` names what a migrated result lacks (``"runs"``, ``"env.torch_env"``...), never
-invented; ``validate`` accepts an empty env or empty runs only when listed there.
-Version 1 results named their rows before the release rows; ``Result.from_dict`` renames them
-by ``refimpl.variants.LEGACY_NAMES`` (``cache-reset`` -> ``0.9.0``...) and reads them as
-version 2; ``validate`` accepts both as they are.
+``params``: the spec's fields; a partial result says why in ``params.interrupted`` or
+``params.failed``. ``missing`` names what a migrated result lacks (never invented).
+``Result.from_dict`` renames a version 1 result's rows by ``LEGACY_NAMES``.
 """
 from __future__ import annotations
 

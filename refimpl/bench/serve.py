@@ -1,21 +1,12 @@
-"""``refimpl bench serve``: Whisper serving by encoder-length variant (PRs #24866 / #24989).
+"""``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded).
 
-Requests carry real speech (refimpl/data/speech, up to 30 s, seeded). Designs (ServeSpec.design):
-
-* fresh (Result "throughput"): a fresh process per run serves ``num_requests`` requests given at
-  once, each decoding ``max_tokens`` (ignore_eos); requests/s, tokens/s, the registry's calls
-  and seconds, ``step_split_s`` (schedule / prepare / model / sample / update, s).
-* workload ("workload"): engines built once in this process serve a mixed-length workload that
-  stops at EOS, all at 0 s or Poisson at ``rate``, runs A B B A (a linear drift cancels over two
-  pairs); TTFT / E2E percentiles (s from arrival, as vLLM's benchmark_serving.py) and CPU s; the
-  engine over generate() per pair with a bootstrap interval.
-* paired ("paired"): identical blocks served to completion, rounds A B B A, the collector off
-  inside a block; each variant's gain over the previous (or first), t(base) / t(this) - 1 per
-  round and per two rounds summed (abba), beside the cost model (the registry seconds a fix
-  removes over the block's seconds).
-
-``hf-generate`` is transformers' generate() in static batches of ``max_num_seqs`` (a batch
-starts when its last request has arrived; its first token comes with the batch, TTFT = E2E).
+Designs (ServeSpec.design): ``fresh`` (Result "throughput"): a fresh process per run serves
+``num_requests`` at once, ``max_tokens`` each; requests/s, tokens/s, registry calls and s,
+``step_split_s``. ``workload``: engines built once serve a mixed-length workload to EOS, at 0 s
+or Poisson ``rate``, A B B A; TTFT / E2E (s from arrival) and CPU s, the engine over generate().
+``paired``: identical blocks, A B B A, the collector off inside; each row's gain over the
+previous (or first) per round or two (abba), beside the cost model. ``hf-generate``:
+transformers' generate() in static batches of ``max_num_seqs`` (TTFT = E2E).
 """
 from __future__ import annotations
 

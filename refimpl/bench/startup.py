@@ -1,14 +1,10 @@
-"""``refimpl bench startup``: engine start-up per phase and variant, or budget calls (PR #17935).
+"""``refimpl bench startup``: engine start-up per phase and row, or ``calls`` budget calls.
 
-A start-up run builds a VllmConfig and an EngineCore of the variant (refimpl/variants.py) and
-records ``total_s`` and ``phases`` (s), HF-processor passes (per phase), cache hits, misses and
-bytes, RSS before / after ``reset_mm_cache`` and its peak (bytes), ``parts_s`` (PARTS, s), the
-encoder budget and max tokens per item; ``process_mode="mp"`` adds both processes' memory and
-the transport (refimpl/bench/two_process.py). With ``calls`` a run times that many successive
-``compute_encoder_budget`` calls in one process (Result bench "budget"): seconds, passes, page
-faults and parts per call. The measured processes run with numpy's huge-page madvise off unless
-``numpy_hugepage="on"``: with THP defrag "madvise" it stalled the int64 dummy video in direct
-compaction, the seed's bimodal call 1 (results/cpu-amd-epyc-2c-shared/budget_*nohugepage.json).
+A run records ``total_s``, ``phases`` (s), HF passes per phase, cache hits / misses / bytes, RSS
+around ``reset_mm_cache`` and its peak (bytes), ``parts_s``, the encoder budget and max tokens
+per item (``process_mode="mp"``: both processes, two_process.py); with ``calls``, seconds,
+passes, page faults and parts per ``compute_encoder_budget`` call (Result "budget"). numpy's
+huge-page madvise is off unless ``numpy_hugepage="on"`` (docs/results-history.md).
 """
 from __future__ import annotations
 
@@ -80,7 +76,7 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
 
 
 def _startup(spec: StartupSpec, variant: str) -> dict:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     cfg = make_vllm_config(spec)
     config_s = time.perf_counter() - t0
     extra: dict = {}
@@ -91,6 +87,8 @@ def _startup(spec: StartupSpec, variant: str) -> dict:
         engine = EngineCore(cfg, variant)
         rep, stats = engine.report, engine.mm_registry.stats.as_dict()
     phases = {"config": config_s, **rep.phases}
+    if spec.process_mode == "inproc":  # CPU seconds of this process (mp: the work is in the child)
+        extra["cpu_s"] = time.process_time() - c0
     return extra | {
         "device": cfg.device, "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
         "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,

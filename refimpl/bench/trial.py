@@ -1,11 +1,9 @@
 """The one trial loop of every bench: an order of steps, an executor, the Result of what finished.
 
-Order: an untimed warm-up step per label, then ``repeats`` rounds of every label, forwards
-(A B A B) or alternating (A B B A, only whole rounds kept), a round started only while the
-fixed-time ``budget_s`` still holds it at the mean round so far. Executors turn a step into a
-run record: a fresh process (refimpl/bench/fresh.py), ``run_once`` in this process, or engines
-built once (serve.Servers). Ctrl-C and a failing step end the loop here, and only here: the
-Result says why in ``params.interrupted`` / ``params.failed``; ``exit_status`` maps it.
+Order: an untimed warm-up per label, then ``repeats`` rounds, A B A B or A B B A (whole rounds
+only), each started while the fixed ``budget_s`` holds it. Executors: a fresh process, ``run_once``
+here, or serve.Servers. Ctrl-C and a failing step end the loop here only; the Result says why
+(``params.interrupted`` / ``params.failed``) and ``exit_status`` maps it.
 """
 from __future__ import annotations
 

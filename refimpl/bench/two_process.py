@@ -1,9 +1,7 @@
-"""Start-up in two processes (``startup --process-mode mp``): the front end P0 and the engine core P1.
+"""Start-up in two processes (``startup --process-mode mp``): P0 the front end, P1 the engine core.
 
-One call starts P1 (vLLM 0.9.0's ``SyncMPClient`` / ``EngineCoreProc``, refimpl/engine/), lets
-P0 run ``reset_mm_cache`` as vLLM's ``LLMEngine.__init__`` does, records both processes'
-processing-cache bytes and RSS before and after it, and what one real request (speech for
-Whisper, a photo for Qwen2.5-VL) costs on the wire with and without a mirror hit.
+Records both processes' cache bytes and RSS around P0's ``reset_mm_cache`` (as vLLM's
+``LLMEngine.__init__``), and what one real request costs on the wire with and without a mirror hit.
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """``refimpl bench wer``: word error rate of the real whisper-tiny.en weights on the speech clips.
 
-Checks the CTranslate2 weight conversion (worker/ct2_loader.py) end to end: transformers'
-generate() (greedy, stops at EOS, prompt <|startoftranscript|><|notimestamps|>) transcribes each
-clip of refimpl/data/speech, and jiwer scores it against the sentence it was synthesised from,
-both through Whisper's English normaliser, as Whisper's published WER figures are.
+Checks the CTranslate2 conversion end to end: greedy generate() per clip, scored by jiwer
+against its sentence, both through Whisper's English normaliser.
 """
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""CacheConfig: the paged KV cache's block size and size.
-
-Mirrors ``vllm/config/cache.py`` (v0.10.2). Left out: swap space, prefix caching, fp8 KV,
-CPU offload, sliding windows.
+"""CacheConfig: the paged KV cache's block size and size. Mirrors ``vllm/config/cache.py`` (0.10.2).
+Left out: swap space, prefix caching, fp8 KV, CPU offload, sliding windows.
 """
 from __future__ import annotations
 
@@ -13,18 +11,13 @@ from refimpl.errors import ConfigError
 
 @dataclass
 class CacheConfig:
-    """Paged KV cache: ``block_size`` (tokens per block), ``num_gpu_blocks`` (set by KV sizing
-    when None), ``kv_cache_memory_bytes`` (bytes to give the KV cache on CPU, where there is no
-    free-memory probe; on CUDA ``gpu_memory_utilization`` of the free memory is used).
+    """Paged KV cache: ``block_size`` (tokens), ``num_gpu_blocks`` (None: set by KV sizing),
+    ``kv_cache_memory_bytes`` (the KV cache on CPU; CUDA uses ``gpu_memory_utilization``).
 
-    ``cross_attention_read`` (refimpl's, not vLLM's): how Whisper's runner reads a request's
-    cross-attention K/V from its paged blocks. ``"dense-once"``: copied once, when the encoder
-    has written them, into a head-major (2, H, 1500, D) tensor per layer that every later step
-    reads (a stand-in for a kernel that reads through the block table; extra memory per running
-    request: 2 x 1500 x d_model x decoder layers x dtype bytes, ``dense_copy_bytes``, left free
-    when the KV cache is sized on CUDA). ``"paged-runs"``: read every
-    step as views of the blocks' runs of consecutive slots, no copy (slower on CPU, and slower as
-    the block pool fragments). See refimpl/attention/paged_attention.py."""
+    ``cross_attention_read`` (ours): how Whisper's runner reads a request's cross K/V.
+    ``"dense-once"``: copied once into a (2, H, 1500, D) tensor per layer (``dense_copy_bytes`` per
+    running request, left free when KV is sized on CUDA); ``"paged-runs"``: views of the blocks'
+    runs every step, no copy (slower, more so as the pool fragments)."""
     block_size: int = 16
     num_gpu_blocks: Optional[int] = None
     gpu_memory_utilization: float = 0.9

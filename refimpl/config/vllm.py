@@ -1,23 +1,15 @@
 """VllmConfig: all configs of one engine, validated and derived together.
 
-Mirrors ``VllmConfig`` of ``vllm/config/__init__.py`` (v0.10.2; ``vllm/config/vllm.py`` from
-v0.11.1), in particular ``__post_init__``, which for encoder-decoder models sets
-``scheduler_config.max_num_encoder_input_tokens`` from
-``MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config)`` (the value PRs #24866 and
-#24989 read instead of calling the registry at run time; 0.13.0 no longer sets it, PR
-#29421), and ``get_encoder_len(site)``: where each call site reads the Whisper encoder length
-under an encoder-length row.
-
-``mm_registry`` is refimpl's, not vLLM's (vLLM has one process-global ``MULTIMODAL_REGISTRY``):
-the registry every component of this engine uses (None: the global one), so a test can run
-an engine on a private registry and leave the global one untouched. It does not travel when
-the config is pickled to the engine-core process (that process uses its own global).
+Mirrors ``VllmConfig`` of ``vllm/config/vllm.py``: ``__post_init__`` derives the encoder budget
+per encoder-length row; ``get_encoder_len(site)`` reads the Whisper encoder length as each call
+site does. ``mm_registry`` (ours): this engine's registry, not sent to the engine-core process.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
+import refimpl.multimodal
 from refimpl.config.cache import CacheConfig
 from refimpl.config.model import ModelConfig
 from refimpl.config.scheduler import SchedulerConfig
@@ -27,17 +19,9 @@ from refimpl.variants import ENCODER_LEN_SITES, EncoderLenSite, EncoderLenSource
 
 @dataclass
 class VllmConfig:
-    """All configs of one engine. ``__post_init__`` validates and derives, as vLLM's does.
-
-    ``encoder_len_variant`` picks where each call site reads the Whisper encoder length
-    (a record of ``refimpl.variants.ENCODER_LEN_VARIANTS``). For encoder-decoder models the
-    per-audio encoder length comes from the registry (vLLM's
-    ``get_encdec_max_encoder_len``: processor builds and a feature-extractor pass) only under a
-    variant whose call sites read the registry (``registry``, ``runner-config``: what those
-    variants measure); the others take the same value from the model config (Whisper:
-    ``max_source_positions`` when audio is enabled), without any HF pass. Raises ConfigError /
-    UnknownVariantError.
-    """
+    """All configs of one engine. ``encoder_len_variant``: a row of ENCODER_LEN_VARIANTS. The
+    per-audio encoder length comes from the registry only under a row whose sites read it, else
+    from the model config (no HF pass). Raises ConfigError / UnknownVariantError."""
     model_config: ModelConfig
     scheduler_config: SchedulerConfig = field(default_factory=SchedulerConfig)
     cache_config: CacheConfig = field(default_factory=CacheConfig)
@@ -83,13 +67,10 @@ class VllmConfig:
         """``mm_registry``, or the process-global ``MULTIMODAL_REGISTRY`` (looked up now)."""
         if self.mm_registry is not None:
             return self.mm_registry
-        import refimpl.multimodal
         return refimpl.multimodal.MULTIMODAL_REGISTRY
 
     def use_mm_registry(self, mm_registry=None):
-        """Make ``mm_registry`` (when given) this engine's registry; returns the one in use.
-        Every component given a registry calls this, so all of them and every encoder-length
-        read use the same one."""
+        """Make ``mm_registry`` (when given) this engine's registry; the one in use."""
         if mm_registry is not None:
             self.mm_registry = mm_registry
         return self.get_mm_registry()
@@ -98,18 +79,13 @@ class VllmConfig:
         return {**self.__dict__, "mm_registry": None}  # a registry stays in its process
 
     def encoder_len_source(self, site: EncoderLenSite) -> EncoderLenSource:
-        """'registry' or 'config' for ``site`` under ``encoder_len_variant``."""
+        """Where ``site`` reads the encoder length under ``encoder_len_variant``."""
         return get_encoder_len_variant(self.encoder_len_variant).source(site)
 
     def get_encoder_len(self, site: EncoderLenSite) -> int:
-        """Encoder length (tokens) as call site ``site`` reads it under ``encoder_len_variant``.
-
-        'registry': ``get_mm_registry().get_encdec_max_encoder_len`` (uncached, builds the
-        processor and runs the feature extractor: vLLM 0.10.2); 'config':
-        ``scheduler_config.max_num_encoder_input_tokens`` (PRs #24866 / #24989; the batching
-        budget from 0.13.0); 'per-item': ``scheduler_config.encoder_len_per_item`` (one audio's
-        length, computed once).
-        """
+        """Encoder length (tokens) as call site ``site`` reads it: 'registry' the uncached registry
+        call; 'config' ``scheduler_config.max_num_encoder_input_tokens``; 'per-item'
+        ``scheduler_config.encoder_len_per_item``."""
         source = self.encoder_len_source(site)
         if source == "registry":
             return self.get_mm_registry().get_encdec_max_encoder_len(self.model_config)

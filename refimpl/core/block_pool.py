@@ -1,11 +1,8 @@
 """BlockPool and KVCacheBlock: the paged KV cache's physical blocks.
 
-Mirrors ``vllm/v1/core/block_pool.py`` and ``KVCacheBlock`` in
-``vllm/v1/core/kv_cache_utils.py`` (v0.10.2): block 0 is the reserved null block (never
-handed out), free blocks wait in a FIFO queue, tails of a freed request go back first.
-Left out: prefix caching (block hashes, the hash -> block map, eviction of cached blocks,
-``touch``, ``reset_prefix_cache``) -- vLLM 0.10.2 runs Whisper with prefix caching off, so a
-plain deque replaces vLLM's doubly linked ``FreeKVCacheBlockQueue``; KV events.
+Mirrors ``vllm/v1/core/block_pool.py`` and ``KVCacheBlock`` (0.10.2): block 0 is the null block,
+free blocks wait in a FIFO (a deque for ``FreeKVCacheBlockQueue``), a freed request's tail goes
+back first. Left out: prefix caching (off for Whisper in 0.10.2), KV events.
 """
 from __future__ import annotations
 
@@ -28,10 +25,7 @@ class KVCacheBlock:
 
 
 class BlockPool:
-    """``num_gpu_blocks`` blocks; block 0 is the null block, so ``num_gpu_blocks - 1`` are usable.
-
-    Raises ConfigError for num_gpu_blocks < 2.
-    """
+    """``num_gpu_blocks`` blocks, ``num_gpu_blocks - 1`` usable. Raises ConfigError below 2."""
 
     def __init__(self, num_gpu_blocks: int):
         if isinstance(num_gpu_blocks, bool) or not isinstance(num_gpu_blocks, int) or num_gpu_blocks < 2:
@@ -43,10 +37,7 @@ class BlockPool:
         self.null_block.is_null = True
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
-        """Take ``num_blocks`` free blocks (ref_cnt becomes 1).
-
-        Raises EngineStateError("num_blocks", free) when fewer are free; nothing is taken then.
-        """
+        """Take ``num_blocks`` free blocks (ref_cnt 1). Raises EngineStateError, taking none, when fewer are free."""
         if num_blocks < 0 or num_blocks > len(self.free_block_queue):
             raise EngineStateError("num_blocks", len(self.free_block_queue),
                                    f"cannot get {num_blocks} free blocks from the pool")
@@ -57,11 +48,8 @@ class BlockPool:
         return out
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """Drop one reference of each block; blocks reaching 0 go to the back of the free queue
-        in the given order (pass a request's blocks reversed so its tail is reused first).
-
-        Raises EngineStateError on a double free or on freeing the null block.
-        """
+        """Drop one reference of each block; those at 0 go to the back of the free queue in this order.
+        Raises EngineStateError on a double free or on freeing the null block."""
         for blk in ordered_blocks:
             if blk.is_null or blk.ref_cnt <= 0:
                 raise EngineStateError("ref_cnt", "> 0", f"double free of {blk}")

@@ -1,14 +1,8 @@
 """KVCacheManager over two KV-cache groups: decoder self-attention and cross-attention.
 
-Mirrors ``vllm/v1/core/kv_cache_manager.py`` (``allocate_slots(..., num_encoder_tokens)``),
-the no-prefix-cache coordinator in ``vllm/v1/core/kv_cache_coordinator.py`` and
-``FullAttentionManager`` / ``CrossAttentionManager`` in
-``vllm/v1/core/single_type_kv_cache_manager.py`` (v0.10.2, Whisper support). Both groups
-draw from ONE BlockPool, so their block ids are disjoint and allocation is all or nothing
-across both. Cross-attention blocks: ``cdiv(num_encoder_tokens, block_size)`` (94 for
-Whisper's 1500 at block size 16), allocated once at admission, never prefix-cached, freed
-with the request. Left out: prefix caching (``get_computed_blocks`` finds nothing),
-sliding window / Mamba groups, lookahead (spec-decode) slots, KV-connector blocks, events.
+Mirrors ``vllm/v1/core/kv_cache_manager.py``, the no-prefix-cache coordinator and the full /
+cross managers of ``single_type_kv_cache_manager.py`` (0.10.2), over one BlockPool. Left out:
+prefix caching, sliding window / Mamba groups, lookahead slots, KV connectors.
 """
 from __future__ import annotations
 
@@ -68,18 +62,12 @@ class FullAttentionManager(SingleTypeKVCacheManager):
 
 
 class CrossAttentionManager(SingleTypeKVCacheManager):
-    """Cross-attention: a fixed block count for the encoder output, set once at admission.
-
-    Asked for with ``num_encoder_tokens`` = 0 (running requests) it allocates nothing.
-    """
+    """Cross-attention: a fixed block count set once at admission (none for ``num_encoder_tokens`` 0)."""
 
 
 class KVCacheManager:
-    """Allocates and frees a request's blocks in every group, all or nothing.
-
-    block_size: tokens per block; num_gpu_blocks: pool size incl. the null block;
-    is_encoder_decoder: whether a cross-attention group exists. Raises ConfigError.
-    """
+    """Allocates and frees a request's blocks in every group, all or nothing (``num_gpu_blocks``
+    includes the null block). Raises ConfigError."""
 
     def __init__(self, block_size: int, num_gpu_blocks: int, is_encoder_decoder: bool = False):
         self.block_size = block_size
@@ -91,14 +79,10 @@ class KVCacheManager:
 
     def allocate_slots(self, request: Request, num_new_tokens: int,
                        num_encoder_tokens: int = 0) -> Optional[KVCacheBlocks]:
-        """Make room for ``request.num_computed_tokens + num_new_tokens`` decoder tokens and,
-        when ``num_encoder_tokens`` > 0 (admission of an encoder-decoder request), for the
-        cross-attention KV of that many encoder positions.
-
-        Returns the newly allocated blocks per group, or None when the pool cannot hold them
-        (then nothing is allocated). Raises InvalidInputError for num_new_tokens <= 0, a
-        negative num_encoder_tokens, or num_encoder_tokens > 0 on a decoder-only model.
-        """
+        """Room for ``num_computed_tokens + num_new_tokens`` decoder tokens and, when
+        ``num_encoder_tokens`` > 0, the cross-attention KV of that many encoder positions. Returns the
+        new blocks per group, or None (nothing allocated) when the pool cannot hold them. Raises
+        InvalidInputError for num_new_tokens <= 0, negative or decoder-only num_encoder_tokens."""
         if num_new_tokens <= 0:
             raise InvalidInputError("num_new_tokens", "> 0", f"got {num_new_tokens}")
         if num_encoder_tokens < 0:

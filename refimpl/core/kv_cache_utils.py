@@ -1,16 +1,14 @@
-"""KV-cache sizing helpers (vLLM ``vllm/v1/core/kv_cache_utils.py``): the blocks one request
-needs (the start-up check) and the cross-attention sizing of each call site under an
-encoder-length row (vLLM 0.13.0 sized it from the batching budget, PR #29421)."""
+"""KV-cache sizing helpers (vLLM ``vllm/v1/core/kv_cache_utils.py``): one request's blocks (the
+start-up check) and each site's cross-attention sizing under an encoder-length row.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 
 def blocks_for_one_request(vllm_config, encoder_len: int | None = None) -> int:
-    """KV blocks one request of ``max_model_len`` needs: its decoder blocks plus the null
-    block, and for an encoder-decoder model its cross blocks for ``encoder_len`` positions
-    (default the model's ``max_source_positions``, 1500 for Whisper: 94 blocks of 16). The
-    bound ``GPUModelRunner.determine_num_blocks`` enforces (123 blocks for Whisper at 448)."""
+    """KV blocks one request of ``max_model_len`` needs: decoder blocks, the null block and, for an
+    encoder-decoder model, cross blocks for ``encoder_len`` positions (default the model's)."""
     mc, bs = vllm_config.model_config, vllm_config.cache_config.block_size
     need = -(-mc.max_model_len // bs) + 1
     if mc.is_encoder_decoder:
@@ -20,12 +18,10 @@ def blocks_for_one_request(vllm_config, encoder_len: int | None = None) -> int:
 
 @dataclass(frozen=True)
 class CrossAttentionSizing:
-    """Cross-attention KV sizing of one encoder-decoder request under an encoder-length row
-    (blocks of ``block_size`` tokens; bytes over all decoder layers): ``scheduler_blocks`` the
-    scheduler allocates at admission, ``block_table_width`` the runner's block-table columns
-    (vLLM 0.13.0: ``max(max_model_len, max_encoder_len)`` / block_size), ``kv_check_blocks``
-    the start-up memory check reserves (``CrossAttentionSpec.max_memory_usage_bytes``),
-    ``needed_blocks`` the encoder length's own, ``bytes_per_block``."""
+    """Cross-attention KV of one request under an encoder-length row, in blocks of ``block_size``:
+    ``scheduler_blocks`` (admission), ``block_table_width`` (the runner's columns),
+    ``kv_check_blocks`` (the start-up memory check), ``needed_blocks``; ``bytes_per_block`` over
+    all decoder layers."""
     scheduler_blocks: int
     block_table_width: int
     kv_check_blocks: int
@@ -42,11 +38,8 @@ class CrossAttentionSizing:
 
 
 def cross_attention_sizing(vllm_config) -> CrossAttentionSizing:
-    """What each site sizes for one request's cross-attention, read as the config's
-    encoder-length row reads it (``get_encoder_len``; no guard). Whisper-large-v3 in fp16,
-    block size 16: 94 blocks (246,415,360 bytes) under 0.11.0; under 0.13.0 (PR #29421, the
-    budget = max_num_batched_tokens) 512 blocks at 8192 and 2048 at 32768 batched tokens;
-    0.14.0 fixes the scheduler's count only. Raises ValueError for a decoder-only model."""
+    """What each site sizes for one request, read as the config's row reads it (no guard). Raises
+    ValueError for a decoder-only model."""
     mc, bs = vllm_config.model_config, vllm_config.cache_config.block_size
     if not mc.is_encoder_decoder:
         raise ValueError(f"{mc.model} has no cross-attention")

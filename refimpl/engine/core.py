@@ -1,27 +1,10 @@
 """EngineCore: start-up in vLLM V1's order, each phase timed, and ``reset_mm_cache``.
 
-Mirrors ``vllm/v1/engine/core.py`` (``EngineCore.__init__``, ``_initialize_kv_caches``,
-``reset_mm_cache``) and the start-up path of ``vllm/v1/worker/gpu_model_runner.py`` and
-``vllm/v1/core/sched/scheduler.py``, release by release: each row of
-``refimpl.variants.STARTUP_VARIANTS`` says which profiling cache the passes use, whether the
-formula answers the lookups, where the profile dummy is sized and whether the caches are
-reset at the end (from 0.9.0, PR #17935).
-
-Start-up phases (in brackets the passes of ``refimpl.multimodal.worst_case.STARTUP_STEPS``,
-the pass table of docs/background.md):
-  runner_init     GPUModelRunner.__init__: the max-token lookup, the encoder budget   [#1]
-  load_model      random-weight model from the shipped config
-  profile_run     the lookup again until 0.10.0 [#2]; decoder dummy data through the
-                  encoder [#3]; text dummy run; peak memory
-  kv_cache_init   KV sizing from the profiled peak, KV tensors allocated
-  capture_model   CUDA graphs for decode batch sizes (CUDA only)
-  scheduler_init  Scheduler.__init__: compute_encoder_budget again                   [#5]
-  reset_mm_cache  empty the processing cache (rows from 0.9.0; in-process the one registry
-                  cache stands for the front end's and the engine core's)
-
-The two-process engine (front end P0, this class in a child P1, mirrored input caches) is in
-core_proc.py / core_client.py / frontend.py. Left out: multi-process executors and tensor
-parallelism (each worker would repeat #1-#3), the TPU precompile path.
+Mirrors ``vllm/v1/engine/core.py`` with the start-up paths of ``v1/worker/gpu_model_runner.py`` and
+``v1/core/sched/scheduler.py``, as a start-up row says. Phases (passes of STARTUP_STEPS):
+runner_init [#1], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
+scheduler_init [#5], reset_mm_cache. Left out: multi-process executors, tensor parallelism
+(each worker repeats #1-#3), the TPU precompile path.
 """
 from __future__ import annotations
 
@@ -33,9 +16,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from refimpl.config import VllmConfig
+from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
+from refimpl.core.sched.scheduler import Scheduler
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
+from refimpl.request import RequestStatus
 from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
 from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_variant
+from refimpl.worker.gpu_model_runner import GPUModelRunner
 
 
 @dataclass
@@ -67,16 +54,9 @@ class StartupReport:
 class EngineCore:
     """Builds runner, KV cache and scheduler in vLLM V1's order, timing each phase.
 
-    ``variant``: a record of ``refimpl.variants.STARTUP_VARIANTS`` or its name (default the
-    kit's own, ``refimpl``). On an exception in any
-    phase the registry's processing cache is emptied before re-raising, so a failed start-up leaves no cache filled.
-    ``reset_at_end`` overrides the variant's reset at the end of start-up (the two-process
-    engine's front end asks for the reset itself, as vLLM's ``LLMEngine.__init__``).
-    ``mm_registry`` (default: the config's, else the global one) is set on ``vllm_config``, so
-    the runner, the scheduler and every encoder-length read use it and nothing global is touched.
-    Raises UnknownVariantError, EncoderLengthMismatchError (encoder-decoder models whose
-    cross-attention length differs from the model's encoder length), and whatever a phase raises.
-    """
+    ``variant``: a start-up row or its name; ``reset_at_end`` overrides the row's reset; a
+    ``mm_registry`` is set on ``vllm_config``. A failed start-up empties the registry's cache.
+    Raises UnknownVariantError, EncoderLengthMismatchError, and whatever a phase raises."""
 
     def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
@@ -109,9 +89,6 @@ class EngineCore:
             self.report.passes_by_phase[name] = stats.hf_mm_passes - passes0
 
     def _startup(self) -> None:
-        from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
-        from refimpl.core.sched.scheduler import Scheduler
-        from refimpl.worker.gpu_model_runner import GPUModelRunner
         cfg, rep, reg, v = self.vllm_config, self.report, self.mm_registry, self.switches
         mc, sc = cfg.model_config, cfg.scheduler_config
         reg.reset_stats()
@@ -164,11 +141,8 @@ class EngineCore:
         """Nothing to end in-process (vLLM ``EngineCore.shutdown`` stops the executor)."""
 
     def reset_mm_cache(self) -> None:
-        """Empty every multimodal cache this engine keeps (vLLM ``EngineCore.reset_mm_cache``).
-
-        Refused with EngineStateError while requests are in flight: vLLM only warns there, but
-        a reset then desynchronises the front-end and engine caches (vLLM #16875 / #17284).
-        """
+        """Empty every multimodal cache this engine keeps. Raises EngineStateError while requests are
+        in flight (vLLM only warns; the front-end and engine caches would fall out of step)."""
         if self.scheduler.has_unfinished_requests():
             raise EngineStateError("reset_mm_cache", "no unfinished requests",
                                    f"{self.scheduler.get_num_unfinished_requests()} requests in flight")
@@ -182,7 +156,6 @@ class EngineCore:
     def abort_requests(self, request_ids: list[str]) -> None:
         """Finish the requests as aborted; their KV blocks go back to the pool (and the runner's
         state of them, at once when nothing else is unfinished)."""
-        from refimpl.request import RequestStatus
         self.scheduler.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
         self._drain_finished()
 
@@ -190,19 +163,14 @@ class EngineCore:
         return self.scheduler.has_unfinished_requests()
 
     def _drain_finished(self) -> None:
-        """Hand the runner the ids of finished requests when no step would follow (nothing is
-        unfinished), so that it frees their state now (vLLM PR #14388: the busy loop steps
-        while ``has_finished_requests()``; an in-process caller's loop stops before that step)."""
+        """Hand the runner the finished ids when no step would follow, so it frees their state now
+        (vLLM's busy loop steps while ``has_finished_requests()``; an in-process caller stops before)."""
         if self.scheduler.has_finished_requests() and not self.scheduler.has_unfinished_requests():
             self.model_runner.execute_model(self.scheduler.schedule())
 
     def step(self) -> list:
-        """One engine step: schedule, run the model, update. Returns finished RequestOutputs
-        (those the runner could not set up with finish_reason "error").
-
-        Appends the step's StepTimings to ``self.step_timings`` (the runner's prepare /
-        model / sample seconds of this step, the scheduler's around them).
-        """
+        """One step: schedule, run the model, update; the finished RequestOutputs (a request the runner
+        could not set up with finish_reason "error"). Appends the step's StepTimings."""
         if not self.scheduler.has_requests():
             return []
         t0 = time.perf_counter()
@@ -227,10 +195,8 @@ class EngineCore:
 
 @dataclass
 class StepTimings:
-    """Seconds of one ``EngineCore.step()``: ``schedule`` (Scheduler.schedule), ``prepare``
-    (runner state update, inputs, attention metadata), ``model`` (encoder + decoder forward),
-    ``sample``, ``update`` (Scheduler.update_from_output); ``num_scheduled_tokens`` (tokens).
-    The runner's parts are synchronised on CUDA (``WhisperRunner._sync``)."""
+    """Seconds of one ``EngineCore.step()`` by part (PARTS; the runner's synchronised on CUDA) and
+    ``num_scheduled_tokens``."""
     schedule: float = 0.0
     prepare: float = 0.0
     model: float = 0.0
@@ -248,17 +214,10 @@ class StepTimings:
 def check_encoder_len(vllm_config: VllmConfig) -> None:
     """Refuse an encoder-decoder engine whose cross-attention length is not the model's.
 
-    The guard for the review of vLLM PR #24989: ``max_num_encoder_input_tokens`` is an alias
-    of ``max_num_batched_tokens`` unless the encoder-decoder override ran; 1024 would give 64
-    cross-attention blocks instead of 94 (writes past the request's blocks), 8192 would give
-    512 (5x over-reservation), which vLLM 0.13.0 shipped (PR #29421 dropped the override;
-    0.14.0 fixed the scheduler only). Every call site that reads a config field (not the
-    registry) under the engine's encoder-length row is checked: ``max_num_encoder_input_tokens``
-    where the row reads the config, ``encoder_len_per_item`` where it reads the per-item
-    length. So the rows 0.13.0 and 0.14.0 are refused by default; their sizing is computed by
-    ``refimpl.core.kv_cache_utils.cross_attention_sizing``. Raises EncoderLengthMismatchError
-    naming the field and both values.
-    """
+    Every call site that reads a config field under the engine's encoder-length row is checked
+    (``max_num_encoder_input_tokens``, or ``encoder_len_per_item`` for per-item sites), so rows
+    0.13.0 and 0.14.0 are refused by default (their sizing: ``kv_cache_utils.cross_attention_sizing``).
+    Raises EncoderLengthMismatchError naming the field and both values."""
     mc = vllm_config.model_config
     if not mc.is_encoder_decoder:
         return

@@ -1,20 +1,10 @@
 """The front end's handle on the engine-core process (P0 side of the two-process engine).
 
-Mirrors ``MPClient`` / ``SyncMPClient`` in ``vllm/v1/engine/core_client.py`` at vLLM 0.9.0:
-spawn ``EngineCoreProc.run_engine_core`` in a child process, wait for it to start up, push
-requests on one ZMQ socket and pull outputs from another, call utilities
-(``call_utility("reset_mm_cache")``) by id, and tear everything down when the client is
-collected, at interpreter exit, or when the child dies (``EngineDeadError``).
-
-Transport security (vLLM's ZMQ + pickle transport had remote-code-execution advisories when
-a socket was reachable from other hosts): both sockets are ``ipc://`` paths inside a fresh
-private (0700) temporary directory per engine, so nothing listens on any network address;
-every message carries a 16-byte secret the child received through the spawn arguments,
-and a message without it is dropped before it is unpickled. Only the child reads the
-input socket; only this client reads the output socket.
-
-Simplifications: PUSH/PULL sockets both ways (vLLM: ROUTER/DEALER for data-parallel
-engines, PUSH/PULL for outputs), no output thread (outputs are read when the caller asks).
+Mirrors ``MPClient`` / ``SyncMPClient`` of ``vllm/v1/engine/core_client.py`` (0.9.0): spawn the
+engine core, push requests and pull outputs over ZMQ, call utilities by id, tear down on
+collection, exit or the child's death (EngineDeadError). Both sockets are ``ipc://`` paths in
+a private (0700) directory and every message carries a per-engine secret, checked before
+unpickling. Left out: ROUTER/DEALER sockets (PUSH/PULL both ways), the output thread.
 """
 from __future__ import annotations
 
@@ -34,6 +24,7 @@ from typing import Any, Optional
 
 import zmq
 
+from refimpl.engine import serial_utils
 from refimpl.errors import ConfigError, EngineDeadError
 
 STARTUP_TIMEOUT_S = 1800.0
@@ -93,13 +84,9 @@ class _Resources:
 
 
 class SyncMPClient:
-    """Start the engine core in a child process; ``mirror`` as EngineCoreProc's.
-
-    Raises the child's ConfigError when start-up refuses a setting (e.g. ``num_gpu_blocks``
-    too small), EngineDeadError if the child fails to start otherwise (with its exception
-    as the cause) or exits. ``startup_report`` is the child's StartupReport, ``startup_memory`` its
-    memory_stats at READY.
-    """
+    """Start the engine core in a child process; ``mirror`` as EngineCoreProc's. Raises the child's
+    ConfigError for a refused setting, EngineDeadError when it fails to start otherwise or exits.
+    ``startup_report``: the child's StartupReport; ``startup_memory``: its memory_stats at READY."""
 
     def __init__(self, vllm_config, variant: str, *, reset_scope: str, mirror: dict,
                  startup_timeout_s: float = STARTUP_TIMEOUT_S):
@@ -151,7 +138,6 @@ class SyncMPClient:
     def _send(self, *msg) -> int:
         if self.resources.dead or self.resources.proc.poll() is not None:
             raise self._dead("is not running")
-        from refimpl.engine import serial_utils
         t0 = time.perf_counter()
         frames = serial_utils.encode(msg)
         self.stats.encode_s += time.perf_counter() - t0
@@ -171,7 +157,6 @@ class SyncMPClient:
                 frames = self._output.recv_multipart(copy=False)
                 if frames[0].bytes != self._token:
                     continue  # not from our child: never unpickled
-                from refimpl.engine import serial_utils
                 t0 = time.perf_counter()
                 msg = serial_utils.decode([f.buffer for f in frames[1:]])
                 self.stats.decode_s += time.perf_counter() - t0

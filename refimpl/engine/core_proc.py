@@ -1,30 +1,15 @@
 """The engine-core process (P1): start-up, then a busy loop serving the front end over ZMQ.
 
-Mirrors ``EngineCoreProc`` in ``vllm/v1/engine/core.py`` at vLLM 0.9.0: the child process
-builds the ``EngineCore`` (runner init, profile run, KV sizing, scheduler init: the
-profiling passes fill *this* process's registry cache), says READY, then loops: take every
-request waiting on the input socket (ADD, ABORT, UTILITY), run one step while the scheduler
-``has_requests()`` (unfinished ones, or finished ones whose ids the runner has not had), push
-the step's outputs. ``add_request`` fills the items P0 sent as a bare hash from
-``mm_input_cache_server`` (``MirroredProcessingCache.get_and_update_p1``).
-
-``reset_mm_cache`` per ``reset_scope`` (RESET_SCOPES):
-  ``v0.9.0``  clears the P1 mirror only, as ``EngineCore.reset_mm_cache`` from vLLM 0.9.0
-              through 0.11.0 (checked in the released wheels): the dummy data the profiling
-              passes left in P1's own processing cache (from 0.10.1 the runner's) stays.
-  ``all``     also clears P1's processing cache (0.11.1 on: the reset reaches the runner's
-              profiling cache). The start-up row's ``reset_scope`` is the default.
-
-Left out: vLLM's separate IO threads, data parallelism, the batch queue; a fatal error is
-reported as one DEAD message (vLLM: ``ENGINE_CORE_DEAD``) and the process exits; a request
-the scheduler refuses (a RefimplError) is answered REJECTED and serving goes on.
-Shutdown: SIGTERM exits; SIGINT (Ctrl-C in the terminal reaches the whole process group) is
-ignored, the front end decides; when the front end dies, the pipe it holds closes and this
-process exits, so it is never orphaned.
+Mirrors ``EngineCoreProc`` of ``vllm/v1/engine/core.py`` (0.9.0): build the EngineCore, say READY,
+take ADD / ABORT / UTILITY messages, step while ``has_requests()``. ``reset_scope`` ``v0.9.0``
+clears the P1 mirror only, ``all`` P1's processing cache too. A refused request is answered
+REJECTED, a fatal error DEAD; SIGINT is ignored; the process exits with the front end's pipe.
+Left out: IO threads, data parallelism, the batch queue.
 """
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import sys
 import threading
@@ -32,8 +17,14 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from refimpl.engine.core import EngineCore  # light: torch is imported later
+import torch
+import zmq
+
+from refimpl.engine import serial_utils
+from refimpl.engine.core import EngineCore
+from refimpl.engine.mm_input_cache import MirroredProcessingCache
 from refimpl.errors import RefimplError
+from refimpl.request import Request
 from refimpl.utils.mem_utils import rss_bytes
 
 RESET_SCOPES = ("v0.9.0", "all")
@@ -41,9 +32,9 @@ RESET_SCOPES = ("v0.9.0", "all")
 
 @dataclass
 class EngineCoreRequest:
-    """What P0 sends per request (vLLM ``EngineCoreRequest``): ``mm_inputs[i]`` is None when
-    P0's mirror says P1 holds item i already (then only ``mm_hashes[i]`` travels).
-    ``request_id`` is unique per submission, ``external_req_id`` the user's id."""
+    """What P0 sends per request (vLLM ``EngineCoreRequest``): ``mm_inputs[i]`` None when P1 holds
+    item i already (only ``mm_hashes[i]`` travels); ``request_id`` per submission,
+    ``external_req_id`` the user's."""
     request_id: str
     prompt_token_ids: list[int]
     mm_inputs: list[Optional[dict]]
@@ -57,14 +48,12 @@ class EngineCoreProc(EngineCore):
     """EngineCore plus the P1 mirror; ``mirror`` = dict(capacity_bytes, use_cache, fault)."""
 
     def __init__(self, vllm_config, variant: str, *, reset_scope: str, mirror: dict):
-        from refimpl.engine.mm_input_cache import MirroredProcessingCache
         super().__init__(vllm_config, variant, reset_at_end=False)
         self.reset_scope = reset_scope
         self.mm_input_cache_server = MirroredProcessingCache.for_p1(**mirror)
 
     def add_core_request(self, request: EngineCoreRequest) -> None:
         """vLLM ``EngineCore.add_request``: fill the mirrored items, queue the request."""
-        from refimpl.request import Request
         mm_inputs = self.mm_input_cache_server.get_and_update_p1(request.mm_inputs,
                                                                  request.mm_hashes)
         self.add_request(Request(
@@ -98,9 +87,8 @@ class EngineCoreProc(EngineCore):
         return self.mm_input_cache_server.keys()
 
     def mirror_probe(self, request: EngineCoreRequest) -> int:
-        """The mirror half of ``add_core_request`` without queueing the request (the transport
-        probe of a model this engine does not serve, refimpl.bench.two_process): keeps the P1
-        mirror in step with P0's; returns the number of items filled from the mirror."""
+        """The mirror half of ``add_core_request`` without queueing (the transport probe of a model this
+        engine only starts up); the number of items filled from the mirror."""
         mm = self.mm_input_cache_server.get_and_update_p1(request.mm_inputs, request.mm_hashes)
         return sum(a is None and b is not None for a, b in zip(request.mm_inputs, mm))
 
@@ -116,12 +104,8 @@ def _raise_system_exit(signum, frame):
 
 
 def main() -> None:
-    """``python -m refimpl.engine.core_proc``: read the arguments from stdin, then serve.
-
-    The front end writes an 8-byte length and the pickled keyword arguments of
-    run_engine_core, then keeps stdin open for as long as it lives.
-    """
-    import pickle
+    """``python -m refimpl.engine.core_proc``: an 8-byte length and the pickled kwargs of
+    run_engine_core on stdin (kept open while the front end lives), then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _raise_system_exit)
     stdin = sys.stdin.buffer
@@ -142,10 +126,6 @@ def run_engine_core(vllm_config, variant: str, reset_scope: str, mirror: dict,
                     torch_threads: Optional[int]) -> int:
     """Start the engine core and serve the front end until SIGTERM (returns 0) or a fatal
     error (reported to the front end, returns 1)."""
-    import torch
-    import zmq
-
-    from refimpl.engine import serial_utils
     if torch_threads:
         torch.set_num_threads(torch_threads)
     ctx = zmq.Context()

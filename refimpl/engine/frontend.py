@@ -1,19 +1,13 @@
 """The front end's (P0's) half of the two-process engine: mirror, in-flight requests, reset.
 
-In vLLM 0.9.0 these pieces sit in ``Processor`` (``mm_input_cache_client``),
-``OutputProcessor`` (which requests are in flight) and ``LLMEngine`` (``reset_mm_cache``:
-``mm_registry.reset_processor_cache()``, ``mm_input_cache_client.reset()``,
-``engine_core.reset_mm_cache()``, called once at the end of ``__init__`` so the dummy data
-does not stay in memory). ``MPFrontend`` gathers them behind the interface ``LLMEngine``
-uses for an in-process ``EngineCore`` (add_request / abort_requests / step /
-has_unfinished_requests / reset_mm_cache).
-
-``startup_memory`` records, for each process, the processing-cache bytes and RSS before and
-after that first reset (``two_process_memory``): under reset scope ``v0.9.0`` P1 keeps what
-its profiling passes cached.
+In vLLM 0.9.0 these sit in ``Processor`` (``mm_input_cache_client``), ``OutputProcessor`` and
+``LLMEngine.reset_mm_cache`` (called at the end of ``__init__``); ``MPFrontend`` puts them
+behind the interface LLMEngine uses for an in-process EngineCore. ``startup_memory``: both
+processes' cache bytes and RSS around that first reset.
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Optional
 
@@ -26,12 +20,8 @@ from refimpl.variants import get_startup_variant
 
 
 class MPFrontend:
-    """P0: a MirroredProcessingCache client and a SyncMPClient to the engine core.
-    ``reset_scope`` None: the start-up row's (``StartupVariant.reset_scope``).
-
-    Raises ConfigError for an unknown reset_scope / mirror_fault, EngineDeadError when the
-    engine core fails or exits.
-    """
+    """P0: a MirroredProcessingCache client and a SyncMPClient; ``reset_scope`` None: the row's.
+    Raises ConfigError for an unknown reset_scope / mirror_fault, EngineDeadError."""
 
     def __init__(self, vllm_config, variant: str, reset_scope: Optional[str] = None,
                  mirror_fault: Optional[str] = None):
@@ -57,11 +47,8 @@ class MPFrontend:
 
     # -- LLMEngine's interface -------------------------------------------------------------
     def add_request(self, req) -> None:
-        """Send a processed refimpl.request.Request; items P1 holds go as their hash alone.
-
-        Raises InvalidInputError for an id already in flight; the engine core's own checks
-        (Scheduler.add_request) come back from ``step``. ``LLMEngine`` sends each submission
-        under its own id, so no message about an earlier one answers a later one."""
+        """Send a processed Request; items P1 holds go as their hash alone. Raises InvalidInputError for
+        an id in flight; the engine core's own refusals come back from ``step``."""
         if req.request_id in self._in_flight:
             raise InvalidInputError("request_id", "unique", f"{req.request_id!r} is in flight")
         mm_inputs = self.mm_input_cache_client.get_and_update_p0(req.mm_inputs, req.mm_hashes)
@@ -79,11 +66,8 @@ class MPFrontend:
         return bool(self._in_flight)
 
     def step(self) -> list:
-        """Outputs of the requests that finished in the engine core's next step; messages
-        about requests no longer in flight (aborted) are dropped.
-
-        Raises the RefimplError of a request the engine core refused, its ``request_id`` set
-        (it is no longer in flight; the others are not affected)."""
+        """Outputs of the requests that finished in the engine core's next step (those no longer in
+        flight dropped). Raises the RefimplError of a refused request, ``request_id`` set."""
         if not self._in_flight:
             return []
         kind, *rest = self.client.get_output()
@@ -110,7 +94,6 @@ class MPFrontend:
 
     def memory_stats(self) -> dict:
         """{"p0": {...}, "p1": {...}}: pid, cache_bytes, rss (bytes), mirror counters."""
-        import os
         p0 = dict(pid=os.getpid(), cache_bytes=self.mm_registry.cache_bytes(), rss=rss_bytes(),
                   mirror=self.mm_input_cache_client.stats())
         return {"p0": p0, "p1": self.client.call_utility("memory_stats")}

@@ -1,14 +1,8 @@
 """LLMEngine (add_request / step / generate) and the ``LLM`` front class.
 
-Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/entrypoints/llm.py`` (v0.10.2) for the
-Whisper path: the input processor runs the multimodal processor on the request's audio
-(through the ProcessingCache unless the user turned it off), the EngineCore schedules, runs
-and updates. ``process_mode="mp"`` (vLLM V1's default) runs the EngineCore in a child
-process (``core_client`` / ``core_proc``) with mirrored input caches (``mm_input_cache``);
-``"inproc"`` keeps everything in the calling process.
-
-Left out: streaming, detokenisation of partial outputs, LoRA, priorities, the async engine,
-chat templates; Qwen2.5-VL serving (the kit only starts it up).
+Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/entrypoints/llm.py`` (0.10.2) for Whisper.
+Left out: streaming, partial detokenisation, LoRA, priorities, the async engine, chat
+templates, Qwen2.5-VL serving (the kit only starts it up).
 """
 from __future__ import annotations
 
@@ -20,33 +14,26 @@ from tqdm.auto import tqdm
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
+from refimpl.engine.frontend import MPFrontend
 from refimpl.engine.output_processor import OutputProcessor
 from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, RefimplError, SamplingParamsError
+from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
+from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
 
 
 class LLMEngine:
-    """Serving engine over one EngineCore.
+    """Serving engine over one EngineCore (``process_mode`` "mp" or "inproc").
 
-    ``add_request(request_id, prompt, params)`` takes ``prompt`` as a dict with
-    ``multi_modal_data={"audio": audio}`` (audio: float32 (n,) at 16 kHz, or ``(array, sr)``)
-    and optional ``decoder_prompt`` (str) or ``prompt_token_ids`` (decoder prompt ids).
-    A malformed request raises a refimpl error (InvalidInputError, SamplingParamsError,
-    TooManyItemsError) and nothing else changes: the engine keeps serving the others.
-    Each submission runs under its own internal id (``OutputProcessor``); outputs carry the
-    user's id, which may be reused once its request is finished or aborted.
-
-    ``process_mode``: "mp" (engine core in a child process; ``reset_scope`` in
-    core_proc.RESET_SCOPES, ``mirror_fault`` in mm_input_cache.MIRROR_FAULTS) or "inproc".
-    In "mp" mode a dead engine core raises EngineDeadError; ``shutdown()`` ends the child.
-    ``mm_registry``: the registry of this engine (default the config's, else the global one;
-    see ``VllmConfig.use_mm_registry``); in "mp" mode the child process uses its own.
-    """
+    ``prompt``: a dict with ``multi_modal_data={"audio": audio}`` (float32 (n,) at 16 kHz, or
+    ``(array, sr)``) and optional ``decoder_prompt`` (str) or ``prompt_token_ids``. A malformed
+    request raises a refimpl error and changes nothing else. Each submission runs under its own
+    internal id; outputs carry the user's, reusable once finished. In "mp" mode a dead engine core
+    raises EngineDeadError and the child uses its own registry."""
 
     def __init__(self, vllm_config: VllmConfig, startup_variant: str = "refimpl", *,
                  process_mode: Literal["inproc", "mp"] = "mp", reset_scope: Optional[str] = None,
                  mirror_fault: Optional[str] = None, mm_registry=None):
-        from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
         self.vllm_config = vllm_config
         reg = vllm_config.use_mm_registry(mm_registry)
         mc = vllm_config.model_config
@@ -58,7 +45,6 @@ class LLMEngine:
         self.process_mode = process_mode
         self.engine_core: Any  # EngineCore in-process, MPFrontend with a child process
         if process_mode == "mp":
-            from refimpl.engine.frontend import MPFrontend
             self.engine_core = MPFrontend(vllm_config, startup_variant, reset_scope, mirror_fault)
         else:
             self.engine_core = EngineCore(vllm_config, startup_variant)
@@ -76,9 +62,7 @@ class LLMEngine:
                   reset_scope: Optional[str] = None, mirror_fault: Optional[str] = None,
                   max_audios_per_step: int = 1, cross_attention_read: str = "dense-once",
                   **model_kwargs: Any) -> "LLMEngine":
-        """Build configs from keyword arguments (``model_kwargs`` go to ModelConfig).
-        ``max_audios_per_step`` > 1 needs ``encoder_len_variant="audios-per-step"``;
-        ``cross_attention_read``: see CacheConfig."""
+        """Build the configs from keyword arguments (``model_kwargs`` go to ModelConfig)."""
         return cls(VllmConfig(
             ModelConfig(model, **model_kwargs),
             SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
@@ -105,15 +89,11 @@ class LLMEngine:
     def add_request(self, request_id: Optional[str], prompt: dict,
                     params: Optional[SamplingParams] = None,
                     arrival_time: Optional[float] = None) -> str:
-        """Validate and process one request, then queue it. Returns its id (``request_id``,
-        or one the engine picks among ids not in flight when None).
+        """Validate, process and queue one request; its id (``request_id``, or a free one when None).
 
-        Raises InvalidInputError (no / malformed audio; ``request_id`` not a non-empty str or
-        already in flight), SamplingParamsError (not a SamplingParams, a field out of range,
-        max_tokens beyond max_target_positions minus the decoder prompt), TooManyItemsError.
-        ``params`` is copied: changing it later does not change the queued request.
-        """
-        from refimpl.request import Request
+        Raises InvalidInputError (audio; ``request_id`` not a non-empty str or in flight),
+        SamplingParamsError (a field out of range, max_tokens beyond max_target_positions minus the
+        decoder prompt), TooManyItemsError. ``params`` is copied."""
         if params is None:
             params = SamplingParams()
         elif not isinstance(params, SamplingParams):
@@ -165,15 +145,13 @@ class LLMEngine:
         return rid
 
     def abort_request(self, request_ids: str | Iterable[str]) -> None:
-        """Abort requests (the user's ids, or one id; unknown ones are skipped); their KV blocks
-        go back to the pool."""
+        """Abort requests by the user's ids (unknown ones skipped); their blocks go back to the pool."""
         ids = [request_ids] if isinstance(request_ids, str) else request_ids
         self.engine_core.abort_requests(self.output_processor.abort_requests(ids))
 
     def step(self) -> list:
-        """One engine step. Returns the RequestOutputs of requests that finished in it (under
-        the user's ids). Raises the RefimplError of a request the engine core refused
-        ("mp" only), ``request_id`` set to the user's id."""
+        """One engine step: the RequestOutputs finished in it (user's ids). Raises the RefimplError of a
+        request the engine core refused ("mp"), ``request_id`` the user's."""
         try:
             outputs = self.engine_core.step()
         except RefimplError as e:

@@ -1,54 +1,20 @@
 """The mirrored multimodal input caches of the two-process engine (P0 front end, P1 engine core).
 
-Mirrors ``vllm/v1/engine/mm_input_cache.py`` at vLLM 0.9.0: one ``MirroredProcessingCache``
-in the front-end process (``Processor.mm_input_cache_client``) and one in the engine-core
-process (``EngineCore.mm_input_cache_server``), both LRUs of the same byte capacity
-(``VLLM_MM_INPUT_CACHE_GIB``; here ``ModelConfig.mm_processor_cache_gb``).
-``get_and_update_p0`` replaces an item P1 already holds by ``None`` (only its hash crosses
-the process boundary); ``get_and_update_p1`` fills every ``None`` back from its own copy and
-stores every item that came with data. Both sides see the same put / touch sequence, so
-they agree as long as they have the same capacity and are reset together.
+Mirrors ``vllm/v1/engine/mm_input_cache.py`` (0.9.0, with 0.9.1's fixed ``use_cache``): two
+LRUs of the same byte capacity; ``get_and_update_p0`` replaces an item P1 holds by None (only
+its hash crosses), ``get_and_update_p1`` fills it back. They agree while both see the same
+puts and touches and are reset together. Oversize items are skipped under every row.
+``fault`` (MIRROR_FAULTS; None: vLLM's intended behaviour) reproduces how they fall out of step:
 
-Failure kinds reproduced by ``fault`` (MIRROR_FAULTS; None is vLLM's intended behaviour):
-  ``reset-p1-only``      a reset reaches P1's mirror but not P0's (vllm-omni #6972: the
-                         engine side cleared, the front end's record kept): P0 later sends a
-                         hash alone for an item P1 no longer has -> ``KeyError`` in P1, the
-                         error of vLLM #17227 and of the review of PR #16273.
-  ``capacity-mismatch``  P1's mirror is built with half the capacity, so P1 evicts items
-                         P0 still believes sent -> ``KeyError`` in P1 (the same drift that
-                         vLLM #46747 saw from a different put order, there as
-                         ``assert mm_item is not None``).
-  ``evict-loop``         a lookup of a hash P1 lacks leaves a "ghost" key in the LRU order
-                         with no data (vLLM's ``LRUCache.touch`` before PR #43595, issue
-                         #43941, where the request failed and serving went on). Once the
-                         ghost is the oldest key, every eviction picks it, frees nothing and
-                         picks it again: the eviction loop never ends. Here it is bounded by
-                         ``EVICT_LOOP_BOUND`` iterations and raises ``EvictionLoopError``.
-  ``reorder``            P0 updates its mirror with a request's items in another order than
-                         P1 (P0 processes items concurrently, P1 ingests them serially: PR
-                         #46747's analysis of vLLM #31404, the concurrency crash, and the
-                         drift of PR #34749): here P0 takes a request's items last to first.
-                         The two LRU orders differ, the next eviction removes different
-                         items on each side, and a later hit sends a hash P1 has evicted ->
-                         ``KeyError`` in P1 (upstream ``assert mm_item is not None``).
+  ``reset-p1-only``      a reset clears P1's mirror but not P0's -> KeyError in P1.
+  ``capacity-mismatch``  P1's mirror has half the capacity -> KeyError in P1.
+  ``evict-loop``         a miss in P1 leaves a ghost key that every eviction picks again
+                         (bounded by EVICT_LOOP_BOUND -> EvictionLoopError).
+  ``reorder``            P0 records a request's items last to first -> the LRU orders differ
+                         -> KeyError in P1.
 
-vLLM 0.9.0 itself built ``use_cache`` inverted (checked in the 0.9.0 wheel: the local named
-``disable_mm_preprocessor_cache`` held "the cache is on", and ``use_cache`` its negation), so
-with the preprocessor cache on, the default, its mirrors were off and every item crossed
-whole; ``disable_mm_preprocessor_cache=True`` turned them on. PR #19068 fixed it (first in
-0.9.1). refimpl implements the fixed mirror; the transport figures are what the fix saves.
-The mirrors skip an item larger than their capacity under every start-up row, also those that
-reproduce vLLM's raising LRU (0.9.0's mirrors were cachetools LRUs too): deliberate, the
-rows' "raise" is about the processing cache at start-up.
-
-Not reproduced: several front ends sharing one engine core's mirror (API-server scale-out,
-data parallelism without one front end per engine core): each P0 mirror misses the other's
-puts, so P1 evicts what a P0 believes sent. vLLM turns the cache off there (PR #21839;
-#23717 keeps it where the mapping is one-to-one); refimpl has one front end per engine core.
-
-Left out: vLLM 0.9.0 also stored the full item on the P0 side; we do too (the tensors are the
-same objects the processing cache holds, so no extra bytes). Later vLLM (PR #23018) keeps
-only keys on P0.
+The upstream reports behind each are in docs/background.md. Left out: several front ends on
+one engine core (vLLM turns the cache off there); P0 keeps the full items, as 0.9.0.
 """
 from __future__ import annotations
 
@@ -67,12 +33,8 @@ class EvictionLoopError(RefimplError, RuntimeError):
 
 
 class MirroredProcessingCache:
-    """An LRU of ``{mm_hash: item}`` bounded by ``capacity_bytes`` (bytes).
-
-    ``use_cache`` False (the user disabled the preprocessor cache) sends every item whole, as
-    vLLM. ``fault`` is one of MIRROR_FAULTS. Counters: ``evictions``, ``hits`` (P0: items
-    replaced by their hash; P1: items filled from the mirror).
-    """
+    """An LRU of ``{mm_hash: item}`` bounded by ``capacity_bytes``. ``use_cache`` False sends every
+    item whole. Counters: ``evictions``, ``hits`` (P0: sent as a hash; P1: filled from the mirror)."""
 
     def __init__(self, capacity_bytes: int, *, use_cache: bool = True,
                  fault: Optional[str] = None):
@@ -161,11 +123,8 @@ class MirroredProcessingCache:
 
     def get_and_update_p1(self, mm_inputs: Sequence[Optional[Item]],
                           mm_hashes: Sequence[str]) -> list[Item]:
-        """Engine core: fill each None from the mirror, store each item sent with data.
-
-        Raises KeyError naming the hash when a None arrives for an item this mirror lacks
-        (the upstream failure; it means the mirrors fell out of step).
-        """
+        """Engine core: fill each None from the mirror, store each item sent with data. Raises
+        KeyError naming the hash for a None this mirror lacks (the mirrors fell out of step)."""
         if not self.use_cache:
             return list(mm_inputs)  # type: ignore[arg-type]
         out: list[Item] = []

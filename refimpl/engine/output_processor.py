@@ -1,13 +1,9 @@
 """OutputProcessor: the front end's requests in flight, by internal id, and the user's ids.
 
-Mirrors the request bookkeeping of ``vllm/v1/engine/output_processor.py`` after vLLM gave
-every submission an internal id (issue #23697, PR #24382; ``InputProcessor.assign_request_id``
-appends 8 random characters, refimpl a per-engine counter): ``request_states`` maps internal
-ids to the user's, ``external_req_ids`` the user's ids in flight to internal ones. An output,
-rejection or abort of an earlier submission names an internal id no longer here, so it never
-answers, finishes or rejects a later submission under the same user id. Left out:
-detokenisation, streaming, n > 1 (one internal id per user id in flight: LLMEngine refuses a
-user id already in flight).
+Mirrors the request bookkeeping of ``vllm/v1/engine/output_processor.py`` with an internal id
+per submission (refimpl: a per-engine counter): an output, rejection or abort of an earlier
+submission never answers a later one under the same user id. Left out: detokenisation,
+streaming, n > 1.
 """
 from __future__ import annotations
 
@@ -25,8 +21,7 @@ class OutputProcessor:
         self._counter = itertools.count()
 
     def assign_request_id(self, external_req_id: str) -> str:
-        """A new internal id: ``<user's id>-<n>``, n unique per engine (so is the whole id:
-        n, after the last '-', has no '-')."""
+        """A new internal id ``<user's id>-<n>``, n unique per engine."""
         return f"{external_req_id}-{next(self._counter)}"
 
     def add_request(self, request_id: str, external_req_id: str) -> None:

@@ -1,14 +1,8 @@
-"""Messages between the front end (P0) and the engine core (P1): pickle protocol 5, tensors out of band.
+"""Messages between the front end (P0) and the engine core (P1): pickle 5, tensors out of band.
 
-vLLM 0.9.0 (``vllm/v1/serial_utils.py``) encodes with msgpack and sends each tensor's
-backing buffer as its own ZMQ frame, without copying it into the message. We do the same
-with the standard library: a pickler whose ``reducer_override`` turns a CPU tensor into a
-numpy array, which pickle 5 hands to ``buffer_callback`` as an out-of-band buffer; the frames
-are ``[header, buffer, buffer, ...]``. Decoding copies each buffer once into a writable
-bytearray (torch refuses read-only memory), then rebuilds the tensors on it.
-
-Pickle runs code while it loads. ``decode`` is only called on frames that came from the
-process this engine spawned (see ``core_client``: private IPC directory, per-engine secret).
+As ``vllm/v1/serial_utils.py`` (0.9.0, msgpack): each tensor's buffer is its own ZMQ frame,
+not copied into the message; decoding copies each once into a writable bytearray. Pickle runs
+code while loading: ``decode`` only reads frames from the engine's own child (core_client).
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Multimodal processing (vLLM ``vllm/multimodal/``): registry, processing cache, dummy
-inputs for profiling, and the Qwen2.5-VL and Whisper processors. See each module's docstring."""
+"""Multimodal processing (vLLM ``vllm/multimodal/``): registry, processing cache, dummy inputs,
+and the Qwen2.5-VL and Whisper processors.
+"""
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
 from refimpl.multimodal.profiling import BaseDummyInputsBuilder, MultiModalProfiler

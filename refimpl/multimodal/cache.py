@@ -1,24 +1,10 @@
 """Content hashing and the per-process processing cache.
 
-Mirrors ``vllm/multimodal/hasher.py`` (``MultiModalHasher``) and ``ProcessingCache`` in
-``vllm/multimodal/processing.py`` as of vLLM 0.9.0 (PR #17935 kept it on during profiling and
-added ``reset_processor_cache``): one entry per multimodal item, keyed by a blake3 hash of the
-model id, the modality, the item's content and the HF-processor kwargs; the value is that
-item's processed tensors; an LRU bounded in bytes.
-
-Left out: vLLM's ``LRUCache`` base (cachetools), the per-item metadata wrappers
-(``ProcessingCacheItem``) and the P0/P1 mirror caches of the V1 engine (owned elsewhere in
-refimpl). An item larger than the whole capacity: vLLM 0.9.0 raised cachetools'
-``ValueError("value too large")`` (start-up aborts when the profiling dummy is that item,
-vLLM issue #52835); PR #53016 serves it uncached instead. ``put(..., oversize=)`` picks one.
-
-Byte path: chunks go to blake3 as they are, arrays and tensors as views of their own buffers
-(no copy; vLLM PR #24925, 0.11.0). vLLM 0.9.0's and 0.9.2's copying paths are in
-refimpl/multimodal/hasher.py.
-
-Thread safety (ours; vLLM uses its cache from one front-end thread): every method holds one
-``threading.RLock``, since ``put`` and ``get`` are compound updates (dict + byte count + LRU
-order). See docs/reliability.md.
+Mirrors ``MultiModalHasher`` (``vllm/multimodal/hasher.py``) and ``ProcessingCache``
+(``vllm/multimodal/processing.py``, 0.9.0): one entry per item keyed by a blake3 hash of model,
+modality, content and HF kwargs, the value its tensors; an LRU bounded in bytes. The hasher
+copies nothing (0.11.0's path; older ones in hasher.py). Thread-safe (ours, one RLock). Left
+out: cachetools' ``LRUCache`` base, ``ProcessingCacheItem``, the P0/P1 mirrors.
 """
 from __future__ import annotations
 
@@ -33,9 +19,20 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
+from refimpl.errors import CacheItemTooLargeError
+
 logger = logging.getLogger(__name__)
 GiB = 1 << 30
 Item = dict[str, torch.Tensor]  # one item's processed tensors
+
+
+def value_too_large(size: int, capacity_bytes: int) -> CacheItemTooLargeError:
+    """What ``put(..., oversize="raise")`` raises for an item of ``size`` bytes: vLLM 0.9.0's
+    cachetools ValueError("value too large"), naming the setting and its limit in GiB."""
+    return CacheItemTooLargeError("mm_processor_cache_gb", capacity_bytes / GiB,
+                                  f"value too large: one processed item of {size} bytes ({size / GiB:.6g} "
+                                  f"GiB) exceeds the processing cache of {capacity_bytes} bytes "
+                                  "(vLLM 0.9.0 behaviour)")
 
 
 class MultiModalHasher:
@@ -73,14 +70,9 @@ class MultiModalHasher:
 
     @classmethod
     def iter_image_bytes(cls, img: Image.Image) -> Iterator[bytes]:
-        """Everything of a PIL image that its pixels depend on: mode, size, the palette with
-        its own mode (a "P"/"PA" image's bytes are indices into it; RGBA palettes carry
-        alpha), the transparency key of ``info`` (PIL applies it when converting "P"/"L"/
-        "RGB" to an alpha mode), then the raw data. Nothing is converted (no copy beyond
-        ``tobytes``). EXIF orientation is left out on purpose: transformers' processors do
-        not apply it to PIL inputs (only ``load_image`` from a path/URL does), so two images
-        differing only there give the same pixel_values. Issue 8, kind 2: keys without the
-        palette served one "P" image the other's pixel_values."""
+        """What a PIL image's pixels depend on: mode, size, the palette with its own mode ("P"/"PA"),
+        the ``transparency`` key, then the raw data; nothing converted. EXIF orientation is left out:
+        transformers' processors do not apply it to PIL inputs."""
         yield f"{img.mode}|{img.size}|".encode()
         if img.palette is not None and img.mode in ("P", "PA"):
             pal_mode = img.palette.mode
@@ -91,11 +83,8 @@ class MultiModalHasher:
 
     @classmethod
     def hash_kwargs(cls, **kwargs: Any) -> str:
-        """blake3 hex digest over all kwargs in sorted-key order.
-
-        The processing cache calls it as ``hash_kwargs(model_id=..., modality=..., item=...,
-        **hf_processor_mm_kwargs)``. Raises TypeError for values it cannot serialize.
-        """
+        """blake3 hex digest over all kwargs in sorted-key order (the cache passes model_id, modality,
+        item and the HF-processor kwargs). Raises TypeError for a value it cannot serialize."""
         h = blake3()
         for k in sorted(kwargs):
             for chunk in cls.iter_item_bytes(k, kwargs[k]):
@@ -127,13 +116,9 @@ def _tensor_versions(value: Item) -> tuple[int, ...]:
 
 
 class ProcessingCache:
-    """LRU of processed items bounded by ``capacity_bytes`` (bytes; 0 stores nothing).
-
-    Counters: ``hits``, ``misses``, ``evictions``, ``rejected`` (items larger than the
-    capacity, not stored) and ``bytes`` (currently held). ``get`` refreshes recency; ``put``
-    evicts least-recently-used entries until the new one fits. Thread-safe: every method
-    holds ``self._lock`` (an RLock), see the module docstring.
-    """
+    """LRU of processed items bounded by ``capacity_bytes`` (bytes; 0 stores nothing). Counters:
+    ``hits``, ``misses``, ``evictions``, ``rejected`` (larger than the capacity), ``invalidated``,
+    ``bytes`` (held now)."""
 
     def __init__(self, capacity_bytes: int):
         self.capacity_bytes = int(capacity_bytes)
@@ -153,18 +138,11 @@ class ProcessingCache:
             return key in self._data
 
     def get(self, key: str) -> Optional[Item]:
-        """A new dict holding the cached item's tensors for ``key``, or None; counts a hit
-        or a miss.
+        """A new dict of the cached item's tensors for ``key``, or None; counts a hit or a miss.
 
-        Hits equal fresh processing whatever callers did to earlier results (issue 8, kind
-        3), without copying tensor data: every get and put hands out its own dict (so
-        popping or replacing keys touches no entry), and an entry whose tensors were
-        modified in place since they were stored (torch bumps a tensor's ``_version`` on
-        every in-place op, through any view or ``detach()``) is dropped and reported as a
-        miss (``invalidated``). Writes that bypass torch's version counter (``.data``,
-        ``.numpy()`` views, raw storage) are not seen; cloning on every hit would cover
-        them at the cost of a full copy per hit (scripts/bench_cache_hit.py measures both).
-        """
+        No tensor is copied: each get and put hands out its own dict, and an entry whose tensors were
+        changed in place since stored (torch's ``_version``) is dropped as a miss (``invalidated``).
+        Writes that bypass the version counter (``.data``, ``.numpy()`` views) are not seen."""
         with self._lock:
             entry = self._data.get(key)
             if entry is not None and _tensor_versions(entry[0]) != self._versions[key]:
@@ -184,21 +162,15 @@ class ProcessingCache:
         self.bytes -= sz
 
     def put(self, key: str, value: Item, oversize: str = "skip") -> bool:
-        """Store ``value``; True if stored. An item alone larger than the capacity is not
-        stored and nothing is evicted: ``oversize="skip"`` returns False (vLLM PR #53016),
-        ``"raise"`` raises CacheItemTooLargeError, a ValueError("value too large ...") as
-        vLLM 0.9.0's cachetools cache did (issue #52835)."""
+        """Store ``value``; True if stored. An item alone larger than the capacity is not stored and
+        evicts nothing: ``oversize="skip"`` returns False, ``"raise"`` raises CacheItemTooLargeError
+        (a ValueError("value too large ..."), as 0.9.0's cachetools cache)."""
         size = item_nbytes(value)
         with self._lock:
             if size > self.capacity_bytes:
                 self.rejected += 1
                 if oversize == "raise":
-                    from refimpl.errors import CacheItemTooLargeError
-                    raise CacheItemTooLargeError(  # the limit in the setting's unit, GiB
-                        "mm_processor_cache_gb", self.capacity_bytes / GiB,
-                        f"value too large: one processed item of {size} bytes ({size / GiB:.6g} "
-                        f"GiB) exceeds the processing cache of {self.capacity_bytes} bytes "
-                        "(vLLM 0.9.0 behaviour)")
+                    raise value_too_large(size, self.capacity_bytes)
                 if self._warned_capacity != self.capacity_bytes:
                     self._warned_capacity = self.capacity_bytes
                     logger.warning(
@@ -229,11 +201,8 @@ class ProcessingCache:
                 self.evictions += 1
 
     def reset(self) -> None:
-        """Drop every entry (their tensors are freed once no caller holds them); bytes -> 0,
-        and every counter (hits, misses, evictions, rejected, invalidated) -> 0, as vLLM's
-        ``LRUCache.clear`` zeroes its hit / query counts (0.8.5 to 0.11.0, ``vllm/utils``).
-        The capacity is kept. The registry's ``ProcessingStats`` are not this cache's: they
-        are reset by ``MultiModalRegistry.reset_stats``."""
+        """Drop every entry and zero every counter, as vLLM's ``LRUCache.clear``; the capacity is kept
+        (the registry's ``ProcessingStats`` are reset by ``MultiModalRegistry.reset_stats``)."""
         with self._lock:
             self._data.clear()
             self._versions.clear()
@@ -242,8 +211,7 @@ class ProcessingCache:
 
     @property
     def order(self) -> tuple[str, ...]:
-        """The keys from least to most recently used (the next eviction first), as vLLM's
-        ``LRUCache.order``."""
+        """The keys from least to most recently used (the next eviction first)."""
         with self._lock:
             return tuple(self._data)
 

@@ -1,25 +1,13 @@
-"""The byte paths of vLLM's ``MultiModalHasher`` across versions, for the start-up variants.
+"""The byte paths of vLLM's ``MultiModalHasher`` by release, for the start-up rows.
 
-Mirrors ``vllm/multimodal/hasher.py`` as released in vLLM 0.8.5, 0.9.0, 0.9.2 and 0.11.0. All
-feed blake3 the key and value bytes of every (nested) item; they differ in what they read and
-in how many full-size copies of an item they make on the way (per hash, hits included):
+Mirrors ``vllm/multimodal/hasher.py`` of 0.8.5, 0.9.0, 0.9.2 and 0.11.0 (full copies per hash):
 
-``v0.8.5``  ``serialize_item`` returns ``tobytes()`` of an ndarray, tensor (via ``.numpy()``)
-            or PIL image as it is: 1 copy; no dtype, shape or mode, so two arrays with the same
-            bytes and another shape share a key.
-``v0.9.0``  ``serialize_item`` returns one ``bytes`` per item: an ndarray is copied by
-            ``tobytes()``, its (key, value) pairs are glued with ``+`` and then with
-            ``b"".join``: 3 copies of an ndarray; a tensor goes through ``.numpy()`` and one
-            more ``+``: 4; a PIL image is converted to RGBA and read with ``np.asarray`` first: 6.
-``v0.9.2``  PR #19484 ("Do not copy array during hashing") hands the array's buffer instead of
-            ``tobytes()``; the ``+`` and ``join`` stay: 2 copies of an ndarray.
-``stream``  PR #24925 ("Don't convert memoryviews to bytes during hashing", vLLM 0.11.0) yields
-            key and value chunks straight into blake3: no copy of a contiguous array. refimpl's
-            own ``MultiModalHasher`` (refimpl/multimodal/cache.py) takes this path.
+  ``v0.8.5``  ``tobytes()`` of the raw data: 1; no dtype, shape or mode in the key.
+  ``v0.9.0``  ``tobytes()``, glued with ``+`` and ``b"".join``: 3 (tensor 4, PIL image 6).
+  ``v0.9.2``  the array's buffer instead of ``tobytes()``: 2.
+  ``stream``  chunks straight into blake3: none (refimpl's ``MultiModalHasher``).
 
-The ``v0.9.*`` paths hash what vLLM 0.9 hashed (images as RGBA pixels, arrays as dtype, shape,
-data; kwargs in call order), so their keys differ from refimpl's ``MultiModalHasher``; a
-process uses one path throughout. Left out: the pickle fallback's warning, ``hash_prompt_mm_data``.
+The ``v0.9.*`` keys differ from refimpl's. Left out: the pickle fallback, ``hash_prompt_mm_data``.
 """
 from __future__ import annotations
 
@@ -30,6 +18,8 @@ import numpy as np
 import torch
 from blake3 import blake3
 from PIL import Image
+
+from refimpl.multimodal.cache import MultiModalHasher
 
 BYTE_PATHS = ("v0.8.5", "v0.9.0", "v0.9.2", "stream")
 Buf = Union[bytes, memoryview]
@@ -100,8 +90,7 @@ def _iter_v085(key: str, obj: Any) -> Iterator[tuple[bytes, bytes]]:
 
 
 def hash_kwargs_v09(copy_arrays: bool, **kwargs: Any) -> str:
-    """blake3 hex digest (64 chars) of ``kwargs`` by vLLM 0.9.0's byte path (``copy_arrays``
-    True) or 0.9.2's (False, PR #19484). Kwargs are hashed in call order, as vLLM does."""
+    """blake3 hex digest of ``kwargs`` in call order by 0.9.0's byte path (``copy_arrays``) or 0.9.2's."""
     h = blake3()
     for k, v in kwargs.items():
         for kb, vb in _iter_item_to_bytes(k, v, copy_arrays):
@@ -111,13 +100,8 @@ def hash_kwargs_v09(copy_arrays: bool, **kwargs: Any) -> str:
 
 
 def hash_kwargs_by(byte_path: str, **kwargs: Any) -> str:
-    """Hash ``kwargs`` by ``byte_path`` (one of BYTE_PATHS). Raises ValueError for another path.
-
-    ``stream`` is refimpl's ``MultiModalHasher.hash_kwargs`` (keys sorted, refimpl's content
-    identification, no copy of contiguous arrays).
-    """
+    """Hash ``kwargs`` by ``byte_path`` (one of BYTE_PATHS). Raises ValueError for another path."""
     if byte_path == "stream":
-        from refimpl.multimodal.cache import MultiModalHasher
         return MultiModalHasher.hash_kwargs(**kwargs)
     if byte_path not in BYTE_PATHS:
         raise ValueError(f"unknown hash byte path {byte_path!r}; one of {BYTE_PATHS}")

@@ -1,17 +1,10 @@
 """Input types and validation of multimodal items.
 
-Mirrors the data types of ``vllm/multimodal/inputs.py`` (``PlaceholderRange``,
-``MultiModalInputs``, ``MultiModalEncDecInputs``) and the item parsing of
-``vllm/multimodal/parse.py`` (``MultiModalDataParser``) at vLLM 0.9.0. vLLM mostly lets bad
-items fail deep inside the HF processor (or resamples audio); here every malformed item is
-rejected up front with a :class:`refimpl.errors.InvalidInputError` naming the field and the
-limit, so a server can reject one request and keep serving.
-
-``split_hf_outputs`` cuts the HF processor's batched output per item, as
-``MultiModalFieldConfig.batched`` / ``flat_from_sizes`` with ``MultiModalKwargs.from_hf_inputs``.
-
-Left out: embeddings passed instead of raw items, audio resampling (we require 16 kHz),
-video decoding from files, ``MultiModalKwargs`` batching (items stay one dict per item).
+Mirrors the types of ``vllm/multimodal/inputs.py`` and the item parsing of
+``vllm/multimodal/parse.py`` (0.9.0); ``split_hf_outputs`` is ``MultiModalKwargs.from_hf_inputs``
+over batched / flat_from_sizes fields. Unlike vLLM, every malformed item is refused up front
+with an InvalidInputError naming the field and the limit. Left out: embedding inputs, audio
+resampling (16 kHz required), video decoding, ``MultiModalKwargs`` batching.
 """
 from __future__ import annotations
 
@@ -40,16 +33,10 @@ class PlaceholderRange:
 
 @dataclass
 class MultiModalInputs:
-    """Output of ``BaseMultiModalProcessor.apply``.
-
-    ``prompt_token_ids``: decoder prompt (placeholders expanded for decoder-only models).
-    ``mm_kwargs[modality][i]``: item i's tensors, e.g. image ``{"pixel_values": (n_patches,
-    1176) float32, "image_grid_thw": (3,) int64}``, video ``{"pixel_values_videos", "video_grid_thw",
-    "second_per_grid_ts"}``, audio ``{"input_features": (num_mel_bins, 3000) float32}``.
-    ``mm_hashes[modality][i]``: the item's cache key (blake3 hex). ``mm_placeholders``: the
-    item's PlaceholderRange (in the encoder prompt for encoder-decoder models).
-    ``encoder_prompt_token_ids``: Whisper only (1500 placeholder zeros per audio).
-    """
+    """Output of ``BaseMultiModalProcessor.apply``: ``prompt_token_ids`` (decoder prompt),
+    ``mm_kwargs[modality][i]`` item i's tensors (image ``pixel_values`` (n_patches, 1176) float32,
+    ``image_grid_thw`` (3,) int64; audio ``input_features`` (mel bins, 3000) float32), ``mm_hashes``,
+    ``mm_placeholders``, ``encoder_prompt_token_ids`` (Whisper: 1500 zeros per audio)."""
     prompt_token_ids: list[int]
     mm_kwargs: dict[str, list[dict[str, torch.Tensor]]]
     mm_hashes: dict[str, list[str]]
@@ -75,11 +62,8 @@ def _check_hw(h: int, w: int, fld: str) -> None:
 
 
 def parse_image(x: Any) -> Image.Image:
-    """PIL image, encoded bytes or (H, W[, C]) uint8 array -> fully loaded PIL image.
-
-    Raises InvalidInputError (field "image") for corrupt bytes, zero size, aspect ratio above
-    200 or unsupported types. Images above ``max_pixels`` are fine: the HF processor resizes.
-    """
+    """PIL image, encoded bytes or (H, W[, C]) uint8 array -> loaded PIL image. Raises
+    InvalidInputError ("image") for corrupt bytes, zero size, aspect ratio above 200, other types."""
     if isinstance(x, (bytes, bytearray)):
         try:
             x = Image.open(io.BytesIO(bytes(x)))
@@ -115,11 +99,8 @@ def _converts_to_rgb(mode: str) -> bool:
 
 
 def parse_video(x: Any) -> np.ndarray:
-    """(T, H, W, 3) numeric array or list of PIL frames -> (T, H, W, 3) array (dtype kept).
-
-    Raises InvalidInputError (field "video") for wrong rank/channels, 0 frames, zero size,
-    non-numeric or non-finite data.
-    """
+    """(T, H, W, 3) numeric array or list of PIL frames -> (T, H, W, 3) array (dtype kept). Raises
+    InvalidInputError ("video") for a wrong rank / channels, 0 frames, zero size, non-finite data."""
     if isinstance(x, (list, tuple)) and x and all(isinstance(f, Image.Image) for f in x):
         x = np.stack([np.asarray(parse_image(f).convert("RGB")) for f in x])
     if isinstance(x, torch.Tensor):
@@ -139,13 +120,9 @@ def parse_video(x: Any) -> np.ndarray:
 
 
 def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
-    """1-D float array at 16 kHz, or ``(array, sampling_rate)`` -> 1-D float32 array (a
-    float64 array kept as it is with ``keep_float64``, as vLLM's parser does: the release rows
-    hash and process its 8-byte samples).
-
-    Raises InvalidInputError: field "audio.sampling_rate" (limit 16000), "audio" for wrong
-    rank/dtype (float16/32/64 accepted), empty, NaN/inf, or longer than 30 s (limit "30 s").
-    """
+    """1-D float array at 16 kHz, or ``(array, rate)`` -> 1-D float32 (float64 kept with
+    ``keep_float64``, as vLLM's parser). Raises InvalidInputError: "audio.sampling_rate" (16000),
+    "audio" (wrong rank / dtype, empty, NaN / inf, longer than 30 s)."""
     sr = SAMPLING_RATE
     if isinstance(x, tuple):
         if len(x) != 2:
@@ -183,14 +160,9 @@ _PARSERS = {"image": parse_image, "video": parse_video, "audio": parse_audio}
 
 def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],
                   keep_float64: bool = False) -> dict[str, list[Any]]:
-    """Validate and normalize ``{modality: item | [items]}`` -> ``{modality: [items]}``
-    (``keep_float64``: see parse_audio).
-
-    ``limits``: allowed items per prompt for each supported modality. Raises
-    InvalidInputError (field "mm_data") for a non-dict ``mm_data`` or an unknown modality, TooManyItemsError (field
-    ``mm_data[<modality>]``, limit = the limit) for too many items, and the per-item errors
-    of parse_image / parse_video / parse_audio.
-    """
+    """Validate ``{modality: item | [items]}`` -> ``{modality: [items]}``; ``limits``: items per prompt.
+    Raises InvalidInputError ("mm_data": not a dict, unknown modality), TooManyItemsError
+    (``mm_data[<modality>]``) and the per-item errors of parse_image / parse_video / parse_audio."""
     out: dict[str, list[Any]] = {}
     if mm_data is not None and not isinstance(mm_data, dict):
         raise InvalidInputError("mm_data", "a dict {modality: item | [items]}",
@@ -220,14 +192,9 @@ def _own(t: torch.Tensor) -> torch.Tensor:
 
 def split_hf_outputs(out: dict[str, Any], fields_config: dict[str, tuple[str, Optional[str]]],
                      counts: dict[str, int]) -> dict[str, list[dict[str, torch.Tensor]]]:
-    """Cut the HF processor's batched output into one dict of tensors per item.
-
-    fields_config: field -> (modality, sizes_field); a field is split into rows by
-    ``out[sizes_field].prod(-1)`` (Qwen2.5-VL: ``pixel_values`` by ``image_grid_thw``), or one
-    batch row per item when sizes_field is None (Whisper: ``input_features``). counts: items per
-    modality. Fields absent from ``out`` or of a modality without items are skipped. Every
-    slice owns its memory. Returns {modality: [{field: tensor}, ...]}.
-    """
+    """The HF processor's batched output as {modality: [{field: tensor}, ...]}, every slice owning
+    its memory. ``fields_config``: field -> (modality, sizes_field); rows by
+    ``out[sizes_field].prod(-1)``, or one batch row per item when sizes_field is None."""
     res: dict[str, list[dict[str, torch.Tensor]]] = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
     for key, (modality, sizes_key) in fields_config.items():
         if modality not in res or key not in out:

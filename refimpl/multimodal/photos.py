@@ -1,19 +1,8 @@
-"""A few real photos that ship inside installed wheels, for realistic image requests.
+"""Real photos shipped inside matplotlib's wheel (``mpl-data/sample_data``), for image requests.
 
-No vLLM counterpart (vLLM's examples download ``ImageAsset`` files); nothing is downloaded
-here. Source: matplotlib's ``mpl-data/sample_data`` (installed with matplotlib):
-
-- ``grace_hopper.jpg`` (512x600 RGB photo of Rear Admiral Grace Hopper; a U.S. Navy photo,
-  public domain);
-- ``Minduka_Present_Blue_Pack.png`` (128x128 clip-art of a present; Openclipart, released
-  into the public domain);
-- ``logo2.png`` (the matplotlib logo, under matplotlib's BSD-compatible license).
-
-``pan_video`` makes a video from real frames: a camera pan across one of these photos (each
-frame a crop of the photo, moved a few pixels per frame), so the video path runs on
-non-constant pixels. It is synthesised from a still photo, not a recorded video.
-
-Left out: any photo not already on disk; recorded videos (none ships in an installed wheel).
+grace_hopper.jpg (512x600, U.S. Navy photo, public domain), Minduka_Present_Blue_Pack.png
+(128x128, public domain), logo2.png (matplotlib's license). ``pan_video`` pans a camera over
+one (a video synthesised from a still). No vLLM counterpart; nothing is downloaded.
 """
 from __future__ import annotations
 
@@ -28,7 +17,7 @@ SAMPLE_FILES = ("grace_hopper.jpg", "Minduka_Present_Blue_Pack.png", "logo2.png"
 
 def sample_data_dir() -> Path:
     """matplotlib's ``mpl-data/sample_data`` folder. Raises FileNotFoundError if absent."""
-    import matplotlib
+    import matplotlib  # optional: matplotlib's sample data ([lab]); the core install lacks it
     d = Path(matplotlib.get_data_path()) / "sample_data"
     if not d.is_dir():
         raise FileNotFoundError(f"matplotlib sample data not found at {d}")
@@ -50,19 +39,15 @@ def _load() -> tuple[tuple[str, Image.Image], ...]:
 
 
 def load_sample_photos() -> list[tuple[str, Image.Image]]:
-    """[(file name, RGB PIL image)] of the photos found (at least one; usually three).
-
-    Images are decoded once per process and shared: copy before mutating.
-    Raises FileNotFoundError when matplotlib's sample data is missing.
-    """
+    """[(file name, RGB PIL image)] of the photos found (at least one), decoded once per process
+    and shared (copy before mutating). Raises FileNotFoundError without matplotlib's sample data."""
     return list(_load())
 
 
 def pan_video(num_frames: int = 8, size: tuple[int, int] = (336, 336), photo: int = 0) -> np.ndarray:
-    """A (num_frames, height, width, 3) uint8 video: a diagonal camera pan over sample photo
-    ``photo`` (grace_hopper.jpg, 512x600), frame i the ``size`` = (width, height) crop at
-    offset i/(num_frames-1) of the way from the top-left to the bottom-right corner.
-    Raises ValueError if ``size`` exceeds the photo or num_frames < 1."""
+    """(num_frames, height, width, 3) uint8: a diagonal pan over sample photo ``photo``, frame i the
+    ``size`` = (width, height) crop i/(num_frames-1) of the way. Raises ValueError if ``size``
+    exceeds the photo or num_frames < 1."""
     _, im = _load()[photo]
     w, h = size
     if num_frames < 1 or w > im.width or h > im.height:

@@ -1,15 +1,10 @@
 """vLLM-level multimodal processor: HF processing with and without the processing cache.
 
 Mirrors ``BaseMultiModalProcessor`` / ``EncDecMultiModalProcessor`` of
-``vllm/multimodal/processing.py`` at vLLM 0.9.0 (after PR #17935): ``apply`` ->
-``_cached_apply_hf_processor`` (hash each item, look it up, run the HF processor on the
-missing items only with dummy text, split the output per item, store each item, then
-tokenize the prompt text-only and expand placeholders) or, with no cache, one HF call on the
-prompt and all items. Both paths give identical token ids and bitwise identical tensors.
-
-Left out: text-level prompt updates (we match token ids only; a prompt whose placeholders
-are not whole special tokens is rejected), ``PromptInsertion``, ``is_embed`` masks,
-embedding inputs, tokenization kwargs. Counters (registry ``ProcessingStats``) are ours.
+``vllm/multimodal/processing.py`` (0.9.0). Cached: hash each item, HF-process the misses alone,
+store per item, tokenize the prompt and expand placeholders; uncached: one HF call; both give
+identical outputs. Left out: text-level prompt updates, ``PromptInsertion``, ``is_embed``,
+embedding inputs, tokenization kwargs.
 """
 from __future__ import annotations
 
@@ -18,6 +13,7 @@ from typing import Any, Optional
 
 import torch
 
+from refimpl.config import get_config_dict
 from refimpl.errors import InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
@@ -28,18 +24,16 @@ from refimpl.multimodal.prompt_updates import (
     check_unused_placeholders,
     find_mm_placeholders,
 )
+from refimpl.tokenizer import get_tokenizer
 
 Items = dict[str, list[Any]]                      # modality -> raw items
 KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
 
 
 class BaseProcessingInfo:
-    """Per-model facts the processor and dummy builder need (vLLM: ``BaseProcessingInfo``).
-
-    ``model_config``: refimpl.config.ModelConfig. The HF processor is built once per model and
-    ``mm_processor_kwargs`` (ModelConfig's, as vLLM's) and cached. ``switches``: the
-    MultiModalSwitches to follow instead of ``model_config.mm_switches``.
-    """
+    """Per-model facts the processor and dummy builder need (vLLM ``BaseProcessingInfo``). The HF
+    processor is cached per model and ``mm_processor_kwargs``; ``switches`` overrides
+    ``model_config.mm_switches``."""
     modalities: tuple[str, ...] = ()
 
     def __init__(self, model_config, switches=None):
@@ -53,7 +47,6 @@ class BaseProcessingInfo:
 
     @property
     def hf_config(self) -> dict[str, Any]:
-        from refimpl.config import get_config_dict
         return get_config_dict(self.model_id)  # processing always uses the real model's sizes
 
     @property
@@ -65,7 +58,6 @@ class BaseProcessingInfo:
         raise NotImplementedError
 
     def get_tokenizer(self):
-        from refimpl.tokenizer import get_tokenizer
         return get_tokenizer(self.model_id)
 
     def get_allowed_mm_limits(self) -> dict[str, int]:
@@ -77,8 +69,7 @@ class BaseProcessingInfo:
 
 
 class BaseMultiModalProcessor:
-    """Turns (prompt, items) into MultiModalInputs. Cheap to build; the HF processor it uses
-    is cached per model by its ``info``. ``cache`` None means caching off."""
+    """Turns (prompt, items) into MultiModalInputs; cheap to build. ``cache`` None: caching off."""
 
     hf_applies_updates = True  # the HF processor expands placeholder tokens itself
     # A placeholder token left unexpanded (more placeholders than items) is refused; vLLM
@@ -98,8 +89,7 @@ class BaseMultiModalProcessor:
         return out
 
     def _get_mm_fields_config(self) -> dict[str, tuple[str, Optional[str]]]:
-        """field -> (modality, sizes_field): split by ``sizes_field.prod(-1)`` rows, or per
-        batch row when sizes_field is None."""
+        """field -> (modality, sizes_field), as ``split_hf_outputs`` takes it."""
         raise NotImplementedError
 
     def _get_prompt_updates(self, mm_kwargs: KwItems) -> Updates:
@@ -207,16 +197,10 @@ class BaseMultiModalProcessor:
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
               return_mm_hashes: bool = False) -> MultiModalInputs:
-        """Process one prompt and its items (see module docstring).
+        """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``).
 
-        ``mm_hashes`` is filled when the cache is on (the hashes are its keys) or when
-        ``return_mm_hashes`` asks for it, as vLLM's ``apply``; profiling does not ask.
-
-        ``mm_data``: ``{modality: item | [items]}`` (PIL images / uint8 arrays / encoded bytes;
-        video (T, H, W, 3); audio 1-D float32 at 16 kHz or ``(audio, 16000)``).
-        Raises InvalidInputError / TooManyItemsError (refimpl.errors); the processor and the
-        cache stay usable afterwards.
-        """
+        ``mm_hashes`` is filled when the cache is on or ``return_mm_hashes`` asks. Raises
+        InvalidInputError / TooManyItemsError; the processor and the cache stay usable."""
         kw = dict(hf_processor_mm_kwargs or {})
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
                               keep_float64=self.info.switches.dummy_audio_dtype == "float64")
@@ -233,9 +217,8 @@ class BaseMultiModalProcessor:
 
 
 class EncDecMultiModalProcessor(BaseMultiModalProcessor):
-    """Encoder-decoder variant: the items go with an encoder prompt made by the model
-    (Whisper: ``[0]``, expanded to 1500 zeros); the user's prompt becomes the decoder prompt,
-    tokenized without special tokens."""
+    """Encoder-decoder: the items go with the model's encoder prompt (Whisper: ``[0]`` -> 1500
+    zeros); the user's prompt becomes the decoder prompt, without special tokens."""
 
     check_unused_placeholders = False  # the encoder prompt is the model's own, not the user's
 

@@ -1,14 +1,8 @@
 """Dummy inputs for start-up profiling.
 
-Mirrors ``vllm/multimodal/profiling.py`` at vLLM 0.9.0: ``BaseDummyInputsBuilder`` (the
-largest item per modality plus matching placeholder text) and ``MultiModalProfiler``
-(``get_mm_max_tokens``, ``get_decoder_dummy_data``, ``get_encoder_dummy_data``), which run
-the dummy data through the processor, with or without its cache (the start-up row decides).
-``fit_counts`` (ours) sizes a dummy as for other item counts: the profile run builds one item
-at the per-item maximum the budget lookup found.
-
-Left out: ``mm_options`` overrides of dummy sizes (later vLLM), the V0 ``DummyData`` path
-and the warnings vLLM logs when the dummy prompt exceeds ``seq_len``.
+Mirrors ``BaseDummyInputsBuilder`` and ``MultiModalProfiler`` of ``vllm/multimodal/profiling.py``
+(0.9.0). ``fit_counts`` (ours) sizes a dummy as for other item counts. Left out:
+``mm_options`` dummy sizes, the V0 ``DummyData`` path, the warnings on an oversize prompt.
 """
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange, Proces
 @dataclass
 class DummyDecoderData:
     """Decoder-side dummy request: ``prompt_token_ids`` (padded with 0 to seq_len),
-    ``multi_modal_data`` (= MultiModalInputs.mm_kwargs) and ``multi_modal_placeholders``."""
+    ``multi_modal_data`` (MultiModalInputs.mm_kwargs), ``multi_modal_placeholders``."""
     prompt_token_ids: list[int]
     multi_modal_data: dict[str, list[dict[str, Any]]]
     multi_modal_placeholders: dict[str, list[PlaceholderRange]]
@@ -49,8 +43,7 @@ class BaseDummyInputsBuilder:
 
     def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
                              fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
-        """``{modality: [spec] * count}``: each dummy item's kind and size as a tuple, without
-        building it (the cheap worst-case functions and the pass table compare these)."""
+        """``{modality: [spec] * count}``: each dummy item's kind and size, not built."""
         raise NotImplementedError
 
     def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
@@ -60,11 +53,9 @@ class BaseDummyInputsBuilder:
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
                                    fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
-        """What processing the dummy inputs would return, built from the processor's size
-        functions without any HF-processor pass (the ``shape-only`` start-up; ours, beyond
-        vLLM). Shapes, dtypes, token ids and placeholders equal the processed ones; tensor
-        values are zeros, not the processed pixels. ``device="meta"``: the large tensors are
-        meta tensors (shapes and dtypes, no memory; refimpl.testing's shape oracle)."""
+        """What processing the dummy inputs returns, from the size functions, no HF pass (shape-only,
+        ours): shapes, dtypes, token ids and placeholders as processed, values zeros;
+        ``device="meta"``: no memory."""
         raise NotImplementedError
 
     def get_dummy_processor_inputs(self, seq_len: int, mm_counts: dict[str, int],
@@ -74,8 +65,7 @@ class BaseDummyInputsBuilder:
 
     @staticmethod
     def _get_dummy_images(width: int, height: int, num_images: int) -> list[Image.Image]:
-        """White RGB images, the same object repeated as in vLLM. (vLLM passes ``color=255``,
-        which PIL reads as (255, 0, 0) for RGB; content does not change sizes or token counts.)"""
+        """White RGB images, one object repeated (vLLM's ``color=255`` is red in PIL; sizes alike)."""
         if num_images == 0:
             return []
         return [Image.new("RGB", (width, height), color=(255, 255, 255))] * num_images
@@ -83,18 +73,14 @@ class BaseDummyInputsBuilder:
     @staticmethod
     def _get_dummy_videos(width: int, height: int, num_frames: int, num_videos: int,
                           dtype=np.uint8) -> list[np.ndarray]:
-        """White (T, H, W, 3) videos of ``dtype``. vLLM <= 0.11.0 used ``np.full(..., 255)``,
-        whose dtype is int64 (8x the bytes: ~3.7 GB for 12 frames of 3584x3584); 0.11.1 added
-        ``dtype=np.uint8``. (vLLM's array is (T, W, H, 3), H and W swapped until PR #56385;
-        the same for the square dummy sizes of Qwen2.5-VL's defaults.)"""
+        """White (T, H, W, 3) videos of ``dtype`` (vLLM's array is (T, W, H, 3); the same for square sizes)."""
         if num_videos == 0:
             return []
         return [np.full((num_frames, height, width, 3), 255, dtype=dtype)] * num_videos
 
     @staticmethod
     def _get_dummy_audios(length: int, num_audios: int, dtype=np.float32) -> list[np.ndarray]:
-        """Silent audio of ``length`` samples (vLLM: ``np.zeros``, default float64, 3.84 MB for
-        30 s; ours float32; the feature extractor's output is float32 either way)."""
+        """Silent audio of ``length`` samples in ``dtype`` (the features are float32 either way)."""
         if num_audios == 0:
             return []
         return [np.zeros(length, dtype=dtype)] * num_audios
@@ -127,24 +113,19 @@ class MultiModalProfiler:
         return self.processor.apply(inp.prompt, inp.mm_data, inp.hf_processor_mm_kwargs)
 
     def get_mm_max_tokens(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> dict[str, int]:
-        """Placeholder tokens per modality after processing the dummy data (tokens).
-
-        With ``mm_counts = {m: 1}`` this is the max tokens of one item of each modality.
-        """
+        """Placeholder tokens per modality after processing the dummy data (``{m: 1}``: per item)."""
         mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
         return {m: sum(p.length for p in ph) for m, ph in mm_inputs.mm_placeholders.items()}
 
     def get_decoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None,
                                fit_counts: Optional[dict[str, int]] = None) -> DummyDecoderData:
-        """Dummy decoder request of ``seq_len`` tokens (prompt padded with 0; longer prompts
-        are kept whole, as vLLM 0.9 did after warning)."""
+        """Dummy decoder request of ``seq_len`` tokens (padded with 0; a longer prompt kept whole)."""
         mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts, fit_counts)
         ids = list(mm_inputs.prompt_token_ids)
         ids.extend([0] * max(0, seq_len - len(ids)))
         return DummyDecoderData(ids, mm_inputs.mm_kwargs, mm_inputs.mm_placeholders)
 
     def get_encoder_dummy_data(self, seq_len: int, mm_counts: Optional[dict[str, int]] = None) -> DummyEncoderData:
-        """Encoder prompt of the dummy request (Whisper: 1500 zeros; not padded, as vLLM
-        allows Whisper's encoder prompt to exceed ``seq_len``)."""
+        """Encoder prompt of the dummy request (Whisper: 1500 zeros; may exceed ``seq_len``)."""
         mm_inputs = self._get_dummy_mm_inputs(seq_len, mm_counts)
         return DummyEncoderData(list(mm_inputs.encoder_prompt_token_ids or []))

@@ -1,12 +1,9 @@
 """Prompt updates on token ids: expand each item's placeholder, or find it already expanded.
 
-Mirrors the token-level functions of ``vllm/multimodal/processing.py`` at vLLM 0.9.0
-(``apply_token_matches``, ``find_mm_placeholders``). ``updates`` maps a modality to
-``(target, replacements)``: the placeholder token ids and one replacement per item.
-Returned placeholders are ``{modality: [PlaceholderRange]}`` (offsets in tokens of the new
-prompt), modalities without items omitted. Errors: InvalidInputError("prompt") when the
-placeholders do not match the items one to one. Left out: text-level matches,
-``PromptInsertion``, ``is_embed`` masks.
+Mirrors ``apply_token_matches`` / ``find_mm_placeholders`` of ``vllm/multimodal/processing.py``
+(0.9.0). ``updates``: modality -> (target ids, one replacement per item); placeholders come back
+as {modality: [PlaceholderRange]}. Raises InvalidInputError("prompt") when placeholders and
+items do not match one to one. Left out: text-level matches, ``PromptInsertion``, ``is_embed``.
 """
 from __future__ import annotations
 
@@ -72,9 +69,8 @@ def find_mm_placeholders(ids: list[int], updates: Updates,
 
 def check_unused_placeholders(ids: list[int], updates: Updates, placeholders: Placeholders,
                               counts: dict[str, int]) -> None:
-    """Raise InvalidInputError("prompt") if a placeholder target is left outside every item's
-    expansion, i.e. the prompt has more placeholders than items (vLLM lets it through and
-    fails later in the model's embedding merge)."""
+    """Raise InvalidInputError("prompt") for a placeholder outside every item's expansion (more
+    placeholders than items; vLLM fails later, in the embedding merge)."""
     arr = np.asarray(ids, dtype=np.int64)
     covered = np.zeros(len(arr), dtype=bool)
     for ps in placeholders.values():

@@ -1,22 +1,10 @@
 """Qwen2.5-VL multimodal processing: processing info, dummy inputs, formula max tokens.
 
-Mirrors ``Qwen2VLProcessingInfo`` / ``Qwen2VLDummyInputsBuilder`` /
-``Qwen2VLMultiModalProcessor`` in ``vllm/model_executor/models/qwen2_vl.py`` (used by
-``qwen2_5_vl.py``) at vLLM 0.9.0, plus ``get_max_tokens_per_item`` from PR #19756 (max
-tokens by formula, no dummy processing). What changed in later releases is a switch of
-``MultiModalSwitches`` (refimpl/variants.py): the worst-case image rule (square, #29692's
-factor pair, ours), the frame cap (16, 14 from 0.11.0), the frame fitting (image tokens
-subtracted until 0.10.1) and the dummy video's dtype.
-
-The HF processor is the real ``Qwen2_5_VLProcessor`` with the torchvision
-``Qwen2VLImageProcessor`` and ``Qwen2VLVideoProcessor`` built from
-``refimpl/data/qwen2.5-vl-3b/preprocessor_config.json`` (the video processor gets the same
-min/max pixels, as transformers 4.5x loaded it from that file) and
-``cap_pixels_per_frame=False``: the uncapped frame size of the vLLM 0.9 era, which also
-silences transformers 5's warning.
-
-Left out: the ``fps`` / ``second_per_grid_ts`` handling of video metadata beyond what the
-HF processor does, image/video embeddings as inputs, ``mm_options`` dummy-size overrides.
+Mirrors the Qwen2-VL processing info, dummy builder and processor of
+``vllm/model_executor/models/qwen2_vl.py`` (0.9.0) plus ``get_max_tokens_per_item``; later
+changes are MultiModalSwitches. The HF processor is the real ``Qwen2_5_VLProcessor`` from the
+shipped preprocessor_config.json (``cap_pixels_per_frame=False``). Left out: video metadata
+beyond the HF processor's, embedding inputs, ``mm_options``.
 """
 from __future__ import annotations
 
@@ -25,24 +13,24 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
+from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+from transformers.video_utils import VideoMetadata
 
+from refimpl.config import get_preprocessor_dict
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
 from refimpl.multimodal.processing import BaseMultiModalProcessor, BaseProcessingInfo
 from refimpl.multimodal.profiling import BaseDummyInputsBuilder
 from refimpl.multimodal.worst_case import worst_case_image_size
+from refimpl.tokenizer import get_tokenizer
 
 MODEL = "qwen2.5-vl-3b"
 
 
 @lru_cache(maxsize=8)
 def build_hf_processor(model: str, overrides: tuple = ()):
-    """The HF ``Qwen2_5_VLProcessor`` of ``model`` (cached per model and override tuple,
-    like vLLM's ``cached_get_processor``). ``overrides``: sorted (key, value) pairs, e.g.
-    (("max_pixels", 50176),). Built offline in ~0.3 s."""
-    from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
-
-    from refimpl.config import get_preprocessor_dict
-    from refimpl.tokenizer import get_tokenizer
+    """The HF ``Qwen2_5_VLProcessor`` of ``model``, cached per model and ``overrides`` (sorted
+    (key, value) pairs, e.g. (("max_pixels", 50176),)), as vLLM's ``cached_get_processor``."""
     d = {k: v for k, v in get_preprocessor_dict(model).items()
          if k not in ("image_processor_type", "processor_class")}
     d.update(dict(overrides))
@@ -66,12 +54,8 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return v["patch_size"], v["spatial_merge_size"], v["temporal_patch_size"]
 
     def get_vision_info(self, image_width: int, image_height: int, num_frames: int = 1) -> tuple[tuple[int, int], int]:
-        """((resized width, height) in pixels, placeholder tokens) of an image or video.
-
-        smart_resize with factor patch*merge = 28 under the image processor's min/max pixels;
-        frames padded to a multiple of temporal_patch_size; tokens = grid_t*grid_h*grid_w/merge^2.
-        """
-        from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
+        """((resized width, height) in pixels, placeholder tokens) of an image or a ``num_frames`` video:
+        smart_resize by 28 within min/max pixels, frames padded to temporal_patch_size."""
         patch, merge, tps = self._vision()
         size = self.get_hf_processor().image_processor.size
         h, w = smart_resize(image_height, image_width, factor=patch * merge,
@@ -80,10 +64,8 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return (w, h), grid_t * (h // patch) * (w // patch) // (merge * merge)
 
     def get_image_size_with_most_features(self) -> tuple[int, int]:
-        """(width, height) in pixels of the image (and video frame) with the most tokens
-        under the processor's min/max pixels and the switches' worst-case rule
-        (``worst_case_image_size``): 3584 x 3584 under the default max_pixels 12,845,056 for
-        every rule; 896 x 672 under 768 * 28^2 (756 x 756 by the square rule)."""
+        """(width, height) in pixels of the image (and frame) with the most tokens under the switches'
+        worst-case rule (``worst_case_image_size``); 3584 x 3584 at the default max_pixels."""
         patch, merge, _ = self._vision()
         size = self.get_hf_processor().image_processor.size
         return worst_case_image_size(size.shortest_edge, size.longest_edge, patch * merge,
@@ -95,8 +77,7 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
             self.get_vision_info(spec[2], spec[3], spec[1])[1]
 
     def get_processed_item_bytes(self, spec: tuple) -> int:
-        """Bytes of that item once processed: its float32 patch rows (merge^2 per token, 3 *
-        tps * patch^2 values each) and the int64 grid (video: + its float32 seconds)."""
+        """Bytes of that item processed: float32 patch rows and the int64 grid (+ float32 seconds)."""
         patch, merge, tps = self._vision()
         return self.get_item_tokens(spec) * merge * merge * 3 * tps * patch * patch * 4 + 24 + \
             (4 if spec[0] == "video" else 0)
@@ -116,12 +97,9 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return n
 
     def get_num_frames_with_most_features(self, seq_len: int, mm_counts: dict[str, int]) -> int:
-        """Frames per dummy video: as many largest-size frames as fit in ``seq_len`` (less the
-        image tokens of ``mm_counts`` under frame_fit "minus-images", vLLM until 0.10.1),
-        split over the videos, capped at ``max_frames_per_video`` (vLLM: 16, 14 from 0.11.0),
-        at least 1. Ours: a share of several videos is rounded down to a multiple of
-        temporal_patch_size (vLLM leaves it odd, then padded past the share). Qwen2.5-VL-3B at
-        128000 with one image: 12 (minus-images), 14 (whole-seq)."""
+        """Frames per dummy video: largest-size frames that fit ``seq_len`` (less the image tokens under
+        frame_fit "minus-images"), split over the videos, capped at ``max_frames_per_video``, at least 1;
+        a share is rounded down to a multiple of temporal_patch_size (ours; vLLM pads past it)."""
         sw, tps = self.switches, self._vision()[2]
         if sw.frame_fit == "minus-images":
             seq_len -= self.get_max_image_tokens() * mm_counts.get("image", 0)
@@ -138,7 +116,7 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         return self.get_num_video_tokens(w, h, self.get_num_frames_with_most_features(seq_len, mm_counts))
 
     def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
-        """{"image": 16384, "video": tokens of the max-frames video} (tokens), by formula only."""
+        """{"image": tokens, "video": tokens of the max-frames video}, by formula only."""
         out = {"image": self.get_max_image_tokens(),
                "video": self.get_max_video_tokens(seq_len, mm_counts)}
         return {m: n for m, n in out.items() if mm_counts.get(m, 0) > 0}
@@ -153,10 +131,8 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
 
     def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
                              fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
-        """What the dummy items are, without building them: ``("image", width, height)`` per
-        image and ``("video", frames, width, height)`` per video, frames fitted as for
-        ``fit_counts`` (default ``mm_counts``; the profile run fits them as the budget lookup
-        did). Sizes from ``get_image_size_with_most_features``."""
+        """``("image", width, height)`` per image and ``("video", frames, width, height)`` per video,
+        frames fitted as for ``fit_counts`` (default ``mm_counts``), not built."""
         w, h = self.info.get_image_size_with_most_features()
         n_img, n_vid = mm_counts.get("image", 0), mm_counts.get("video", 0)
         frames = self.info.get_num_frames_with_most_features(seq_len, fit_counts or mm_counts) if n_vid else 0
@@ -164,10 +140,8 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
 
     def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
                           fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
-        """White RGB PIL images and white (T, H, W, 3) videos of ``get_dummy_item_specs``
-        (3584 x 3584 under the default max_pixels). Video arrays are
-        ``mm_switches.dummy_video_dtype``: int64 reproduces vLLM <= 0.11.0's ``np.full(shape,
-        255)`` (3.7 GB for 12 frames of 3584x3584), uint8 vLLM 0.11.1 and later (462 MB)."""
+        """White RGB PIL images and white (T, H, W, 3) videos of ``get_dummy_item_specs``, the videos in
+        ``mm_switches.dummy_video_dtype`` (int64: 3.7 GB for 12 frames of 3584 x 3584; uint8: 462 MB)."""
         specs = self.get_dummy_item_specs(seq_len, mm_counts, fit_counts)
         dtype = self.video_dtype or np.dtype(self.info.switches.dummy_video_dtype)
         images = [self._get_dummy_images(w, h, 1)[0] for _, w, h in specs["image"][:1]]
@@ -176,15 +150,10 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
                                    fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
-        """The processed dummy data without processing (shape-only start-up): per image
-        ``pixel_values`` (grid_h * grid_w, 3 * tps * patch^2) float32 and ``image_grid_thw``
-        (3,) int64 = [1, grid_h, grid_w]; per video ``pixel_values_videos`` (grid_t * grid_h *
-        grid_w, 1176) float32, ``video_grid_thw`` and ``second_per_grid_ts`` () float32 =
-        tps / fps (transformers' VideoMetadata default fps); grids from smart_resize of the
-        sizes of ``get_dummy_item_specs``, grid_t = frames padded to tps, / tps. The prompt is
-        the expanded placeholder tokens (the profiler pads it). Values are zeros; ``device="meta"``: the
-        feature tensors hold no memory (shapes only; grids stay real)."""
-        from transformers.video_utils import VideoMetadata
+        """The processed dummy data without processing: per image ``pixel_values`` (grid_h * grid_w,
+        1176) float32 and ``image_grid_thw`` (3,) int64; per video ``pixel_values_videos``,
+        ``video_grid_thw`` and ``second_per_grid_ts`` () float32; the prompt the expanded placeholders.
+        Values zeros; ``device="meta"``: no memory for the features (grids stay real)."""
         info, hf = self.info, self.info.get_hf_processor()
         patch, merge, tps = info._vision()
         specs = self.get_dummy_item_specs(seq_len, mm_counts, fit_counts)

@@ -1,16 +1,9 @@
 """The multimodal registry: one per process, owning the processing cache and the counters.
 
-Mirrors ``MultiModalRegistry`` in ``vllm/multimodal/registry.py``: ``create_processor``,
-``get_mm_limits_per_prompt``, ``get_max_tokens_per_item_by_modality`` (dummy processing at
-``seq_len = max_model_len``, cache on after PR #17935 of vLLM 0.9.0, or the PR #19756 formula
-with ``use_formula=True``), ``get_decoder_dummy_data`` / ``get_encoder_dummy_data``,
-``reset_processor_cache`` (PR #17935), and ``get_encdec_max_encoder_len`` as slow as vLLM
-0.10.2's: nothing cached, three processor creations and one uncached HF Whisper pass (feature
-extractor on 480,000 samples + tokenizer) per call, the float64 dummy clip blake3-hashed
-through 0.9.2's two-copy join (docs/background.md: its call sites).
-
-Left out: ``register_processor`` decorators on model classes (a static table here),
-``MultiModalBudget``, the V1 P0/P1 mirror caches, per-request ``mm_processor_kwargs``.
+Mirrors ``MultiModalRegistry`` of ``vllm/multimodal/registry.py``. ``get_encdec_max_encoder_len``
+is as slow as 0.10.2's: nothing cached, three processor creations and one uncached Whisper
+pass (480,000 float64 samples, hashed through 0.9.2's join) per call. Left out:
+``register_processor`` decorators (a static table), ``MultiModalBudget``, per-request kwargs.
 """
 from __future__ import annotations
 
@@ -18,6 +11,7 @@ import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
+from refimpl.errors import ConfigError
 from refimpl.multimodal.cache import ProcessingCache
 from refimpl.multimodal.profiling import DummyDecoderData, DummyEncoderData, MultiModalProfiler
 from refimpl.variants import MultiModalSwitches
@@ -31,16 +25,9 @@ ENCDEC_SWITCHES = MultiModalSwitches(dummy_audio_dtype="float64", hash_byte_path
 
 @dataclass
 class ProcessingStats:
-    """Counters the benchmarks read (``MULTIMODAL_REGISTRY.stats``).
-
-    hf_processor_calls: every call into an HF processor (text-only ones included);
-    hf_mm_passes: those that carried multimodal items; hf_processor_s: seconds in all HF calls,
-    hf_text_only_s: the part of it in text-only calls (the cached path tokenizes the prompt
-    alone); split_s: seconds cutting HF outputs into per-item tensors and copying them;
-    dummy_s: seconds building dummy data (profiler); hash_s: seconds hashing items;
-    cache_hits / cache_misses: per-item lookups; cache_bytes: bytes the ProcessingCache holds
-    now; encdec_calls / encdec_s: calls to and seconds in ``get_encdec_max_encoder_len``.
-    """
+    """Counters the benchmarks read (calls; seconds ``*_s``): hf_processor_calls, hf_mm_passes (with
+    items), hf_processor_s, hf_text_only_s, split_s, dummy_s, hash_s, cache_hits / cache_misses
+    (per item), cache_bytes (held now), encdec_calls / encdec_s (``get_encdec_max_encoder_len``)."""
     hf_processor_calls: int = 0
     hf_mm_passes: int = 0
     hf_processor_s: float = 0.0
@@ -70,6 +57,7 @@ class ProcessingStats:
 
 def _factories(model: str):
     """(ProcessingInfo, DummyInputsBuilder, MultiModalProcessor) classes of ``model`` or None."""
+    # cycle: the model modules import worst_case, which imports MULTIMODAL_REGISTRY from here
     if model.startswith("qwen2.5-vl"):
         from refimpl.multimodal import qwen2_5_vl as q
         return q.Qwen2_5_VLProcessingInfo, q.Qwen2_5_VLDummyInputsBuilder, q.Qwen2_5_VLMultiModalProcessor
@@ -102,21 +90,14 @@ class MultiModalRegistry:
 
     def create_processor(self, model_config, *, disable_cache: Optional[bool] = None,
                          switches: Optional[MultiModalSwitches] = None):
-        """A new (cheap) vLLM-level processor around the cached HF processor of the model,
-        following ``switches`` (default ``model_config.mm_switches``).
-
-        Uses the process-wide ProcessingCache (capacity set to ``model_config.mm_cache_bytes``)
-        unless ``disable_cache`` or ``model_config.mm_processor_cache_gb == 0``.
-        ``disable_cache=None`` (the default) reads ``model_config.disable_mm_preprocessor_cache``,
-        as vLLM 0.9.0's ``create_processor`` does, so every caller honours the user's setting;
-        the profiling paths below pass their own value (vLLM 0.9.0 passes False there).
-        Raises ConfigError for a model without multimodal inputs.
-        """
+        """A new processor around the model's cached HF processor, following ``switches`` (default
+        ``model_config.mm_switches``), on the process-wide cache unless ``disable_cache`` or a 0 GiB
+        cache. ``disable_cache=None`` reads ``model_config.disable_mm_preprocessor_cache``.
+        Raises ConfigError for a model without multimodal inputs."""
         if disable_cache is None:
             disable_cache = model_config.disable_mm_preprocessor_cache
         f = _factories(model_config.model)
         if f is None:
-            from refimpl.errors import ConfigError
             raise ConfigError("model", "a multimodal model", f"{model_config.model} has no multimodal processor")
         info_cls, dummy_cls, proc_cls = f
         cache = None
@@ -136,13 +117,8 @@ class MultiModalRegistry:
     def get_max_tokens_per_item_by_modality(self, model_config, *, disable_cache: bool = False,
                                             use_formula: bool = False,
                                             switches: Optional[MultiModalSwitches] = None) -> dict[str, int]:
-        """Max placeholder tokens of one item per enabled modality (tokens).
-
-        Processes the dummy data (seq_len = max_model_len, one item of each modality whose
-        limit is > 0) through the processor; with ``use_formula`` the model's
-        ``get_max_tokens_per_item`` answers without any HF processing (vLLM PR #19756).
-        Qwen2.5-VL-3B at 128000: {"image": 16384, "video": 98304}; Whisper: {"audio": 1500}.
-        """
+        """Max placeholder tokens of one item per enabled modality: the dummy data processed at
+        ``max_model_len``, or the model's formula with ``use_formula`` (no HF pass)."""
         if not self.supports_multimodal_inputs(model_config):
             return {}
         mm_limits = self.get_mm_limits_per_prompt(model_config)
@@ -176,14 +152,9 @@ class MultiModalRegistry:
         return MultiModalProfiler(processor).get_encoder_dummy_data(seq_len, mm_counts)
 
     def get_encdec_max_encoder_len(self, model_config) -> int:
-        """Encoder length of an encoder-decoder model (Whisper: 1500 tokens); 0 otherwise.
-
-        Faithfully slow (vLLM 0.10.2): no caching anywhere; each call creates the processor
-        three times (limits, then limits + processor inside the max-token lookup), builds 30 s
-        of float64 silence, blake3-hashes it through 0.9.2's join (ENCDEC_SWITCHES) and runs
-        the HF Whisper processor on it, bypassing the ProcessingCache, whatever row the engine
-        runs. Counts ``stats.encdec_calls`` and ``stats.encdec_s`` (seconds).
-        """
+        """Encoder length of an encoder-decoder model (Whisper: 1500 tokens); 0 otherwise. Uncached
+        and slow on purpose (see the module doc), whatever the engine's row; counts
+        ``stats.encdec_calls`` and ``stats.encdec_s``."""
         t0 = time.perf_counter()
         try:
             if not model_config.is_encoder_decoder:
@@ -199,7 +170,7 @@ class MultiModalRegistry:
             self.stats.encdec_s += time.perf_counter() - t0
 
     def reset_processor_cache(self) -> None:
-        """Empty the process-wide ProcessingCache (``reset_mm_cache`` calls this; PR #17935)."""
+        """Empty the process-wide ProcessingCache (``reset_mm_cache`` calls this)."""
         self._processing_cache.reset()
 
 

@@ -1,16 +1,8 @@
 """Whisper multimodal processing: processing info, dummy audio, encoder prompt.
 
-Mirrors ``WhisperProcessingInfo`` / ``WhisperDummyInputsBuilder`` /
-``WhisperMultiModalProcessor`` in ``vllm/model_executor/models/whisper.py`` (vLLM 0.9 to
-0.10.2, the version PRs #24866 / #24989 changed around): the encoder prompt is ``[0]``,
-replaced by ``max_source_positions`` (1500) zeros per audio; the dummy audio is
-``chunk_length * sampling_rate`` = 480,000 silent samples (3000 mel frames); the dummy text
-is one ``<|startoftranscript|>`` per audio.
-
-The HF processor is the real ``WhisperProcessor`` (``WhisperFeatureExtractor`` with 80 or
-128 mel bins from ``refimpl/data/<model>/preprocessor_config.json`` plus our
-``WhisperTokenizer``). Left out: resampling (inputs must be 16 kHz), multi-channel audio,
-transcription prompt helpers.
+Mirrors the Whisper processing info, dummy builder and processor of
+``vllm/model_executor/models/whisper.py`` (0.9 to 0.10.2) around the real ``WhisperProcessor``.
+Left out: resampling (16 kHz required), multi-channel audio, transcription prompt helpers.
 """
 from __future__ import annotations
 
@@ -19,19 +11,18 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from transformers import WhisperFeatureExtractor, WhisperProcessor
 
+from refimpl.config import get_preprocessor_dict
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
 from refimpl.multimodal.processing import BaseProcessingInfo, EncDecMultiModalProcessor
 from refimpl.multimodal.profiling import BaseDummyInputsBuilder
+from refimpl.tokenizer import get_tokenizer
 
 
 @lru_cache(maxsize=8)
 def build_hf_processor(model: str, overrides: tuple = ()):
     """The HF ``WhisperProcessor`` of ``model`` (cached per model and override tuple)."""
-    from transformers import WhisperFeatureExtractor, WhisperProcessor
-
-    from refimpl.config import get_preprocessor_dict
-    from refimpl.tokenizer import get_tokenizer
     d = {k: v for k, v in get_preprocessor_dict(model).items()
          if k not in ("feature_extractor_type", "processor_class")}
     d.update(dict(overrides))
@@ -76,19 +67,15 @@ class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
 
     def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
                           fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
-        """``{"audio": [zeros(480000)] * n}`` (30 s at 16 kHz), independent of seq_len; the
-        dtype is ``mm_switches.dummy_audio_dtype`` (vLLM's float64, 3.84 MB; ours float32)."""
+        """``{"audio": [zeros(480000)] * n}`` in ``mm_switches.dummy_audio_dtype``, whatever ``seq_len``."""
         specs = self.get_dummy_item_specs(seq_len, mm_counts)["audio"]
         dtype = np.dtype(self.info.switches.dummy_audio_dtype)
         return {"audio": self._get_dummy_audios(specs[0][1], len(specs), dtype) if specs else []}
 
     def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
                                    fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
-        """The processed dummy audio without processing (shape-only start-up): per audio
-        ``input_features`` (feature_size mel bins, chunk_length * sampling_rate / hop_length
-        = 3000 frames) float32 zeros; encoder prompt 1500 zeros per audio; decoder prompt the
-        tokenized dummy text (the tokenizer alone, no HF-processor pass); ``device="meta"``:
-        shapes only, no memory."""
+        """The processed dummy audio without processing: ``input_features`` (mel bins, 3000) float32
+        zeros per audio, 1500 encoder zeros, the tokenized dummy text; ``device="meta"``: no memory."""
         fe, n = self.info.get_feature_extractor(), mm_counts.get("audio", 0)
         frames = fe.chunk_length * fe.sampling_rate // fe.hop_length
         tokens = self.info.get_num_audio_tokens()

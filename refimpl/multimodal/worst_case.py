@@ -1,18 +1,10 @@
-"""The worst case per row, without processing: max tokens per item, the profile run's dummy,
-and the HF-processor passes of each start-up phase (the pass table as data).
+"""The worst case per start-up row without processing: max tokens per item, the profile
+dummy, and the HF-processor passes per phase (the pass table as data).
 
-Cheap: no HF-processor pass, no dummy array. They build the (cached) HF processor for its
-min/max pixels and call the same size functions the dummy builders use, so a real start-up
-of the same row builds exactly these items (tests/test_release_rows.py checks it).
-
-  ``max_tokens_per_item(model_config, variant, *, worst_case)``  tokens per item by modality
-  ``profile_dummy(model_config, scheduler_config, variant)``     the profile run's dummy item
-  ``hf_passes_by_phase(model_config, scheduler_config, variant)`` HF passes per start-up phase
-  ``STARTUP_STEPS``: the steps of a V1 start-up that may build and process dummy data.
-
-Mirrors ``vllm/multimodal/profiling.py``, ``v1/worker/utils.py`` (``MultiModalBudget``) and
-the start-up of ``v1/worker/gpu_model_runner.py``; the releases behind each switch are in
-refimpl/variants.py. Left out: tensor-parallel workers (each repeats the runner's steps).
+No HF pass, no dummy array: the size functions the dummy builders use (tests/test_release_rows.py
+checks them against real start-ups). Mirrors ``vllm/multimodal/profiling.py``,
+``v1/worker/utils.py`` (``MultiModalBudget``) and the start-up of ``v1/worker/gpu_model_runner.py``.
+Left out: tensor-parallel workers (each repeats the runner's steps).
 """
 from __future__ import annotations
 
@@ -24,6 +16,7 @@ from typing import Literal, Optional
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.multimodal.cache import value_too_large
 from refimpl.multimodal.registry import MULTIMODAL_REGISTRY
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
 
@@ -32,10 +25,9 @@ PHASES = ("runner_init", "profile_run", "scheduler_init")
 
 @dataclass(frozen=True)
 class StartupStep:
-    """One step of the pass table: the ``EngineCore`` phase it runs in, vLLM's caller, and
-    what it processes: ``lookup`` the max tokens per item (one prompt with one dummy item
-    of each enabled modality at ``max_model_len``) or ``dummy`` the profile run's item.
-    ``when``: a StartupVariant flag the step needs (None: every row)."""
+    """One step of the pass table: its ``EngineCore`` phase, vLLM's caller, and ``kind``: ``lookup``
+    (max tokens per item, one item per enabled modality at max_model_len) or ``dummy`` (the profile
+    run's item). ``when``: the StartupVariant flag it needs (None: every row)."""
     phase: str
     pass_no: str
     caller: str
@@ -56,9 +48,8 @@ STARTUP_STEPS = (
 
 @dataclass(frozen=True)
 class ProfileDummy:
-    """The profile run's dummy: ``modality``, ``seq_len`` it is built for, ``spec`` (the
-    builder's item tuple, e.g. ("video", frames, width, height)), ``tokens`` per item,
-    ``items`` in the encoder batch, ``per_item_max`` (what the budget and admission use)."""
+    """The profile run's dummy: ``spec`` (e.g. ("video", frames, width, height)) built at ``seq_len``,
+    ``tokens`` per item, ``items`` in the encoder batch, ``per_item_max`` (the budget's, in tokens)."""
     modality: str
     seq_len: int
     spec: tuple
@@ -83,22 +74,16 @@ def _lookup_counts(info) -> dict[str, int]:
 
 def max_tokens_per_item(model_config, variant: str | StartupVariant = "refimpl", *,
                         worst_case: Optional[WorstCaseImage] = None, mm_registry=None) -> dict[str, int]:
-    """Max placeholder tokens of one item per enabled modality (limit > 0) under ``variant``'s
-    switches, ``worst_case`` overriding its worst-case image rule ("square" up to vLLM 0.12,
-    "factor-pair" 0.13+, "true-max" ours). What ``compute_encoder_budget`` and admission use,
-    equal to what processing the dummy gives. Qwen2.5-VL-3B at 128000, default max_pixels:
-    {"image": 16384, "video": 98304} under 0.9.0 (12 frames), 114688 from 0.10.2 (14 frames);
-    Whisper: {"audio": 1500}; {} for a model without multimodal inputs.
-    """
+    """Max placeholder tokens of one item per enabled modality under ``variant`` (``worst_case``
+    overrides its image rule): what the encoder budget and admission use; {} without multimodal inputs."""
     info = _processor(model_config, _row(variant, worst_case), mm_registry).info
     return dict(info.get_max_tokens_per_item(model_config.max_model_len, _lookup_counts(info)))
 
 
 def max_items_per_batch(rule: str, encoder_budget: int, tokens_per_item: int, max_num_seqs: int,
                         mm_limit: int, max_model_len: int) -> int:
-    """Dummy items the profile run encodes at once: ``cdiv(budget, tokens)`` bounded by
-    max_num_seqs * limit (vLLM until 0.9.2), or ``budget // tokens`` bounded by max_num_seqs
-    * max(1, min(limit, max_model_len // tokens)), at least 1 (``MultiModalBudget``, 0.10.0+)."""
+    """Dummy items the profile run encodes at once, by ``rule``: cdiv(budget, tokens) bounded by
+    max_num_seqs * limit, or floor (``MultiModalBudget``): budget // tokens, at least 1."""
     if rule == "cdiv":
         return max(1, min(-(-encoder_budget // tokens_per_item), max_num_seqs * mm_limit))
     per_prompt = max(1, min(mm_limit, max_model_len // tokens_per_item))
@@ -106,18 +91,15 @@ def max_items_per_batch(rule: str, encoder_budget: int, tokens_per_item: int, ma
 
 
 def profile_seq_len(v: StartupVariant, model_config, scheduler_config) -> int:
-    """The ``seq_len`` the row builds its profile dummy for (per-item-max: max_model_len,
-    frames fitted as the lookup fitted them)."""
+    """The ``seq_len`` the row builds its profile dummy for."""
     return (scheduler_config.max_num_batched_tokens if v.profile_seq_len == "max_num_batched_tokens"
             else model_config.max_model_len)
 
 
 def profile_dummy(model_config, scheduler_config, variant: str | StartupVariant = "refimpl", *,
                   worst_case: Optional[WorstCaseImage] = None, mm_registry=None) -> Optional[ProfileDummy]:
-    """The dummy item ``variant``'s profile run encodes (None: no enabled modality). The
-    per-item maximum sizes the budget; the item itself is built at the row's
-    ``profile_seq_len``: 0.9.0 at 128k encodes a 2-frame video of 8192 tokens against a
-    per-item maximum of 98304; ``refimpl`` builds it at the maximum."""
+    """The dummy item ``variant``'s profile run encodes (None: no enabled modality), built at the
+    row's ``profile_seq_len``; per-item-max fits its frames as the budget lookup did."""
     v = _row(variant, worst_case)
     proc = _processor(model_config, v, mm_registry)
     info, counts = proc.info, _lookup_counts(proc.info)
@@ -146,14 +128,11 @@ def lookup_specs(model_config, variant: str | StartupVariant = "refimpl", mm_reg
 def hf_passes_by_phase(model_config, scheduler_config, variant: str | StartupVariant = "refimpl",
                        *, mm_registry=None) -> dict[str, int]:
     """HF-processor passes with multimodal items per start-up phase (``PHASES``), from
-    ``STARTUP_STEPS``: a lookup costs none when the row's formula covers the model, the
-    dummy none under shape-only, and a step none when the profiling cache it uses holds every
-    item it needs (stored by an earlier step: ``profiling_cache`` registry shares one cache
-    across the phases, runner shares the runner's for runner_init and profile_run, absent
-    when the user disabled the cache; items larger than the cache are not stored).
-    Qwen2.5-VL-3B at 128k with an image and a video: 0.8.5 {1, 2, 1}, 0.9.0 {1, 1, 0},
-    0.9.2 on {0, 1, 0}, shape-only {0, 0, 0}.
-    """
+    ``STARTUP_STEPS``: a lookup costs none under the row's formula, the dummy none under shape-only,
+    and a step none when the profiling cache it uses (registry: one for every phase; runner:
+    runner_init and profile_run, absent when the user disabled it) holds every item it needs
+    (an item larger than the cache is not stored, or under ``oversize_item="raise"`` raises
+    CacheItemTooLargeError as that start-up step does)."""
     v = _row(variant)
     proc = _processor(model_config, v, mm_registry)
     dummy = profile_dummy(model_config, scheduler_config, v, mm_registry=mm_registry)
@@ -176,44 +155,27 @@ def hf_passes_by_phase(model_config, scheduler_config, variant: str | StartupVar
               "runner": user_cache and step.phase != "scheduler_init"}[v.profiling_cache]
         if on and set(items) <= cached:
             continue
-        out[step.phase] += 1
         if on:
-            cached |= {s for s in items if proc.info.get_processed_item_bytes(s) <= capacity}
+            sizes = {s: proc.info.get_processed_item_bytes(s) for s in items if s not in cached}
+            too_large = [n for n in sizes.values() if n > capacity]
+            if too_large and v.mm.oversize_item == "raise":  # start-up aborts here (issue #52835)
+                raise value_too_large(too_large[0], capacity)
+            cached |= {s for s, n in sizes.items() if n <= capacity}
+        out[step.phase] += 1
     return out
 
 
 @lru_cache(maxsize=64)
 def worst_case_image_size(min_pixels: int, max_pixels: int, factor: int = 28,
                           max_ratio: int = 200, rule: str = "true-max") -> tuple[int, int]:
-    """(width, height) in pixels of an input image (or video frame) whose ``smart_resize``
-    (transformers' Qwen2-VL resize: sides rounded to ``factor`` = patch * merge = 28 pixels,
-    area brought into [min_pixels, max_pixels], aspect ratio <= ``max_ratio``) has the most
-    ``factor`` x ``factor`` cells, i.e. the most placeholder tokens per image (per frame pair
-    for video) under ``rule`` (``MultiModalSwitches.worst_case_image``):
-
-      * ``square`` (vLLM up to 0.12): ``smart_resize`` of a 9999999 x 9999999 image;
-      * ``factor-pair`` (PR #29692, vLLM 0.13.0): ``factor`` x the closest factor pair of the
-        largest cell count <= max_pixels // factor^2 whose pair has ratio <= max_ratio (as
-        laid out, not resized; the tokens then come from ``smart_resize`` of that size);
-      * ``true-max`` (ours, the default; issue 8, kind 4: a huge square is not always the
-        worst case) below.
-
-    Candidates, each evaluated with the real ``smart_resize``:
-      * an image that is not resized: ``factor * a`` x ``factor * b`` for the largest
-        a * b <= max_pixels // factor^2 whose closest factor pair an input of ratio <=
-        max_ratio can reach (vLLM's later Qwen2-VL ``get_image_size_with_most_features``
-        factorises the same way, checking the ratio on the grid instead);
-        768 * 28^2 gives 896 x 672 (768 tokens), not the 756 x 756 square (729 tokens);
-      * the flattest image that is scaled down (ratio ``max_ratio``): when max_pixels //
-        factor^2 is small, ``smart_resize`` clamps the short side to ``factor`` and the long
-        side's floor can give more cells than max_pixels allows;
-      * every image thinner than ``factor / 2`` pixels (up to ratio ``max_ratio``): they are
-        scaled up to min_pixels with both sides rounded up, which can give more cells than
-        max_pixels allows when min_pixels is close to it (e.g. min = max = 256 * 28^2:
-        1 x 200 pixels -> 454 tokens).
-    Cached per argument tuple; ~20,000 ``smart_resize`` calls (tens of ms) the first time.
-    Raises ValueError for another rule.
-    """
+    """(width, height) in pixels of the input image (or frame) whose ``smart_resize`` (sides rounded
+    to ``factor``, area into [min_pixels, max_pixels], ratio <= ``max_ratio``) has the most cells
+    (placeholder tokens) under ``rule``: ``square`` smart_resize of 9999999 x 9999999;
+    ``factor-pair`` ``factor`` x the closest factor pair of the largest cell count within
+    max_ratio; ``true-max`` the best of that pair unresized, the flattest image scaled down (its
+    long side's floor can exceed max_pixels) and every image thinner than factor / 2 (scaled up,
+    sides rounded up). Cached (~20,000 smart_resize calls the first time). Raises ValueError for
+    another rule."""
     if rule == "square":
         h, w = smart_resize(9999999, 9999999, factor=factor, min_pixels=min_pixels, max_pixels=max_pixels)
         return w, h

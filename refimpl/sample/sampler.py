@@ -1,9 +1,6 @@
-"""Sampler: one token per request from the last position's logits.
-
-Mirrors the greedy and random paths of ``vllm/v1/sample/sampler.py`` (v0.10.2): temperature
-below 1e-5 is greedy (argmax), otherwise softmax of ``logits / temperature`` and a draw with
-the request's own ``torch.Generator`` when it has a seed. Left out: top-k / top-p / min-p
-(``SamplingParams`` has no such fields), penalties, logprobs, logits processors, bad words.
+"""Sampler: one token per request. Mirrors the greedy and random paths of
+``vllm/v1/sample/sampler.py`` (0.10.2): temperature below 1e-5 is argmax, else a draw from
+softmax(logits / T) with the request's generator. Left out: top-k/p, min-p, penalties, logprobs.
 """
 from __future__ import annotations
 
@@ -19,8 +16,7 @@ _SAMPLING_EPS = 1e-5
 class Sampler:
     def __call__(self, logits: torch.Tensor, sampling_params: list[SamplingParams],
                  generators: list[Optional[torch.Generator]]) -> list[int]:
-        """``logits`` (B, vocab), one SamplingParams and generator (or None) per row; returns
-        B token ids."""
+        """Token ids (B,) from ``logits`` (B, vocab), one SamplingParams and generator (or None) per row."""
         logits = logits.float()
         out = logits.argmax(dim=-1).tolist()
         for i, (sp, gen) in enumerate(zip(sampling_params, generators)):

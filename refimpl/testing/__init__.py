@@ -1,11 +1,7 @@
-"""refimpl as an oracle in your tests: scheduler helpers in vLLM's idiom, registries that
-leave global state alone, oracle functions, a reference model of the processing cache and
-the bad-input table as data. docs/testing.md has a worked example of each.
-
-Public, and kept stable across refimpl releases: the names in ``__all__`` below (with their
-documented arguments and results), plus the pytest plugin ``refimpl.testing.plugin`` and the
-hypothesis strategies ``refimpl.testing.strategies`` (optional: needs hypothesis). Anything
-else in refimpl.testing's submodules may change.
+"""refimpl as an oracle in your tests: scheduler helpers in vLLM's idiom, registries that leave
+global state alone, oracles, a reference model of the processing cache and the bad-input table
+(docs/testing.md). Public and stable: ``__all__``, the plugin ``refimpl.testing.plugin`` and
+``refimpl.testing.strategies`` (needs hypothesis); the rest may change.
 """
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_refusal, run_case

@@ -1,18 +1,9 @@
 """The kit the malformed-input cases run against, their inputs as data, and what "refused" means.
 
-Used by refimpl/testing/bad_inputs.py (the case list). A case's input is a :class:`BadInput`
-record: the entry point it goes through (the Qwen2.5-VL or Whisper processor's ``apply``,
-``Scheduler.add_request`` with the processor's output, start-up KV sizing, or
-``SamplingParams``) and that entry point's arguments, so a user can run the same inputs
-against their own validator. Sizes are small (Qwen ``max_pixels`` = 64 patches of 28x28) so
-the whole table runs in a few seconds on one CPU thread.
-
-Refused: the entry point raised a ``ValueError`` (any subclass) or a refimpl error
-(:data:`REFUSALS`) before doing anything. refimpl's errors subclass ``ValueError`` and carry
-``field`` and ``limit``, which a case also names; vLLM raises plain ``ValueError`` in most of
-the same places, which counts as refused too (``field`` / ``limit`` then unknown).
-:func:`run_case` records a refusal as "raised", anything else raised as "crashed" (a bug to
-fix in the owning module).
+A case's input is a BadInput: an entry point (a processor's ``apply``, ``Scheduler.add_request``,
+start-up KV sizing, ``SamplingParams``) and its arguments, so a user can feed them to their own
+validator. Refused: a ValueError (any subclass, as vLLM raises) or a refimpl error (REFUSALS);
+``run_case`` records anything else raised as "crashed". Sizes are small (one CPU thread, seconds).
 """
 from __future__ import annotations
 
@@ -35,6 +26,7 @@ from refimpl.worker.gpu_model_runner import GPUModelRunner
 SR = 16000
 QWEN_MAX_PIXELS = 28 * 28 * 64
 QWEN_MAX_MODEL_LEN = 4096
+WHISPER_PROMPT = (50258, 50259, 50359, 50363)  # <|startoftranscript|><|en|><|transcribe|><|notimestamps|>
 REFUSALS: tuple[type[BaseException], ...] = (RefimplError, ValueError)
 
 
@@ -97,6 +89,23 @@ class Kit:
         s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
         return f"queued: {len(dec)}-token decoder prompt, max_tokens={max_tokens}"
 
+    def whisper_admit(self, prompt=WHISPER_PROMPT, features=None, sampling_params=None,
+                      set_after_check=None, **sp_kw) -> str:
+        """A Whisper request (``features``, else the processor's for 1 s of silence) queued on the
+        Scheduler, then removed: its SamplingParams(**sp_kw), with ``set_after_check``'s
+        attributes set after they were checked, or ``sampling_params`` as given instead."""
+        sp = SamplingParams(**sp_kw)
+        for name, value in (set_after_check or {}).items():
+            setattr(sp, name, value)
+        feats = (self.whisper.apply("", {"audio": np.zeros(SR, np.float32)}).mm_kwargs["audio"][0]["input_features"]
+                 if features is None else features)
+        req = Request("bad-input", list(prompt), sp if sampling_params is None else sampling_params,
+                      mm_inputs=[{"input_features": feats}])
+        s = self.scheduler("whisper-tiny")
+        s.add_request(req)
+        s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
+        return f"queued: seed={sp.seed}"
+
     def qwen_request(self, prompt) -> str:
         out = self.qwen.apply(prompt, {})
         req = Request("bad-input", out.prompt_token_ids, SamplingParams(max_tokens=1))
@@ -149,6 +158,15 @@ def whisper_request(decoder_prompt_len: int = 4, max_tokens: int = 8, audio=None
                                             audio=audio))
 
 
+def whisper_admit(prompt=WHISPER_PROMPT, features=None, sampling_params=None, set_after_check=None,
+                  **sp_kw) -> BadInput:
+    """A Whisper request queued on a Scheduler (then removed): decoder ``prompt``, encoder
+    ``features`` (default: the processor's), SamplingParams(**sp_kw) with ``set_after_check``
+    (attribute -> value) set after construction, or ``sampling_params`` (any object) instead."""
+    return BadInput("whisper_admit", dict(prompt=prompt, features=features, sampling_params=sampling_params,
+                                          set_after_check=set_after_check, **sp_kw))
+
+
 def qwen_request(prompt) -> BadInput:
     """Qwen processor output queued on a Scheduler (max_model_len 4096), then removed."""
     return BadInput("qwen_request", dict(prompt=prompt))
@@ -188,10 +206,9 @@ def _tokens(out) -> str:
 
 @dataclass(frozen=True)
 class Case:
-    """One malformed input. ``run``: the input, a BadInput (``case.input``; any callable taking
-    a Kit works too). ``raises``: the refimpl exception class expected (exactly), naming
-    ``field`` and ``limit``; None means accepted, with ``behaviour`` documented and
-    ``check(result)`` true."""
+    """One malformed input: ``run`` (a BadInput, or any callable taking a Kit), ``raises`` (the
+    refimpl exception expected, with ``field`` and ``limit``) or None (accepted: ``behaviour``,
+    ``check(result)``)."""
     id: str
     group: str
     what: str
@@ -215,10 +232,8 @@ class Case:
         return self.raises is not None
 
     def mismatches(self, exc: Optional[BaseException]) -> list[str]:
-        """How ``exc`` (what a validator raised for this input; None: it accepted) departs from
-        the case ([] when it agrees): refused or not (see is_refusal), and, when ``exc`` names
-        a ``field`` / ``limit`` (refimpl's errors do), those. A user's validator may raise any
-        ValueError: only the refusal itself is then checked."""
+        """How ``exc`` (a validator's, None: accepted) departs from the case ([]: agrees): refused or
+        not, and ``field`` / ``limit`` when it names them."""
         if not self.refused:
             return [] if exc is None else [f"{self.id}: expected acceptance, got {exc!r}"]
         if exc is None or not is_refusal(exc):

@@ -1,37 +1,27 @@
-"""Malformed inputs and what the kit does with each: ONE case list for the doc and the tests.
-
-``scripts/make_reliability_table.py`` feeds every case in :data:`CASES` to the kit and writes
-the outcome table into ``docs/reliability.md``; ``tests/test_bad_inputs.py`` runs the same
-cases and asserts the expected outcome, so the table and the tests cannot drift apart.
-
-A case names the entry point it goes through and its input as data (``case.input``: a
-BadInput of refimpl/testing/bad_input_kit.py, entry point name and arguments, which a user
-can feed to their own validator), and either the refimpl exception it must raise (type,
-``field``, ``limit``; "refused" as ``is_refusal`` defines it) or, for inputs the kit accepts,
-the documented behaviour and a check of the result.
+"""Malformed inputs and what the kit does with each: ONE case list for the doc and the tests
+(scripts/make_reliability_table.py writes docs/reliability.md from CASES;
+tests/test_bad_inputs.py asserts the same cases). Each names its entry point, its input as
+data, and the refimpl error it must raise, or the documented behaviour and a check.
 """
 from __future__ import annotations
-
-from typing import Any, Callable
 
 import numpy as np
 import torch
 from PIL import Image
 
 from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError, TooManyItemsError
-from refimpl.request import Request, RequestStatus
-from refimpl.sampling_params import SEED_LIMIT, SamplingParams
+from refimpl.sampling_params import SEED_LIMIT
 from refimpl.testing.bad_input_kit import (
     QWEN_MAX_MODEL_LEN,
     SR,
     Case,
-    Kit,
     kv_sizing,
     png_bytes,
     qwen_apply,
     qwen_request,
     sampling,
     small_kv_request,
+    whisper_admit,
     whisper_apply,
     whisper_request,
 )
@@ -160,30 +150,6 @@ CASES: list[Case] = [
 
 # ---- per-request values in type but out of what a step's consumers take (issue 21, kind 4)
 WHISPER_VOCAB = 51865
-WHISPER_PROMPT = [50258, 50259, 50359, 50363]
-
-
-def admit(prompt=WHISPER_PROMPT, features=None, change=None, params_type=None, **sp_kw) -> Callable[[Kit], Any]:
-    """A Whisper request (the kit processor's features unless ``features``) queued on the kit's
-    Scheduler, then removed; ``change(sp)`` alters its SamplingParams after they were checked."""
-    def run(kit):
-        sp = SamplingParams(**sp_kw)
-        if change is not None:
-            change(sp)
-        feats = (kit.whisper.apply("", {"audio": np.zeros(SR, np.float32)}).mm_kwargs["audio"][0]["input_features"]
-                 if features is None else features)
-        req = Request("bad-input", list(prompt), sp if params_type is None else params_type(),
-                      mm_inputs=[{"input_features": feats}])
-        s = kit.scheduler("whisper-tiny")
-        s.add_request(req)
-        s.finish_requests("bad-input", RequestStatus.FINISHED_ABORTED)
-        return f"queued: seed={sp.seed}"
-    return run
-
-
-def _set_seed(sp) -> None:
-    sp.seed = 2**64
-
 
 ISSUE21_CASES: list[Case] = [
     Case("sampling-seed-2**64", "sampling", "seed=2**64 (overflowed torch.Generator.manual_seed in the step)",
@@ -196,28 +162,29 @@ ISSUE21_CASES: list[Case] = [
     Case("sampling-seed-minus-1", "sampling", "seed=-1", "SamplingParams", sampling(seed=-1),
          behaviour="accepted: -1 means unset (as vLLM), seed None", check=lambda out: "seed=None" in out),
     Case("sampling-seed-changed-after-check", "sampling", "SamplingParams built, then .seed = 2**64",
-         "Scheduler.add_request", admit(change=_set_seed), SamplingParamsError, "seed", SEED_LIMIT),
+         "Scheduler.add_request", whisper_admit(set_after_check={"seed": 2**64}),
+         SamplingParamsError, "seed", SEED_LIMIT),
     Case("sampling-temperature-inf", "sampling", "temperature=inf (logits / inf: NaN for a -inf logit)",
          "SamplingParams", sampling(temperature=float("inf")), SamplingParamsError, "temperature", "finite"),
     Case("sampling-temperature-int-2**1024", "sampling", "temperature=2**1024 (an int beyond float range)",
          "SamplingParams", sampling(temperature=2**1024), SamplingParamsError, "temperature", "finite"),
     Case("sampling-stop-token-beyond-vocab", "sampling", f"stop_token_ids=[{WHISPER_VOCAB}] (whisper-tiny vocab)",
-         "Scheduler.add_request", admit(stop_token_ids=[WHISPER_VOCAB]),
+         "Scheduler.add_request", whisper_admit(stop_token_ids=[WHISPER_VOCAB]),
          SamplingParamsError, "stop_token_ids", WHISPER_VOCAB - 1),
     Case("sampling-params-not-sampling-params", "sampling", "a dict as the request's sampling_params",
-         "Scheduler.add_request", admit(params_type=lambda: {"max_tokens": 1}),
+         "Scheduler.add_request", whisper_admit(sampling_params={"max_tokens": 1}),
          SamplingParamsError, "sampling_params", "a SamplingParams"),
     Case("prompt-token-id-beyond-vocab", "prompt", f"decoder prompt [50258, {WHISPER_VOCAB}] (IndexError in the "
-         "embedding, in the step)", "Scheduler.add_request", admit(prompt=[50258, WHISPER_VOCAB]),
+         "embedding, in the step)", "Scheduler.add_request", whisper_admit(prompt=[50258, WHISPER_VOCAB]),
          InvalidInputError, "prompt_token_ids", WHISPER_VOCAB - 1),
     Case("prompt-token-id-2**64", "prompt", "decoder prompt [50258, 2**64] (beyond int64)",
-         "Scheduler.add_request", admit(prompt=[50258, 2**64]),
+         "Scheduler.add_request", whisper_admit(prompt=[50258, 2**64]),
          InvalidInputError, "prompt_token_ids", WHISPER_VOCAB - 1),
     Case("audio-features-100-frames", "audio", "input_features of (80, 100) queued directly (the encoder takes 3000)",
-         "Scheduler.add_request", admit(features=torch.zeros(80, 100)),
+         "Scheduler.add_request", whisper_admit(features=torch.zeros(80, 100)),
          InvalidInputError, "mm_inputs", "input_features: a finite float tensor of shape (80, 3000)"),
     Case("audio-features-nan", "audio", "input_features full of NaN queued directly (NaN probabilities in sampling)",
-         "Scheduler.add_request", admit(features=torch.full((80, 3000), float("nan"))),
+         "Scheduler.add_request", whisper_admit(features=torch.full((80, 3000), float("nan"))),
          InvalidInputError, "mm_inputs", "input_features: a finite float tensor of shape (80, 3000)"),
 ]
 CASES += ISSUE21_CASES

@@ -1,17 +1,9 @@
-"""Oracles: what the engine would compute, answered without an HF-processor pass and
-without allocating the dummy tensors.
+"""Oracles: what the engine would compute, without an HF-processor pass or the dummy tensors.
 
-The answers come from the mechanism itself (refimpl/multimodal/worst_case.py: the rows' worst
-cases, the profile run's dummy and the pass table as data; the dummy builders with their
-allocation points replaced by shape records; the shape-only builder on meta tensors;
-``compute_encoder_budget``), on a registry of their own, so nothing global is touched.
-
-What a vLLM release computed is selected by ``variant``, a start-up row of refimpl/variants.py
-(``"0.9.0"``, ``"0.13.0"``, ..., default ``"refimpl"``, the kit's own), and the worst-case image
-rule alone by ``worst_case`` (``WORST_CASES``: "square" up to vLLM 0.12, "factor-pair" from
-0.13.0, "true-max" ours: e.g. 729, 768 and 768 image tokens at max_pixels = 768 * 28 * 28).
-The first call in a process builds the processor (imports, tokenizer); later calls take
-milliseconds.
+The answers come from the mechanism (multimodal/worst_case.py, the dummy builders with shape
+records, the shape-only builder on meta tensors, ``compute_encoder_budget``) on a registry of
+their own. ``variant``: a start-up row (default ``refimpl``); ``worst_case``: the image rule
+alone (WORST_CASES). The first call builds the processor; later ones take milliseconds.
 """
 from __future__ import annotations
 
@@ -19,6 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+import numpy as np
 import torch
 
 from refimpl.config import ModelConfig, VllmConfig
@@ -65,14 +58,9 @@ def _allowed_counts(mc: ModelConfig, processor) -> dict[str, int]:
 
 def max_tokens_per_item(model: ModelArg, variant: str = "refimpl", *, worst_case: Optional[str] = None,
                         **model_kw: Any) -> dict[str, int]:
-    """Placeholder tokens of the largest item of each enabled modality, as start-up computes
-    them under row ``variant`` (``worst_case`` overriding its worst-case image rule).
-
-    ``model``: a ModelConfig, or a model name and ModelConfig keywords (``max_model_len``,
-    ``limit_mm_per_prompt``, ``mm_processor_kwargs``). Qwen2.5-VL-3B at 128000: {"image":
-    16384, "video": 98304} under 0.9.0, video 114688 from 0.10.2; Whisper: {"audio": 1500}.
-    Raises UnknownVariantError for an unknown row or rule.
-    """
+    """Placeholder tokens of the largest item per enabled modality under row ``variant``
+    (``worst_case`` overrides its image rule). ``model``: a ModelConfig, or a name and ModelConfig
+    keywords. Raises UnknownVariantError for an unknown row or rule."""
     if worst_case is not None and worst_case not in WORST_CASES:
         raise UnknownVariantError("worst_case", WORST_CASES, f"got {worst_case!r}")
     return worst_case_lib.max_tokens_per_item(_model_config(model, model_kw), variant,
@@ -93,17 +81,13 @@ class _RowRegistry:
 
 
 def encoder_budget(vllm_config: VllmConfig, variant: str = "refimpl") -> tuple[int, int]:
-    """(encoder_compute_budget, encoder_cache_size) in encoder tokens, as
-    ``compute_encoder_budget`` gives them at start-up under row ``variant``. Qwen2.5-VL-3B at
-    128000 with SchedulerConfig's defaults: (98304, 98304) under 0.9.0; Whisper once VllmConfig
-    set the encoder length: (1500, 8192)."""
+    """(encoder_compute_budget, encoder_cache_size) in tokens, as start-up computes them under ``variant``."""
     return compute_encoder_budget(vllm_config.model_config, vllm_config.scheduler_config,
                                   _RowRegistry(variant))
 
 
 def cross_attention_blocks(vllm_config: VllmConfig) -> int:
-    """KV blocks of cross-attention one encoder-decoder request holds: cdiv(encoder length
-    per item, block_size) (Whisper, 1500 positions, block 16: 94); 0 for decoder-only."""
+    """Cross-attention KV blocks one encoder-decoder request holds (Whisper at 16: 94); 0 for decoder-only."""
     mc, sc = vllm_config.model_config, vllm_config.scheduler_config
     if not mc.is_encoder_decoder:
         return 0
@@ -116,18 +100,16 @@ def _default_counts(mc: ModelConfig, processor, mm_counts: Optional[dict[str, in
 
 def dummy_input_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Optional[int] = None,
                       mm_counts: Optional[dict[str, int]] = None, **model_kw: Any) -> dict[str, list[TensorSpec]]:
-    """The raw dummy items start-up profiling builds, as specs (nothing allocated):
-    image (H, W, 3) uint8 (an RGB PIL image), video (T, H, W, 3) of the variant's dummy dtype
-    (int64 in vLLM <= 0.11.0, uint8 from 0.11.1), audio (N,) float32 or float64 as the row
-    builds it. ``seq_len`` defaults to max_model_len, ``mm_counts`` to every enabled modality's
-    limit. Qwen2.5-VL-3B at 128000, video only, int64: (12, 3584, 3584, 3), 3.7 GB."""
+    """The raw dummy items profiling builds, as specs: image (H, W, 3) uint8, video (T, H, W, 3) in
+    the row's dtype, audio (N,) float32 / float64. ``seq_len``: default max_model_len;
+    ``mm_counts``: every enabled modality's limit."""
     mc = _model_config(model, model_kw)
     processor = _processor(mc, variant)
     builder = processor.dummy_inputs
     # the builder's allocation points (BaseDummyInputsBuilder's static helpers), as records
     builder._get_dummy_images = lambda w, h, n: [TensorSpec((h, w, 3), "uint8")] * n
-    builder._get_dummy_videos = lambda w, h, t, n, dtype: [TensorSpec((t, h, w, 3), str(dtype))] * n
-    builder._get_dummy_audios = lambda length, n: [TensorSpec((length,), "float32")] * n
+    builder._get_dummy_videos = lambda w, h, t, n, dtype=np.uint8: [TensorSpec((t, h, w, 3), np.dtype(dtype).name)] * n
+    builder._get_dummy_audios = lambda length, n, dtype=np.float32: [TensorSpec((length,), np.dtype(dtype).name)] * n
     counts = _default_counts(mc, processor, mm_counts)
     data = builder.get_dummy_mm_data(seq_len or mc.max_model_len, counts)
     return {m: list(items) for m, items in data.items() if items}
@@ -136,10 +118,8 @@ def dummy_input_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Opt
 def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Optional[int] = None,
                           mm_counts: Optional[dict[str, int]] = None,
                           **model_kw: Any) -> dict[str, list[dict[str, TensorSpec]]]:
-    """The processed dummy items (what the HF processor returns for them, per item and key)
-    as specs, from the shape-only builder on meta tensors: no HF pass, nothing allocated.
-    Defaults as ``dummy_input_specs``. Qwen2.5-VL-3B, one default image: pixel_values
-    (65536, 1176) float32 (308 MB) and image_grid_thw (3,) int64."""
+    """The processed dummy items (per item and key) as specs, from the shape-only builder on meta
+    tensors; defaults as ``dummy_input_specs``."""
     mc = _model_config(model, model_kw)
     processor = _processor(mc, variant)
     counts = _default_counts(mc, processor, mm_counts)
@@ -153,12 +133,10 @@ ENGINE_PHASES = ("runner_init", "load_model", "profile_run", "kv_cache_init", "c
 
 
 def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, int]:
-    """HF-processor passes with multimodal items per start-up phase of
-    ``EngineCore(vllm_config, variant)`` (``StartupReport.passes_by_phase``), without building
-    it: the pass table of docs/background.md (``worst_case.hf_passes_by_phase``), plus, for an
-    encoder-decoder model under an encoder-length row that asks the registry, its uncached
-    start-up calls in kv_cache_init (the KV check: one per decoder layer and one more; the
-    runner's read at init). Raises UnknownVariantError for an unknown row."""
+    """HF-processor passes per start-up phase of ``EngineCore(vllm_config, variant)`` without building
+    it (``worst_case.hf_passes_by_phase``), plus an encoder-decoder row's uncached registry calls in
+    kv_cache_init. Raises UnknownVariantError, and CacheItemTooLargeError where that start-up raises
+    it (a release row whose processing cache is smaller than one dummy item)."""
     v = get_startup_variant(variant)
     mc, sc = vllm_config.model_config, vllm_config.scheduler_config
     passes = dict.fromkeys(ENGINE_PHASES, 0)

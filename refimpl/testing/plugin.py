@@ -1,18 +1,12 @@
-"""pytest plugin: refimpl fixtures, active only when enabled.
+"""pytest plugin: refimpl fixtures, active only when enabled (``-p refimpl.testing.plugin``,
+``pytest_plugins``, or ``refimpl_fixtures = true``).
 
-Enable with ``pytest -p refimpl.testing.plugin``, ``pytest_plugins = ["refimpl.testing.plugin"]``
-in a conftest.py, or ``refimpl_fixtures = true`` in the pytest ini section (the option the
-pytest11 entry point ``refimpl`` adds, refimpl/_pytest_entry.py; installing refimpl does
-nothing more to pytest).
-
-Fixtures:
   fresh_registry           the global MULTIMODAL_REGISTRY emptied for the test, restored after
-  mm_registry              a private MultiModalRegistry for the test
-  small_qwen_config        Qwen2.5-VL-3B VllmConfig (small scale, 1024 tokens, images of at most
-                           64 tokens, 1024 batched tokens) on ``mm_registry``
-  small_whisper_config     whisper-tiny VllmConfig (0.11.0) on ``mm_registry``
-  whisper_tiny_en_engine   session-scoped in-process LLMEngine with the real whisper-tiny.en
-                           weights, on a registry of its own; skipped without the [weights] extra
+  mm_registry              a private MultiModalRegistry
+  small_qwen_config        Qwen2.5-VL-3B VllmConfig (small, 1024 tokens, images <= 64 tokens)
+  small_whisper_config     whisper-tiny VllmConfig (0.11.0)
+  whisper_tiny_en_engine   session-scoped LLMEngine with the real tiny.en weights (skipped
+                           without the [weights] extra)
 """
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
-"""ReferenceLRU: a model of the processing cache's bookkeeping (keys and sizes only), to
-compare a cache with step by step.
+"""ReferenceLRU: a model of the processing cache's bookkeeping (keys and sizes), to compare with.
 
-It follows ``refimpl.multimodal.ProcessingCache`` (vLLM's ``ProcessingCache`` over
-``vllm/utils`` ``LRUCache``, bounded in bytes): ``get`` refreshes recency and counts a hit or
-a miss; ``put`` of a key already held replaces it (most recent, no eviction counted), then
-evicts least-recently-used entries until the new one fits; an item larger than the whole
-capacity is not stored and evicts nothing (vLLM PR #53016; 0.9.0 raised instead);
-``reset`` empties it and zeroes every counter, as vLLM's ``LRUCache.clear``.
-
-Left out: values (only sizes), ProcessingCache's in-place-modification check
-(``invalidated``), pinning (vLLM's LRUCache.pin, unused by the processing cache).
+Follows ``ProcessingCache`` (vLLM's ``LRUCache`` bounded in bytes): ``get`` refreshes and counts;
+``put`` replaces or evicts least-recent entries until it fits; an item above the capacity is
+not stored and evicts nothing; ``reset`` zeroes everything. Left out: values, ``invalidated``,
+pinning.
 """
 from __future__ import annotations
 

@@ -1,11 +1,5 @@
-"""Registries for tests: the global one emptied for the duration of a test, and a counting
-stand-in for the encoder-length lookups.
-
-Components take their registry from ``VllmConfig.mm_registry`` (or a ``mm_registry=``
-argument, which they set there), so a test that builds its engine on
-``MultiModalRegistry()`` leaves the global one alone; ``fresh_registry`` is for code that
-reaches the global ``MULTIMODAL_REGISTRY`` (vLLM's idiom, and every config built without a
-registry).
+"""Registries for tests: the global one emptied for a test, and a counting stand-in for the
+encoder-length lookups (components given ``MultiModalRegistry()`` leave the global one alone).
 """
 from __future__ import annotations
 
@@ -17,13 +11,9 @@ from refimpl.multimodal import MULTIMODAL_REGISTRY, MultiModalRegistry, Processi
 
 @contextlib.contextmanager
 def fresh_registry(registry: MultiModalRegistry = MULTIMODAL_REGISTRY) -> Iterator[MultiModalRegistry]:
-    """Empty ``registry`` (default the global one) for the ``with`` block, then restore it.
-
-    Inside: a new ProcessingCache of the same capacity and zeroed ``stats``, on the same
-    registry object (code holding ``MULTIMODAL_REGISTRY`` sees them). Afterwards: the original
-    cache (entries, LRU order, counters) and stats are back, whatever the block did. Yields
-    the registry.
-    """
+    """Empty ``registry`` (default the global one) for the ``with`` block: a new ProcessingCache of the
+    same capacity and zeroed stats on the same object; the original cache and stats are back
+    after, whatever the block did. Yields the registry."""
     saved = registry._processing_cache, registry.stats
     registry._processing_cache = ProcessingCache(saved[0].capacity_bytes)
     registry.stats = ProcessingStats(_cache=registry._processing_cache)
@@ -34,10 +24,8 @@ def fresh_registry(registry: MultiModalRegistry = MULTIMODAL_REGISTRY) -> Iterat
 
 
 class FakeRegistry:
-    """Stand-in for the encoder-length lookup: counts ``get_encdec_max_encoder_len`` calls
-    (``calls``) and returns ``value``, or the model's own encoder length (1500 for Whisper)
-    when ``value`` is None. Builds no processor. Pass it as ``mm_registry`` to
-    ``create_vllm_config`` to count the reads of the registry-reading variants."""
+    """Counts ``get_encdec_max_encoder_len`` calls (``calls``) and returns ``value`` or the model's own
+    encoder length; builds no processor. Pass it as ``mm_registry`` to ``create_vllm_config``."""
 
     def __init__(self, value: Optional[int] = None):
         self.value = value

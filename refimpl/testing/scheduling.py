@@ -1,18 +1,10 @@
-"""Scheduler test helpers in vLLM's idiom (``tests/v1/core/utils.py``: ``create_scheduler``,
-``create_requests``), plus the contract-checking fake model runner and ``run_to_completion``.
+"""Scheduler test helpers in vLLM's idiom (``tests/v1/core/utils.py``), the contract-checking
+FakeModelRunner and ``run_to_completion``. No HF processor runs (budgets are passed in,
+Whisper's encoder length comes from the model config); requests carry tiny stand-in tensors.
 
-Nothing here runs an HF processor: ``create_vllm_config`` builds a Whisper config whose
-encoder length comes from the model config (any row but ``0.10.2`` / ``0.10.2+#24866``,
-which read the registry as they measure), and ``create_scheduler`` passes
-the encoder budgets vLLM would compute (Whisper 1500 / 1500, decoder-only
-``max_num_batched_tokens``), so no dummy data is processed. Requests carry tiny stand-in
-tensors with the placeholder lengths of the real items (Whisper: one shared zero log-mel of
-the shape admission checks, 80 x 3000, for 1500 encoder tokens).
-
-Differences from vLLM's helpers: ``create_requests`` takes ``model`` and ``prompt_len``
-(vLLM: ``num_tokens``) and builds Whisper audio and Qwen2.5-VL image / video requests;
-``create_scheduler`` takes no prefix-caching, KV-connector or speculative settings (refimpl
-has none).
+Differences from vLLM's helpers: ``create_requests`` takes ``model`` and ``prompt_len`` (vLLM:
+``num_tokens``) and builds Whisper audio and Qwen2.5-VL image / video requests;
+``create_scheduler`` takes no prefix-caching, KV-connector or speculative settings.
 """
 from __future__ import annotations
 
@@ -59,10 +51,8 @@ def create_vllm_config(model: str = WHISPER, *, max_num_seqs: int = 16,
 def create_scheduler(model: str = WHISPER, *, num_blocks: int = 10000,
                      encoder_compute_budget: Optional[int] = None,
                      encoder_cache_size: Optional[int] = None, **config_kw: Any) -> Scheduler:
-    """A Scheduler of ``num_blocks`` KV blocks over ``create_vllm_config(model, **config_kw)``;
-    both encoder budgets default to one step's encoder input (Whisper: 1500, or the
-    audios-per-step budget of N audios; decoder-only: max_num_batched_tokens), so no dummy data
-    is processed."""
+    """A Scheduler of ``num_blocks`` blocks over ``create_vllm_config(model, **config_kw)``; both
+    encoder budgets one step's input (Whisper 1500, or N audios; decoder-only max_num_batched_tokens)."""
     cfg = create_vllm_config(model, **config_kw)
     sc = cfg.scheduler_config
     default = (sc.max_num_encoder_input_tokens if cfg.model_config.is_encoder_decoder
@@ -77,13 +67,9 @@ def create_requests(num_requests: int, *, model: str = WHISPER, max_tokens: int 
                     modality: str = "image",
                     mm_positions: Optional[list[list[PlaceholderRange]]] = None,
                     **sp_kw: Any) -> list[Request]:
-    """Requests ``{prefix}{i}`` with arrival time ``i``.
-
-    Whisper (audio): the 4-token decoder prompt (or its first ``prompt_len`` tokens) and one
-    audio declared as 1500 encoder tokens. Qwen2.5-VL / text: ``prompt_len`` (default 32)
-    tokens and ``num_mm_items`` items of ``modality`` ("image" or "video") of ``mm_len``
-    placeholder tokens each, spread over the prompt; ``mm_positions`` (per request, as vLLM's
-    helper) places them instead. ``sp_kw`` go to SamplingParams."""
+    """Requests ``{prefix}{i}`` arriving at ``i``: Whisper the 4-token decoder prompt and one 1500-token
+    audio; Qwen2.5-VL / text ``prompt_len`` tokens with ``num_mm_items`` items of ``mm_len``
+    placeholders (or at ``mm_positions``). ``sp_kw`` go to SamplingParams."""
     reqs = []
     for i in range(num_requests):
         sp = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, **sp_kw)
@@ -111,14 +97,10 @@ def fake_token(req_id: str, position: int) -> int:
 class FakeModelRunner:
     """Plays the runner's side of the SchedulerOutput contract and checks it.
 
-    Keeps each request's tokens and blocks, drops state for finished / preempted ids, and
-    samples ``token_fn(req_id, len(tokens))`` once a request's scheduled tokens reach the
-    end of what it knows. Asserts (AssertionError naming the request): no block owned twice
-    and never the null block 0, cross-attention blocks exactly ``cross_blocks`` and only on
-    new requests, encoder inputs only for new requests (encoder-decoder), no unknown request
-    ids, ``num_computed_tokens`` as the runner counted them. ``num_encoder_runs``: encoder
-    inputs scheduled so far.
-    """
+    Samples ``token_fn(req_id, len(tokens))`` when a request's scheduled tokens reach its end.
+    Asserts (naming the request): no block owned twice nor block 0, ``cross_blocks`` cross blocks
+    on new requests only, encoder inputs only for new requests, no unknown ids,
+    ``num_computed_tokens`` as counted. ``num_encoder_runs``: encoder inputs so far."""
 
     def __init__(self, cross_blocks: int = 0, token_fn: Callable[[str, int], int] = fake_token):
         self.cross_blocks = cross_blocks

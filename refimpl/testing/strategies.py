@@ -1,14 +1,7 @@
-"""Hypothesis strategies for multimodal items and processing-cache operations.
-
-Optional: needs ``hypothesis`` (``pip install 'refimpl[lab]'`` or ``pip install hypothesis``);
-importing this module without it raises ImportError saying so. Nothing else in
-``refimpl.testing`` imports it.
-
-Items are small (sides, frames and samples bounded by the arguments) so a property test
-stays fast; every strategy draws what the Qwen2.5-VL / Whisper processors accept unless its
-docstring says otherwise: images in every PIL mode that converts to RGB (palettes with RGB
-or RGBA palettes, transparency keys), 2-D / 3-D uint8 arrays, encoded PNG / JPEG bytes,
-(T, H, W, 3) uint8 videos and float32 mono audio at 16 kHz.
+"""Hypothesis strategies for multimodal items and processing-cache operations (optional: needs
+hypothesis; ImportError saying so). Small items that the processors accept unless said
+otherwise: every PIL mode that converts to RGB, uint8 arrays, PNG / JPEG bytes, uint8 videos,
+float32 16 kHz audio.
 """
 from __future__ import annotations
 

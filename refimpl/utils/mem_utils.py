@@ -1,6 +1,5 @@
-"""Process memory probes (bytes): the CPU stand-in for vLLM's CUDA memory profiling
-(``vllm/utils`` ``memory_profiling``, ``MemorySnapshot``), which reads torch.cuda counters.
-Linux only for ``peak_rss_bytes`` (``ru_maxrss`` in KiB).
+"""Process memory probes (bytes): the CPU stand-in for vLLM's CUDA ``memory_profiling``
+(``vllm/utils``); ``peak_rss_bytes`` is Linux only.
 """
 from __future__ import annotations
 

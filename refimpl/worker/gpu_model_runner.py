@@ -1,25 +1,9 @@
 """GPUModelRunner: model loading, profile run, KV-cache sizing, CUDA-graph capture, execution.
 
-Mirrors ``vllm/v1/worker/gpu_model_runner.py`` (``load_model``, ``profile_run``,
-``_dummy_run``, ``capture_model``, ``initialize_kv_cache``, ``execute_model``) and the KV
-sizing of ``vllm/v1/worker/gpu_worker.py`` (``determine_available_memory``), as of vLLM
-0.9.0 for the multimodal profile run (PR #17935: profiling passes keep the processing
-cache unless ``disable_cache``; PR #19756: ``use_formula``) and 0.10.2 for Whisper serving.
-Runs on ``cpu`` or ``cuda``; on CPU the KV cache gets ``cache_config.kv_cache_memory_bytes``
-and the peak memory is the process RSS peak during the profile run (sampled).
-
-Profile run: max tokens per item (the engine's lookup, or a new one until 0.10.0) picks the
-largest modality; one dummy item from ``get_decoder_dummy_data(mm_counts={m: 1})``, sized as
-the start-up row says (at ``max_num_batched_tokens`` until 0.10.2, ``max_model_len`` from
-0.11.0, the per-item maximum in the kit's default), is replicated up to the encoder budget
-(``max_items_per_batch``) and run through the model's vision / audio encoder, then a text
-dummy run (``max_num_batched_tokens`` tokens over ``min(max_num_seqs, tokens)`` sequences,
-no KV cache, logits of the last token of each). KV sizing reads the encoder length once per
-cross-attention layer and once more, as 0.10.2's memory check and concurrency log did.
-
-Left out: decoder-only (Qwen2.5-VL) serving, CUDA graphs (``capture_model`` returns 0
-captured sizes: the paged Whisper path runs eagerly), sampler warm-up, LoRA, pipeline
-parallelism, KV connectors, the encoder cache between steps.
+Mirrors ``vllm/v1/worker/gpu_model_runner.py`` and the KV sizing of ``gpu_worker.py``, per
+start-up row for the profile run, 0.10.2 for Whisper serving. On CPU the KV cache gets
+``kv_cache_memory_bytes`` and the peak is the sampled RSS. Left out: decoder-only serving, CUDA
+graphs, sampler warm-up, LoRA, pipeline parallelism, KV connectors, the encoder cache.
 """
 from __future__ import annotations
 
@@ -54,15 +38,8 @@ def _item_tensors(dummy, modality: str) -> dict[str, torch.Tensor]:
 
 
 class GPUModelRunner:
-    """Owns the model, the KV cache and (for Whisper) the paged-KV WhisperRunner.
-
-    Attributes set along start-up: ``model``, ``encoder_compute_budget`` /
-    ``encoder_cache_size`` (tokens; set by the engine or computed in ``profile_run``),
-    ``max_tokens_per_item`` (modality -> tokens), ``peak_memory_bytes`` (profile run peak:
-    ``torch.cuda.max_memory_allocated`` or process RSS), ``kv_caches``, ``step_timings``.
-    ``mm_registry``: the multimodal registry the profile run uses: the config's (a registry
-    given here is set on the config, see ``VllmConfig.use_mm_registry``).
-    """
+    """Owns the model, the KV cache and (Whisper) the WhisperRunner; along start-up it sets the
+    encoder budgets (tokens), ``max_tokens_per_item``, ``peak_memory_bytes``, ``kv_caches``."""
 
     def __init__(self, vllm_config, mm_registry=None):
         self.vllm_config = vllm_config
@@ -136,9 +113,8 @@ class GPUModelRunner:
 
     @torch.inference_mode()
     def _dummy_run(self, num_tokens: int) -> torch.Tensor:
-        """Text forward of ``num_tokens`` dummy tokens over ``min(max_num_seqs, num_tokens)``
-        equal sequences, no KV cache (Whisper: no cross-attention, as vLLM's dummy run without
-        encoder outputs). Returns logits (num_seqs, vocab) of each sequence's last token."""
+        """Text forward of ``num_tokens`` dummy tokens over ``min(max_num_seqs, num_tokens)`` sequences,
+        no KV cache (Whisper: no cross-attention); logits (num_seqs, vocab) of each last token."""
         m, cfg = self.model, self.model.config
         num_seqs = max(1, min(self.scheduler_config.max_num_seqs, num_tokens))
         seq_len = max(1, num_tokens // num_seqs)
@@ -153,14 +129,11 @@ class GPUModelRunner:
 
     def profile_run(self, *, disable_cache: bool = False, use_formula: bool = False,
                     variant: StartupVariant | str = "refimpl") -> int:
-        """Run the worst-case encoder batch and a text dummy run; returns the peak memory (bytes).
+        """Encode the worst-case item batch and run a text dummy run; the peak memory (bytes).
 
-        ``disable_cache``: the profiling passes bypass the processing cache; ``use_formula``:
-        max tokens per item by formula (PR #19756); ``variant`` (a start-up row): whether the
-        lookup is repeated here, where the dummy is sized and how many items are encoded (see
-        StartupVariant). Sets ``peak_memory_bytes``, ``profile_tokens_per_item``. Raises
-        EngineStateError before ``load_model``; whatever the registry raises.
-        """
+        The item is the row's ``profile_dummy`` (``variant``: a start-up row), replicated to
+        ``max_items_per_batch``; ``disable_cache`` / ``use_formula`` go to the lookups. Sets
+        ``peak_memory_bytes``, ``profile_tokens_per_item``. Raises EngineStateError before ``load_model``."""
         if self.model is None:
             raise EngineStateError("profile_run", "load_model() first", "no model loaded")
         cuda = self.device.type == "cuda"
@@ -200,10 +173,8 @@ class GPUModelRunner:
         return layers * 2 * self.cache_config.block_size * heads * head_dim * itemsize
 
     def determine_available_memory(self) -> int:
-        """Bytes for the KV cache: CPU ``kv_cache_memory_bytes``; CUDA
-        ``gpu_memory_utilization * total - profile peak - non-torch memory`` (>= 0), less what
-        the dense-once cross-attention read holds at ``max_num_seqs`` (``dense_copy_bytes``;
-        refimpl's, vLLM has no such copy)."""
+        """Bytes for the KV cache: CPU ``kv_cache_memory_bytes``; CUDA ``gpu_memory_utilization * total``
+        less the profile peak, non-torch memory and ``dense_copy_bytes`` (>= 0)."""
         if self.device.type != "cuda":
             return int(self.cache_config.kv_cache_memory_bytes)
         free, total = torch.cuda.mem_get_info(self.device)
@@ -213,8 +184,8 @@ class GPUModelRunner:
         return max(0, budget - peak - non_torch)
 
     def determine_num_blocks(self) -> int:
-        """Number of KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when
-        one request of ``max_model_len`` (plus Whisper's cross blocks and the null block) won't fit."""
+        """KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when one request of
+        ``max_model_len`` (with cross and null blocks) will not fit."""
         cc, mc = self.cache_config, self.model_config
         user_blocks = cc.num_gpu_blocks
         num = user_blocks or self.determine_available_memory() // self.bytes_per_block()
@@ -248,14 +219,13 @@ class GPUModelRunner:
                                                 self.step_timings)
 
     def capture_model(self) -> int:
-        """CUDA graphs of the decode step: not implemented (the paged path runs eagerly on every
-        device). Returns the number of captured batch sizes, always 0."""
+        """CUDA graphs of the decode step: not implemented (the paged path runs eagerly); returns 0."""
         return 0
 
     # ---------------------------------------------------------------- serving
     def execute_model(self, scheduler_output):
-        """Run one SchedulerOutput; returns ModelRunnerOutput. Whisper only; raises
-        EngineStateError before ``initialize_kv_cache``, NotImplementedError for decoder-only models."""
+        """Run one SchedulerOutput; a ModelRunnerOutput. Raises EngineStateError before
+        ``initialize_kv_cache``, NotImplementedError for decoder-only models."""
         if not self.model_config.is_encoder_decoder:
             raise NotImplementedError("serving decoder-only models is not implemented")
         if self.whisper_runner is None:

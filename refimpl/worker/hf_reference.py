@@ -1,13 +1,8 @@
-"""Transformers' own generate() for Whisper: the correctness oracle and the peer baseline.
+"""transformers' own generate() for Whisper: the correctness oracle and the peer baseline.
 
-Not a vLLM file: the reference the engine is checked and measured against. It calls
-``transformers.GenerationMixin.generate`` on the Whisper model directly, skipping
-``WhisperForConditionalGeneration.generate``'s speech-specific logic (language detection,
-timestamp rules, long-form chunking, suppress-token lists), so that both sides run plain
-greedy decoding from the same decoder prompt. By default EOS does not stop decoding
-(``eos_token_id`` unset), which is ``SamplingParams(ignore_eos=True)`` on the engine side;
-``stop_at_eos=True`` stops each sequence at the model's EOS (kept as its last token, as the
-engine's output does).
+Not a vLLM file. ``GenerationMixin.generate`` is called directly, skipping Whisper's own
+generate() logic (language detection, timestamps, long-form), so both sides decode greedily
+from the same decoder prompt; EOS does not stop unless ``stop_at_eos``.
 """
 from __future__ import annotations
 
@@ -18,14 +13,9 @@ from transformers import GenerationConfig, GenerationMixin
 @torch.inference_mode()
 def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],
                        max_new_tokens: int, stop_at_eos: bool = False) -> list[list[int]]:
-    """Greedy-decode up to ``max_new_tokens`` tokens per audio with transformers' generate().
-
-    input_features: (batch, num_mel_bins, 3000) in the model's dtype and device.
-    decoder_prompt: the decoder prompt ids shared by the batch. Returns the new token ids
-    (prompt excluded), one list of ``max_new_tokens`` ints per audio, or with ``stop_at_eos``
-    one list per audio ending at its first ``model.config.eos_token_id`` (included) or at
-    ``max_new_tokens``.
-    """
+    """Greedy new token ids per audio (prompt excluded): ``max_new_tokens`` each, or with
+    ``stop_at_eos`` up to and including the first EOS. ``input_features`` (batch, num_mel_bins,
+    3000) in the model's dtype and device; ``decoder_prompt`` shared by the batch."""
     b, eos = input_features.shape[0], model.config.eos_token_id
     dec = torch.tensor([decoder_prompt] * b, dtype=torch.long, device=input_features.device)
     gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,

@@ -1,17 +1,9 @@
 """Whisper on a paged KV cache: encoder once per request, batched decode.
 
-Mirrors the Whisper path of vLLM 0.10.2: ``vllm/v1/worker/gpu_model_runner.py``
-(``_update_states``, ``_prepare_inputs``, ``_get_encoder_seq_lens``, ``_execute_mm_encoder``,
-``execute_model``) and ``vllm/model_executor/models/whisper.py`` (decoder layer order). The
-math is the transformers model's own modules (encoder, embeddings, projections, layer norms,
-fc layers, ``proj_out``); only KV management is ours (refimpl/attention/). Cross-attention
-metadata comes from ``CrossAttentionBuilder`` (refimpl/attention/cross_attention.py) every
-step; the runner reads its own encoder length once at init (``get_encoder_len("runner")``).
-Cross K/V are read as ``cache_config.cross_attention_read`` says (dense copy made once per
-request, or views of the paged runs; see refimpl/attention/cross_attention.py).
-
-Left out: CUDA graphs of this path, chunked prefill of encoder inputs, the encoder cache
-(Whisper's encoder output is consumed in the same step), logprobs, penalties, spec decode.
+Mirrors the Whisper path of ``vllm/v1/worker/gpu_model_runner.py`` (0.10.2) and the decoder
+layer order of ``model_executor/models/whisper.py``; the math is the transformers model's
+modules. The encoder length is read once at init (``get_encoder_len("runner")``). Left out:
+CUDA graphs, chunked encoder inputs, the encoder cache, logprobs, penalties, spec decode.
 """
 from __future__ import annotations
 
@@ -37,6 +29,7 @@ from refimpl.attention.paged_attention import (
     write_kv,
 )
 from refimpl.errors import EncoderLengthMismatchError
+from refimpl.outputs import ModelRunnerOutput
 from refimpl.sample.sampler import Sampler
 
 
@@ -56,16 +49,10 @@ class CachedRequestState:
 
 
 class WhisperRunner:
-    """Paged-KV Whisper execution for GPUModelRunner.
-
-    Raises EncoderLengthMismatchError when the encoder length the runner (init) or the
-    metadata builder (each step) reads is not the model's ``max_source_positions``.
-
-    ``model``: a ``WhisperForConditionalGeneration`` (eval); ``kv_caches``: one tensor per
-    decoder layer, (2, num_blocks, block_size, num_heads, head_dim) in the model dtype.
-    ``step_timings`` accumulates seconds per phase: "prepare" (state update, inputs,
-    metadata), "model" (encoder + decoder), "sample".
-    """
+    """Paged-KV Whisper execution for GPUModelRunner. ``kv_caches``: per decoder layer (2,
+    num_blocks, block_size, num_heads, head_dim) in the model dtype; ``step_timings``: seconds of
+    "prepare", "model", "sample". Raises EncoderLengthMismatchError when the length read at init or
+    by the metadata builder is not ``max_source_positions``."""
 
     def __init__(self, vllm_config, model, kv_caches: list[torch.Tensor],
                  step_timings: Optional[dict[str, float]] = None):
@@ -92,13 +79,9 @@ class WhisperRunner:
 
     # ---- state -------------------------------------------------------------------------
     def _update_states(self, so) -> dict[str, str]:
-        """Finished requests are dropped. A preempted request keeps its state, as in vLLM
-        (``gpu_model_runner._update_states`` removes it from the persistent batch only), so
-        that when it comes back (here re-sent as a new request, see sched/output.py) its
-        seeded ``torch.Generator`` continues where it stopped instead of restarting from the
-        seed; everything else is rebuilt from the resent data (tokens, features, blocks) and
-        the cross K/V is rewritten, since its blocks were freed. Returns req_id -> error of
-        the new requests whose state could not be set up (they run nothing this step)."""
+        """Drop finished requests; keep a preempted one's state (as vLLM), so its seeded generator
+        continues when it is re-sent; rebuild the rest from the re-sent data. Returns req_id -> error
+        of new requests whose state could not be set up (they run nothing this step)."""
         for rid in so.finished_req_ids:
             self.requests.pop(rid, None)
         errors: dict[str, str] = {}
@@ -174,9 +157,8 @@ class WhisperRunner:
     @torch.inference_mode()
     def forward(self, inp: dict, states: list[CachedRequestState], encoder_out: Optional[torch.Tensor],
                 encoded: list[CachedRequestState]) -> torch.Tensor:
-        """Decoder over the flattened batch of ``states``; ``encoder_out`` (k * 1500, d_model)
-        is the encoder output of the ``encoded`` requests, whose cross K/V this step writes.
-        Returns logits (B, vocab) of each request's last token."""
+        """Decoder over the batch of ``states``; ``encoder_out`` (k * 1500, d_model) of the ``encoded``
+        requests, whose cross K/V this step writes. Logits (B, vocab) of each last token."""
         dec, cross = self.model.model.decoder, inp["cross"]
         qsl = inp["query_start_loc"]
         x = dec.embed_tokens(inp["input_ids"]) + dec.embed_positions.weight[inp["positions"]]
@@ -214,7 +196,6 @@ class WhisperRunner:
     def execute_model(self, so):
         """One step for SchedulerOutput ``so``; returns ModelRunnerOutput (one token per request
         that reached the end of its known tokens, [] for a partial prefill)."""
-        from refimpl.outputs import ModelRunnerOutput
         t0 = self._sync()
         errors = self._update_states(so)
         req_ids = [r for r, n in so.num_scheduled_tokens.items() if n > 0 and r not in errors]

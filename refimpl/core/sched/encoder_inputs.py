@@ -1,11 +1,7 @@
-"""Encoder-input scheduling: which encoder inputs (audio, images) run in a step.
+"""Encoder-input scheduling: which encoder inputs run in a step.
 
-``Scheduler._try_schedule_encoder_inputs`` and ``_free_encoder_inputs`` of
-``vllm/v1/core/sched/scheduler.py`` (v0.10.2), as free functions over the request and its
-``EncoderCacheManager``. An encoder-decoder request (Whisper) encodes its one audio on its
-first step and frees it after; a decoder-only one (Qwen2.5-VL) encodes the items whose
-placeholders overlap the step's tokens. Left out: encoder-cache hits across requests
-(mm-hash sharing).
+``_try_schedule_encoder_inputs`` / ``_free_encoder_inputs`` of ``vllm/v1/core/sched/scheduler.py``
+(0.10.2) as free functions. Left out: encoder-cache hits across requests (mm-hash sharing).
 """
 from __future__ import annotations
 
@@ -16,12 +12,10 @@ from refimpl.request import Request
 def try_schedule_encoder_inputs(request: Request, num_computed_tokens: int, num_new_tokens: int,
                                 budget: int, encoder_cache_manager: EncoderCacheManager,
                                 is_encoder_decoder: bool) -> tuple[list[int], int, int]:
-    """Encoder inputs to run with this step's tokens. budget: encoder compute tokens left
-    this step. An encoder-decoder request encodes all its inputs on its first step; a
-    decoder-only one those whose placeholders overlap the scheduled tokens and are not
-    cached. Trims ``num_new_tokens`` at the first input that does not fit (to 0 when it
-    starts at ``num_computed_tokens``). Returns (input indices, num_new_tokens, budget left).
-    """
+    """Encoder inputs to run with this step's tokens (``budget``: encoder tokens left): all of an
+    encoder-decoder request's on its first step; a decoder-only one's that overlap the scheduled
+    tokens. Trims ``num_new_tokens`` at the first input that does not fit. Returns (input indices,
+    num_new_tokens, budget left)."""
     items: list[int] = []
     num_tokens_to_schedule = 0
     for i, pos in enumerate(request.mm_positions):

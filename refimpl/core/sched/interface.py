@@ -1,8 +1,8 @@
 """SchedulerInterface: the contract between the engine core and its scheduler.
 
-Mirrors ``vllm/v1/core/sched/interface.py`` (v0.10.2), reduced to the calls refimpl's engine
-core makes. Left out: draft tokens, prefix-cache reset, stats, KV connectors, shutdown.
-``update_from_output`` returns finished requests, not per-client ``EngineCoreOutputs``.
+Mirrors ``vllm/v1/core/sched/interface.py`` (0.10.2), reduced to the calls refimpl's engine core
+makes; ``update_from_output`` returns finished requests, not ``EngineCoreOutputs``. Left out:
+draft tokens, prefix-cache reset, stats, KV connectors, shutdown.
 """
 from __future__ import annotations
 
@@ -19,20 +19,15 @@ class SchedulerInterface(ABC):
 
     @abstractmethod
     def schedule(self) -> SchedulerOutput:
-        """Plan one engine step (one forward pass): how many tokens each request computes
-        (a whole prompt, a prefill chunk, or 1 for a decode step), which encoder inputs run,
-        and the KV blocks they write. Blocks for every scheduled token are allocated before
-        it returns, and ``num_computed_tokens`` of scheduled requests is advanced (V1's
-        ``_update_after_schedule``)."""
+        """Plan one step: tokens per request, encoder inputs, KV blocks (allocated before it returns);
+        advances ``num_computed_tokens`` of the scheduled requests."""
         raise NotImplementedError
 
     @abstractmethod
     def update_from_output(self, scheduler_output: SchedulerOutput,
                            model_runner_output: ModelRunnerOutput) -> list[RequestOutput]:
-        """Append the sampled tokens of the step, finish requests (max_tokens,
-        max_model_len, EOS unless ignore_eos, stop_token_ids) and free their blocks. Tokens
-        for a request still in a prefill chunk, or for one aborted or preempted since, are
-        dropped. Returns one RequestOutput per request finished in this step."""
+        """Append the sampled tokens, finish requests (check_stop) and free their blocks; tokens of a
+        request mid-prefill, aborted or preempted are dropped. One RequestOutput per finished request."""
         raise NotImplementedError
 
     @abstractmethod
@@ -56,11 +51,9 @@ class SchedulerInterface(ABC):
 
     @abstractmethod
     def has_finished_requests(self) -> bool:
-        """Requests finished (or aborted) whose ids the next ``schedule()`` hands the runner, so
-        that it frees their state; not the same as ``not has_unfinished_requests()``."""
+        """Finished requests whose ids the next ``schedule()`` hands the runner."""
         raise NotImplementedError
 
     def has_requests(self) -> bool:
-        """Unfinished requests, or finished ones not yet handed to the runner (vLLM PR #14388:
-        the engine steps while this holds)."""
+        """Unfinished requests, or finished ones not yet handed to the runner (the engine steps while true)."""
         return self.has_unfinished_requests() or self.has_finished_requests()

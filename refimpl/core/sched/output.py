@@ -1,12 +1,9 @@
 """SchedulerOutput: what the scheduler tells the model runner each step.
 
-Mirrors ``vllm/v1/core/sched/output.py`` (v0.10.2), with one deliberate difference from
-vLLM: a request resumed after preemption is re-sent as a NEW request
-(``NewRequestData.prompt_token_ids`` = prompt + outputs so far, recomputed from scratch)
-rather than as a cached request with ``resumed_from_preemption``. The runner keeps its
-state of a preempted request (as vLLM's does), so the request's seeded generator carries
-on when it is resent; ``preempted_req_ids`` reports the preemptions of the step. Left out: spec-decode tokens, common-prefix
-blocks (cascade attention), grammar bitmask, KV-connector metadata, freed encoder hashes.
+Mirrors ``vllm/v1/core/sched/output.py`` (0.10.2), except that a request resumed after
+preemption is re-sent as a NEW request (prompt + outputs so far, recomputed); the runner keeps
+its state, so its seeded generator carries on. Left out: spec-decode tokens, common-prefix
+blocks, grammar bitmask, KV-connector metadata, freed encoder hashes.
 """
 from __future__ import annotations
 
@@ -25,14 +22,9 @@ BlockIds = tuple[list[int], list[int]]
 
 @dataclass
 class NewRequestData:
-    """A request the runner has not seen (or must rebuild after preemption).
-
-    prompt_token_ids: decoder prompt (+ outputs so far for a resumed request).
-    mm_inputs: per item a dict of tensors (Whisper: input_features (n_mels, 3000) float32).
-    block_ids: all blocks of the request, per KV-cache group.
-    num_computed_tokens: tokens already in the KV cache (0: no prefix caching here).
-    mm_positions / mm_hashes: per item placeholder span and content hash (extras).
-    """
+    """A request the runner has not seen (or rebuilds after preemption): prompt_token_ids (+ outputs),
+    mm_inputs (Whisper: input_features (n_mels, 3000) float32), block_ids per group,
+    num_computed_tokens, mm_positions / mm_hashes."""
     req_id: str
     prompt_token_ids: list[int]
     mm_inputs: list[dict[str, Any]]
@@ -52,11 +44,8 @@ class NewRequestData:
 
 @dataclass
 class CachedRequestData:
-    """Requests the runner already holds, scheduled again (decode steps, prefill chunks).
-
-    new_block_ids[i]: blocks added this step per group, or None when none were added.
-    num_computed_tokens[i]: tokens already computed before this step.
-    """
+    """Requests the runner holds, scheduled again: ``new_block_ids[i]`` per group (None: none added),
+    ``num_computed_tokens[i]`` before this step."""
     req_ids: list[str] = field(default_factory=list)
     new_block_ids: list[Optional[BlockIds]] = field(default_factory=list)
     num_computed_tokens: list[int] = field(default_factory=list)
@@ -85,14 +74,9 @@ class CachedRequestData:
 
 @dataclass
 class SchedulerOutput:
-    """One step's plan.
-
-    num_scheduled_tokens: req_id -> tokens to compute this step; the total is
-    ``total_num_scheduled_tokens`` (<= max_num_batched_tokens).
-    scheduled_encoder_inputs: req_id -> indices of encoder inputs to run this step.
-    finished_req_ids: requests finished (or aborted) since the previous step.
-    preempted_req_ids: requests preempted in this step (their blocks are already freed).
-    """
+    """One step's plan: ``num_scheduled_tokens`` (req_id -> tokens; total <= max_num_batched_tokens),
+    ``scheduled_encoder_inputs`` (req_id -> input indices), ``finished_req_ids`` since the last
+    step, ``preempted_req_ids`` (blocks already freed)."""
     scheduled_new_reqs: list[NewRequestData]
     scheduled_cached_reqs: CachedRequestData
     num_scheduled_tokens: dict[str, int]

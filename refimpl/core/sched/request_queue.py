@@ -1,8 +1,5 @@
-"""The scheduler's WAITING queue.
-
-Mirrors ``FCFSRequestQueue`` of ``vllm/v1/core/sched/request_queue.py`` (v0.10.2): a deque
-with the queue operations ``Scheduler.schedule()`` names. Left out: the ``RequestQueue``
-ABC, ``SchedulingPolicy`` and ``PriorityRequestQueue`` (refimpl schedules FCFS only).
+"""The scheduler's WAITING queue: ``FCFSRequestQueue`` of ``vllm/v1/core/sched/request_queue.py``
+(0.10.2) as a deque. Left out: the ABC, ``SchedulingPolicy``, ``PriorityRequestQueue``.
 """
 from __future__ import annotations
 

@@ -1,18 +1,10 @@
 """Scheduler: the V1 engine's per-step choice of requests, tokens, encoder inputs and blocks.
 
-Mirrors ``vllm/v1/core/sched/scheduler.py`` (v0.10.2): RUNNING requests first (decode and
-prefill chunks), preempting the last running request by recompute when KV blocks run out;
-then WAITING requests in FCFS order unless something was preempted this step. Admitting an
-encoder-decoder request reads ``vllm_config.get_encoder_len("scheduler")`` on EVERY attempt,
-failed ones included (a registry call or a config read, per refimpl/variants.py). The encoder
-compute budget (Whisper: 1500 tokens, one audio per step) is charged per step.
-
-Differences: a preempted request comes back as a NEW request (see sched/output.py);
-encoder-decoder requests are never chunked (as vLLM 0.10.2), decoder-only ones are; the
-encoder cache is token accounting only. Left out: priorities, LoRA, structured output, spec
-decode, KV connectors, stats/events, async scheduling, prefix caching. Admission checks live in
-sched/utils.py, encoder-input choice in sched/encoder_inputs.py, the WAITING queue in
-sched/request_queue.py.
+Mirrors ``vllm/v1/core/sched/scheduler.py`` (0.10.2): RUNNING first, preempting the last by
+recompute when blocks run out; then WAITING FCFS unless something was preempted. Admission reads
+``get_encoder_len("scheduler")`` on every attempt. A preempted request comes back NEW; encoder-
+decoder requests are never chunked. Left out: priorities, LoRA, structured output, spec decode,
+KV connectors, stats, async scheduling, prefix caching.
 """
 from __future__ import annotations
 
@@ -32,14 +24,11 @@ from refimpl.request import Request, RequestStatus
 
 
 class Scheduler(SchedulerInterface):
-    """kv_cache_manager: a KVCacheManager, or a block count (None: cache_config.num_gpu_blocks).
-    encoder_compute_budget / encoder_cache_size (tokens): from ``compute_encoder_budget``
-    when not given, asking ``mm_registry`` (given: set on the config, as every component
-    does, see ``VllmConfig.use_mm_registry``; default the config's). max_item_tokens: the
-    largest encoder item the profile run covered (tokens); admission refuses a larger one
-    (None: only the budget and cache bound it, as vLLM).
-    check_encoder_len: refuse a cross-attention length that is not the model's own
-    (EncoderLengthMismatchError; the review warning on PR #24989)."""
+    """The V1 scheduler. ``kv_cache_manager``: a KVCacheManager or a block count (None:
+    cache_config.num_gpu_blocks). Encoder budgets (tokens) from ``compute_encoder_budget`` when
+    not given. ``max_item_tokens``: the largest encoder item the profile run covered (admission
+    refuses a larger one; None: the budgets bound it). ``check_encoder_len``: refuse a
+    cross-attention length that is not the model's (EncoderLengthMismatchError)."""
 
     def __init__(self, vllm_config: VllmConfig, kv_cache_manager: KVCacheManager | int | None = None,
                  *, encoder_compute_budget: Optional[int] = None,
@@ -81,8 +70,8 @@ class Scheduler(SchedulerInterface):
 
     # ------------------------------------------------------------------ requests in/out
     def add_request(self, request: Request) -> None:
-        """Raises InvalidInputError for a duplicate id, and what ``check_request_limits`` and
-        ``check_kv_cache_fit`` raise (sched/utils.py) for a request that can never be served."""
+        """Raises InvalidInputError for a duplicate id, and what ``check_request_limits`` /
+        ``check_kv_cache_fit`` raise for a request that can never be served."""
         if request.request_id in self.requests:
             raise InvalidInputError("request_id", "unique", f"{request.request_id!r} is in flight")
         check_request_limits(request, self.max_model_len, self.is_encoder_decoder, self.encoder_item_limit,

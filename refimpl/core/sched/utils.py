@@ -1,11 +1,9 @@
 """Helpers of the V1 scheduler: admission limits and the stop check.
 
-Mirrors ``check_stop`` of ``vllm/v1/core/sched/utils.py`` (v0.10.2). ``check_request_limits``
-holds the checks vLLM makes before the scheduler sees a request (``vllm/v1/engine/processor.py``
-``_validate_model_inputs``, ``SamplingParams`` verification) and every other bound a step's
-consumer has (runner, sampler), so that no admitted value fails inside a step; refimpl makes them
-in ``Scheduler.add_request``, with ``check_kv_cache_fit`` (refimpl's own: no livelock on a request
-that can never fit). Left out: pooling requests, ``stop_reason``.
+``check_stop`` mirrors ``vllm/v1/core/sched/utils.py`` (0.10.2). ``check_request_limits`` makes
+at admission the checks vLLM's ``Processor._validate_model_inputs`` and ``SamplingParams`` make,
+plus every bound a step's consumer has; ``check_kv_cache_fit`` is ours (no livelock on a
+request that can never fit). Left out: pooling requests, ``stop_reason``.
 """
 from __future__ import annotations
 
@@ -22,16 +20,13 @@ from refimpl.sampling_params import SamplingParams, check_max_tokens
 def check_request_limits(request: Request, max_model_len: int, is_encoder_decoder: bool,
                          encoder_limit: int, *, vocab_size: Optional[int] = None,
                          encoder_input_shape: Optional[tuple[int, int]] = None) -> None:
-    """Refuse a request the model can never serve, or a value the step cannot take.
+    """Refuse a request the model can never serve, or a value a step cannot take.
 
-    Raises InvalidInputError (prompt of ``max_model_len`` tokens or more; a prompt token id
-    at or above ``vocab_size``; more than one audio for an encoder-decoder model; an encoder
-    input above ``encoder_limit`` tokens, the smaller of the encoder compute budget and cache
-    size; an encoder-decoder item that is not a finite float ``input_features`` tensor of
-    ``encoder_input_shape``, standing for ``encoder_input_shape[1] // 2`` encoder tokens) or
-    SamplingParamsError (not a SamplingParams; a field out of range, see
-    ``SamplingParams.verify``; ``max_tokens`` beyond ``max_model_len`` - prompt length: 448 -
-    decoder prompt for Whisper)."""
+    Raises InvalidInputError (prompt of ``max_model_len`` tokens or more; a token id >=
+    ``vocab_size``; more than one audio for encoder-decoder; an encoder input above
+    ``encoder_limit`` tokens; Whisper features not a finite float tensor of
+    ``encoder_input_shape``) or SamplingParamsError (``SamplingParams.verify``; ``max_tokens``
+    beyond ``max_model_len`` - prompt length)."""
     sp = request.sampling_params
     if not isinstance(sp, SamplingParams):
         raise SamplingParamsError("sampling_params", "a SamplingParams", f"got {type(sp).__name__}")
@@ -71,11 +66,8 @@ def _check_encoder_input(request: Request, i: int, shape: tuple[int, int]) -> No
 def check_kv_cache_fit(request: Request, kv_cache_manager: KVCacheManager, max_model_len: int,
                        max_encoder_len: int, is_encoder_decoder: bool) -> None:
     """Refuse a request that could not fit the KV cache even alone (it would preempt itself
-    forever). One block is kept back; an encoder-decoder request with audio also needs
-    ``cdiv(max_encoder_len, block_size)`` cross-attention blocks. Raises ConfigError
-    (``num_gpu_blocks``: no block left for a request's own tokens), InvalidInputError
-    (``prompt_token_ids``: not even one output token fits) or SamplingParamsError
-    (``max_tokens``: prompt + max_tokens, capped at ``max_model_len``, does not fit)."""
+    forever). Raises ConfigError (``num_gpu_blocks``), InvalidInputError (``prompt_token_ids``: not
+    one output token fits) or SamplingParamsError (``max_tokens``)."""
     bs = kv_cache_manager.block_size
     num_blocks = kv_cache_manager.block_pool.num_gpu_blocks
     usable = num_blocks - 1 - (
@@ -95,10 +87,8 @@ def check_kv_cache_fit(request: Request, kv_cache_manager: KVCacheManager, max_m
 
 
 def check_stop(request: Request, max_model_len: int) -> bool:
-    """Finish ``request`` after its last appended token if it reached ``max_model_len`` or
-    ``max_tokens`` (FINISHED_LENGTH_CAPPED), or sampled EOS (unless ``ignore_eos``) or one of
-    ``stop_token_ids`` (FINISHED_STOPPED). Sets ``request.status``; returns whether it finished.
-    """
+    """Finish ``request`` at ``max_model_len`` or ``max_tokens`` (FINISHED_LENGTH_CAPPED), or on EOS
+    (unless ``ignore_eos``) or a stop token (FINISHED_STOPPED); whether it finished."""
     if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
         request.status = RequestStatus.FINISHED_LENGTH_CAPPED
         return True

@@ -21,10 +21,8 @@ of the calibration's machine (``comparison_table`` renders it). Every predicted 
 """
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from datetime import date
 from pathlib import Path
 from typing import Optional
 
@@ -136,8 +134,8 @@ class Plan:
 
 def _item(info, spec: tuple, v: StartupVariant) -> Item:
     if spec[0] == "audio":
-        dt = v.mm.dummy_audio_dtype
-        return Item(spec, dt, spec[1] * (8 if dt == "float64" else 4), "ndarray", 0.0, 0.0, spec[1],
+        adt: str = v.mm.dummy_audio_dtype
+        return Item(spec, adt, spec[1] * (8 if adt == "float64" else 4), "ndarray", 0.0, 0.0, spec[1],
                     info.get_processed_item_bytes(spec), info.get_item_tokens(spec))
     frames, w, h = (1, *spec[1:]) if spec[0] == "image" else spec[1:]
     (rw, rh), tokens = info.get_vision_info(w, h, frames)
@@ -201,7 +199,7 @@ def startup_plan(vllm_config, variant: str | StartupVariant = "refimpl") -> Plan
     info = _REG.create_processor(mc, disable_cache=True, switches=v.mm).info
     dummy = wc.profile_dummy(mc, sc, v, mm_registry=_REG)
     lookup = [_item(info, s, v) for s in wc.lookup_specs(mc, v, _REG)]
-    todo = []
+    todo: list[tuple[str, str, str, list[Item]]] = []
     for st in wc.STARTUP_STEPS:
         if (st.when and not getattr(v, st.when)) or (st.kind == "lookup" and v.uses_formula(mc.model)) or not dummy:
             continue
@@ -265,14 +263,16 @@ class Calibration:
             raise KeyError(f"calibration of {self.hardware} has no rate {key!r}: rerun refimpl bench calibrate")
         return self.rates[key]
 
-    def model_rate(self, model: str, key: str) -> float:
-        """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``), else that of the calibrated
-        model of its family (whisper-tiny for whisper-large-v3, both at the small scale)."""
-        for name in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
-            k = f"rss.model.{name}" if key == "rss" else f"model.{name}.{key}"
-            if k in self.rates:
-                return self.rates[k]
-        return self[f"rss.model.{model}" if key == "rss" else f"model.{model}.{key}"]
+    def model_rate(self, model: str, key: str, fallback: Optional[str] = None) -> float:
+        """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``, a key with a dot
+        ``<key>.<model>``), else that of the calibrated model of its family (whisper-tiny for
+        whisper-large-v3, both at the small scale), else ``fallback``."""
+        def name_of(m: str) -> str:
+            return f"rss.model.{m}" if key == "rss" else f"{key}.{m}" if "." in key else f"model.{m}.{key}"
+        for m in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
+            if name_of(m) in self.rates:
+                return self.rates[name_of(m)]
+        return self[fallback or name_of(model)]
 
 
 @dataclass
@@ -301,8 +301,7 @@ def _hf_item_s(i: Item, cal: Calibration, model: str) -> float:
         return i.in_mp * cal["hf.image_s_per_mp"]
     if i.modality == "video":
         return i.in_mp * cal[f"hf.video_in_s_per_mp.{i.dtype}"] + i.out_mp * cal[f"hf.video_out_s_per_mp.{i.dtype}"]
-    key = f"hf.audio_s_per_item.{model}"
-    return cal.rates.get(key) or next(v for k, v in cal.rates.items() if k.startswith("hf.audio_s_per_item."))
+    return cal.model_rate(model, "hf.audio_s_per_item")
 
 
 def _hf_working(i: Item, cal: Calibration) -> float:
@@ -324,7 +323,7 @@ def step_seconds(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
         out["dummy_s"] = sum(fill.values())
     path = plan.variant.mm.hash_byte_path
     out["hash_s"] = sum(i.nbytes / GiB * cal[f"hash_s_per_gib.{path}.{i.kind}"] for i in s.items) if s.hashed else 0.0
-    text = cal["hf.text_only_s"]
+    text = cal.model_rate(plan.model, "hf.text_only_s", "hf.text_only_s")  # Whisper's own, Qwen's has no suffix
     out["hf_text_only_s"] = s.text_only_calls * text
     out["hf_processor_s"] = out["hf_text_only_s"] + (
         text + sum(_hf_item_s(i, cal, plan.model) for i in s.hf_items) if s.hf_items else 0.0)
@@ -406,13 +405,13 @@ def predict(plan: Plan, cal: Calibration) -> Prediction:
                 "processing cache held": s.cache_before, **_step_peak(s, plan, cal)}
         peaks.append((sum(held.values()), s.name, held))
     if not budget:
-        loaded = {"base (imports, weights)": base + weights}
+        w = {"base (imports, weights)": base + weights}
         if plan.profile_item is not None:
-            peaks.append((0, "profile_run encoder", {**loaded, **_encoder_peak(plan, cal)}))
+            peaks.append((0, "profile_run encoder", {**w, **_encoder_peak(plan, cal)}))
         prof = [s.cache_after for s in plan.steps if s.phase == "profile_run"]
-        peaks.append((0, "profile_run text dummy run", {**loaded, "processing cache held": prof[-1] if prof else 0,
+        peaks.append((0, "profile_run text dummy run", {**w, "processing cache held": prof[-1] if prof else 0,
                                                          "text dummy run": cal.model_rate(m, "dummy_run_peak")}))
-        peaks.append((0, "end of start-up", {**loaded, "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte"),
+        peaks.append((0, "end of start-up", {**w, "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte"),
                                              "processing cache held": plan.cache_bytes_before_reset}))
         peaks = [(sum(h.values()), name, h) for _, name, h in peaks]
     if not budget and v.reset_at_end:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
@@ -19,7 +20,7 @@ from typing import Any, Optional
 
 from refimpl.analysis.cost_model import Calibration, Plan, Prediction, predict, startup_plan
 from refimpl.bench.schema import Result
-from refimpl.config import SUPPORTED_MODELS, CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.env import REPO_ROOT
@@ -122,9 +123,14 @@ def vllm_config(s: Settings) -> VllmConfig:
         raise ConfigError("min_pixels", f"<= max_pixels ({pixels['max_pixels']})", f"got {pixels['min_pixels']}")
     if s.frames is not None and s.frames < 1:
         raise ConfigError("frames", ">= 1 (or the row's cap)", f"got {s.frames}")
-    mc = ModelConfig(model, max_model_len=s.max_model_len, device="cpu", limit_mm_per_prompt=dict(s.limit_mm_per_prompt),
-                     mm_processor_kwargs=kw, mm_processor_cache_gb=s.mm_processor_cache_gb)
+    mc = ModelConfig(model, max_model_len=s.max_model_len, device="cpu",  # type: ignore[arg-type]  # None: derived
+                     limit_mm_per_prompt=dict(s.limit_mm_per_prompt), mm_processor_kwargs=kw,
+                     mm_processor_cache_gb=s.mm_processor_cache_gb)
     return VllmConfig(mc, SchedulerConfig(), CacheConfig())
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
 
 
 @lru_cache(maxsize=4)
@@ -140,8 +146,7 @@ def _measured_index(hardware: str) -> dict[tuple, dict]:
             runs = d["runs"]
             if runs:
                 key = (res.params["model"], runs[0]["max_model_len"], v)
-                med = lambda k: sorted(r[k] for r in runs)[len(runs) // 2]  # noqa: E731
-                out[key] = {"total_s": med("total_s"), "peak_rss_bytes": med("peak_rss_bytes"),
+                out[key] = {"total_s": _median(runs, "total_s"), "peak_rss_bytes": _median(runs, "peak_rss_bytes"),
                             "source": str(p.relative_to(REPO_ROOT)), "runs": len(runs)}
     return out
 

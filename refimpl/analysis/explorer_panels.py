@@ -43,9 +43,11 @@ class ExplorerPanel:
     """Controls by Settings field (``controls``), the output ``html``, the latest ``outputs``,
     ``timings``: (control, seconds from the change to the redrawn output) per change."""
 
-    def __init__(self, settings: Settings = Settings(), calibration: Optional[Calibration] = None,
+    def __init__(self, settings: Optional[Settings] = None, calibration: Optional[Calibration] = None,
                  no_calibration: str = ""):
-        self.calibration, self.no_calibration, self.timings = calibration, no_calibration, []
+        settings = settings or Settings()
+        self.calibration, self.no_calibration = calibration, no_calibration
+        self.timings: list[tuple[str, float]] = []
         lim = settings.limit_mm_per_prompt
         self.controls = {k: _box(c) for k, c in {
             "variant": W.Dropdown(options=ROWS, value=settings.variant, description="release row / variant"),
@@ -114,6 +116,7 @@ class WhisperPanel:
             "max_num_seqs": W.IntText(value=int(self.ref["max_num_seqs"]) if self.ref else 8, description="max_num_seqs"),
             "startup": W.Checkbox(value=False, description="count start-up calls (runner, KV check)"),
         }.items()}
+        self.gains: dict[str, float] = {}
         self.note, self.html, self.image = W.HTML(), W.HTML(), W.Image(format="png")
         self.controls["call_ms"].value = round(1e3 * self.measured_call_s("whisper-tiny.en")[0], 2)
         for name, c in self.controls.items():
@@ -188,7 +191,7 @@ class ExploreStudy:
     def why_none(self) -> str:
         return f"no calibration for this machine (results/{self.values['machine']}/calibration.json)"
 
-    def explorer(self, settings: Settings = Settings()) -> ExplorerPanel:
+    def explorer(self, settings: Optional[Settings] = None) -> ExplorerPanel:
         self.panel = ExplorerPanel(settings, self.calibration, self.why_none)
         return self.panel
 

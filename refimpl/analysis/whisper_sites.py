@@ -88,7 +88,7 @@ def measured_points(paths: Optional[list[Path]] = None, metric: str = "wall_s") 
             a, b = res.runs(c["over"]), res.runs(c["variant"])
             if not all("steps" in r for r in a + b):
                 continue
-            n = res.params.get("block_requests") or res.params.get("num_requests")
+            n = int(res.params.get("block_requests") or res.params["num_requests"])
             calls = sum(r["registry_calls"] for r in a)
             sched = _median(r["registry_calls"] for r in res.runs("0.10.2+#24866")) \
                 if "0.10.2+#24866" in res.variants else float("nan")
@@ -159,10 +159,10 @@ def gain_figure(model: SiteModel, points: list[dict], title: str = ""):
         ax.plot(s, 100 * g, color=colors[fix], label=f"model {fix}: {model.calls(fix):g} calls x "
                 f"{1e3 * model.registry_call_s:.1f} ms / serving time")
     for p in points:
-        style = dict(fmt="s" if p["gpu"] else "o", capsize=3, color=colors[p["fix"]],
-                     mfc="white" if p["hardware"].endswith("-shared") else colors[p["fix"]])
         ax.errorbar(p["step_s"], 100 * p["gain"], yerr=[[100 * (p["gain"] - p["low"])], [100 * (p["high"] - p["gain"])]],
-                    label=f"measured {p['fix']} ({p['hardware']})", **style)
+                    fmt="s" if p["gpu"] else "o", capsize=3, color=colors[p["fix"]],
+                    mfc="white" if p["hardware"].endswith("-shared") else colors[p["fix"]],
+                    label=f"measured {p['fix']} ({p['hardware']})")
     ax.axhline(100 * SEED_GAIN, color="grey", lw=0.8, ls=":", label="the seed's ~3% (#24989)")
     if not any(p["gpu"] for p in points):
         ax.text(0.01, 0.02, "no GPU run committed", transform=ax.transAxes, fontsize=8, style="italic")

@@ -36,6 +36,7 @@ import importlib
 import os
 import re
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -127,7 +128,7 @@ def _first_use(r: dict, models: tuple[str, ...]) -> None:
 def _fills(r: dict, size: int) -> None:
     for dt in VIDEO_DTYPES:
         shape = (size // (3 * np.dtype(dt).itemsize), 3)
-        r[f"fill_s_per_gib.{dt}"] = median_of(lambda: np.full(shape, 255, dtype=dt), n=2)[0] / (size / GiB)
+        r[f"fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=2)[0] / (size / GiB)
     r["fill_s_per_gib.float32"] = median_of(lambda: torch.zeros(size // 4), n=2)[0] / (size / GiB)
     side = int((size / 3) ** 0.5)
     s, _ = median_of(lambda: Image.new("RGB", (side, side), (255, 255, 255)), n=2)
@@ -140,7 +141,7 @@ def _hashes(r: dict, size: int) -> None:
     img = Image.new("RGB", (side, side), (255, 255, 255))
     for path in BYTE_PATHS:
         for kind, item, nbytes in (("ndarray", arr, arr.nbytes), ("image", img, side * side * 3)):
-            s, peak = measure(lambda: hash_kwargs_by(path, model_id="m", item=item))
+            s, peak = measure(partial(hash_kwargs_by, path, model_id="m", item=item))
             r[f"hash_s_per_gib.{path}.{kind}"] = s / (nbytes / GiB)
             r[f"hash_peak.{path}.{kind}"] = peak / nbytes
 
@@ -173,7 +174,7 @@ def _hf_qwen(r: dict, size: int, model: str) -> None:
         t, x = [], []
         for frames in (1, 2, 4):
             video = np.full((frames, vside, vside, 3), 255, dtype=dt)
-            s, peak = measure(lambda: call(text({"video": 1}), {"video": [video]}, {}))
+            s, peak = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))
             t.append(max(0.0, s - r["hf.text_only_s"]))
             x.append((frames * mp, -(-frames // 2) * 2 * mp))
         r[f"hf.video_peak_per_element.{dt}"] = peak / video.size
@@ -213,18 +214,18 @@ def _model(r: dict, model: str) -> None:
         for side in (896, 1792):
             g = side // 14
             batch = {"pixel_values_videos": torch.zeros(g * g, 1176), "video_grid_thw": torch.tensor([[1, g, g]])}
-            s, peak = measure(lambda: runner._run_encoder("video", batch))
+            s, peak = measure(partial(runner._run_encoder, "video", batch))
             points.append((g * g // 4, s, peak))
         (n1, s1, _), (n2, s2, p2) = points
         r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
         r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
         r[k + "encoder_peak_per_token"] = p2 / n2
-    del runner
     gc.collect()
 
 
 def _whisper(r: dict, model: str) -> None:
-    """One uncached ``get_encdec_max_encoder_len`` call and one HF feature-extractor pass (s)."""
+    """One uncached ``get_encdec_max_encoder_len`` call, a text-only HF call and the extra seconds of
+    one 30 s clip in it."""
     from refimpl.config import ModelConfig
     from refimpl.multimodal.registry import MultiModalRegistry
     mc, reg = ModelConfig(model, device="cpu"), MultiModalRegistry(0)
@@ -233,8 +234,11 @@ def _whisper(r: dict, model: str) -> None:
     fe = reg.create_processor(mc, disable_cache=True).info.get_feature_extractor()
     proc = importlib.import_module("refimpl.multimodal.whisper").build_hf_processor(model)
     audio = np.zeros(fe.chunk_length * fe.sampling_rate, dtype=np.float64)
-    r[f"hf.audio_s_per_item.{model}"] = median_of(lambda: proc(
-        text="<|startoftranscript|>", audio=[audio], sampling_rate=fe.sampling_rate, return_tensors="pt"), n=2)[0]
+    text = median_of(partial(proc, text="<|startoftranscript|>", return_tensors="pt"), n=3)[0]
+    r[f"hf.text_only_s.{model}"] = text
+    r[f"hf.audio_s_per_item.{model}"] = max(0.0, median_of(partial(
+        proc, text="<|startoftranscript|>", audio=[audio], sampling_rate=fe.sampling_rate, return_tensors="pt"), n=2)[0]
+        - text)
 
 
 def run_once(spec: CalibrateSpec, label: str) -> dict:

@@ -168,3 +168,22 @@ def test_every_row_predicts(cal):
         for row in STARTUP_VARIANTS:
             pred = cm.predict(cm.startup_plan(vc, row), cal)
             assert pred.total_s > 0 and pred.peak_rss_bytes > GiB, (model, row)
+
+
+def test_comparison_takes_a_50k_run_and_prints_from_the_command_line(tmp_path, capsys):
+    """A 50k run in the calibration's folder gets its rows; ``python -m refimpl.analysis.cost_check``
+    prints the table and the per-length counts; without a calibration it says so (exit 2)."""
+    runs = [{"variant": "rates", "rates": synthetic_rates(), "seconds": 20.0}]
+    result(CalibrateSpec(repeats=1), Trial({"rates": runs}), in_process=True).write(tmp_path / "calibration.json")
+    cal = cm.Calibration.load(tmp_path / "calibration.json")
+    (tmp_path / cal.hardware).mkdir()
+    src = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c-shared/startup_qwen2.5-vl-3b_50k.json")
+    src.write(tmp_path / cal.hardware / "startup_qwen2.5-vl-3b_50k.json")
+    rows = cost_check.compare(cal, cost_check.sources(cal, tmp_path))
+    assert {r.max_model_len for r in rows} == {50000} and {r.variant for r in rows} == set(src.variants)
+    assert any("50000, seconds" in line for line in cost_check.within_goal(rows))
+    assert cost_check.main(["--calibration", str(tmp_path / "calibration.json"), "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert cal.label in out and "max_model_len 50000, peak RSS" in out
+    assert cost_check.main(["--results", str(tmp_path / "none")]) == 2
+    assert "no calibration for this machine" in capsys.readouterr().err

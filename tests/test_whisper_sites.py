@@ -51,7 +51,11 @@ def test_the_sentences_name_the_quantities_and_the_other_fix(points):
 def test_panel_controls_change_the_gains(points):
     cal = cm.Calibration(synthetic_rates(), "cpu-synthetic-2c", "2026-01-01")
     panel = WhisperPanel(cal, points)
-    assert panel.controls["call_ms"].value == 9.0  # the calibration's whisper-tiny.en call
+    ref = ws.reference(points)
+    assert panel.controls["call_ms"].value == round(1e3 * ref["registry_call_s"], 2)  # measured while serving
+    panel.controls["model"].value = "whisper-large-v3"  # no paired run: the calibration's
+    assert panel.controls["call_ms"].value == 9.0
+    panel.controls["model"].value = ref["model"]
     measured_here = dict(panel.gains)
     panel.controls["step"].value = "typed in"
     panel.controls["step_ms"].value = 10.0

@@ -5,11 +5,18 @@ calibration's results/ folder and its ``-shared`` sibling (runs made while other
 pairs each prediction with the measured median: start-up total seconds and peak RSS, each
 budget call's seconds and the peak RSS. For seconds it names the part that misses most (the
 benches' parts, and the rest of the time as "other"). ``comparison_table`` renders the rows,
-headed by the calibration's label; ``GOAL`` is the error the model aims under.
+headed by the calibration's label; ``GOAL`` is the error the model aims under. Any committed
+max_model_len is taken (the 128k ladder, a 50k run when one is committed).
+
+    python -m refimpl.analysis.cost_check [--calibration results/<hw>/calibration.json] [--quiet-only]
+
+prints the table and, per max_model_len and metric, how many variants are within GOAL.
 """
 from __future__ import annotations
 
+import argparse
 import statistics
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -43,10 +50,10 @@ class Row:
         return self.predicted / self.measured - 1
 
 
-def sources(cal: Calibration, results_dir: Path = REPO_ROOT / "results") -> list[Path]:
+def sources(cal: Calibration, results_dir: Path = REPO_ROOT / "results", shared: bool = True) -> list[Path]:
     """The Qwen2.5-VL start-up and budget Results of ``cal``'s machine (its folder, then -shared)."""
     out: list[Path] = []
-    for folder in (cal.hardware, f"{cal.hardware}-shared"):
+    for folder in (cal.hardware, *([f"{cal.hardware}-shared"] if shared else [])):
         out += sorted((Path(results_dir) / folder).glob("startup_qwen*.json"))
         out += sorted((Path(results_dir) / folder).glob("budget_qwen*.json"))
     return out
@@ -84,7 +91,8 @@ def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
                 continue
             params = {**res.params, "max_model_len": runs[0].get("max_model_len", res.params.get("max_model_len"))}
             spec = spec_from_params(res.bench, params).replace(device="cpu")
-            vc, src, note = make_vllm_config(spec), str(Path(path).relative_to(REPO_ROOT)), _note(Path(path), runs)
+            src = str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else str(path)
+            vc, note = make_vllm_config(spec), _note(Path(path), runs)
             n = vc.model_config.max_model_len
             if res.bench == "startup":
                 pred = predict(startup_plan(vc, variant), cal)
@@ -116,3 +124,38 @@ def comparison_table(rows: list[Row], cal: Calibration) -> str:
                     fmt(r.metric, r.measured), fmt(r.metric, r.predicted), f"{100 * r.error:+.0f}%", miss])
     return md_table(["result", "max_model_len", "variant", "metric", "measured (median)", cal.label,
                      "error", f"largest part miss (beyond {100 * GOAL:.0f}%)"], out)
+
+
+def within_goal(rows: list[Row]) -> list[str]:
+    """Per (max_model_len, seconds or peak RSS): how many rows are within GOAL, and the worst."""
+    groups: dict[tuple[int, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.max_model_len, "peak RSS" if r.metric.endswith("bytes") else "seconds"), []).append(r)
+    out = []
+    for (n, kind), rs in sorted(groups.items()):
+        worst = max(rs, key=lambda r: abs(r.error))
+        out.append(f"max_model_len {n}, {kind}: {sum(abs(r.error) <= GOAL for r in rs)} of {len(rs)} within "
+                   f"{100 * GOAL:.0f}%; worst {worst.variant} {worst.metric} {100 * worst.error:+.0f}% ({worst.source})")
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Print the prediction-against-measurement table; 2 when there is no calibration."""
+    ap = argparse.ArgumentParser(prog="python -m refimpl.analysis.cost_check", description=__doc__.split("\n")[0])
+    ap.add_argument("--calibration", help="a calibration Result (default: results/<this machine>/calibration.json)")
+    ap.add_argument("--results", default=str(REPO_ROOT / "results"), help="the results/ folder to read")
+    ap.add_argument("--quiet-only", action="store_true", help="leave out the -shared folder (runs made under load)")
+    a = ap.parse_args(argv)
+    cal = Calibration.load(a.calibration) if a.calibration else Calibration.for_this_machine(Path(a.results))
+    if cal is None:
+        print("no calibration for this machine: run `refimpl bench calibrate` first", file=sys.stderr)
+        return 2
+    rows = compare(cal, sources(cal, Path(a.results), shared=not a.quiet_only))
+    print(comparison_table(rows, cal))
+    print()
+    print("\n".join(within_goal(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -98,7 +98,7 @@ def measured_points(paths: Optional[list[Path]] = None, metric: str = "wall_s") 
                         "steps": _median(r["steps"] for r in b), "requests": n,
                         "attempts_per_request": sched / n, "step_s": _median(r[metric] / r["steps"] for r in b),
                         "max_tokens": res.params.get("max_tokens"), "max_num_seqs": res.params.get("max_num_seqs"),
-                        "hardware": Path(p).parent.name, "gpu": bool(res.env.get("hardware", {}).get("gpu")),
+                        "model": res.params.get("model"), "hardware": Path(p).parent.name, "gpu": bool(res.env.get("hardware", {}).get("gpu")),
                         "source": str(Path(p).relative_to(REPO_ROOT)) if Path(p).is_relative_to(REPO_ROOT) else str(p)})
     return out
 

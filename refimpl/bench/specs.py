@@ -186,8 +186,8 @@ class CalibrateSpec(Spec):
     Written to results/<hardware>/calibration.json unless --output-json says otherwise."""
     name: ClassVar[str] = "calibrate"
     models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
-    repeats: int = 3  # fresh processes; the model reads their medians
-    size_mib: int = 128  # the arrays the byte rates are measured on (MiB)
+    repeats: int = 2  # fresh processes; the model reads their medians
+    size_mib: int = 64  # the arrays the byte rates are measured on (MiB)
     warmup: bool = False  # one untimed process first
 
     @property

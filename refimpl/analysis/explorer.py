@@ -32,6 +32,8 @@ from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant
 GiB, MiB = 1 << 30, 1 << 20
 ROWS = (*RELEASE_ROWS, *(n for n in STARTUP_VARIANTS if n not in RELEASE_ROWS))  # releases first
 LOCAL = "local HF directory"
+STYLE = ("<style>.explorer-table{border-collapse:collapse;margin:2px 0 10px}.explorer-table th,.explorer-table td"
+         "{padding:1px 8px;border-bottom:1px solid #ddd;text-align:left}</style>")
 
 
 @dataclass(frozen=True)
@@ -253,4 +255,4 @@ def render(o: Outputs) -> str:
                      f"(at {html.escape(p.peak_at)}){beside}</p>"
                      + _table(["part (predicted)", "seconds"], secs, "explorer-seconds")
                      + _table(["held at the peak (predicted)", "bytes"], rss, "explorer-rss"))
-    return "".join(parts) + took
+    return STYLE + "".join(parts) + took

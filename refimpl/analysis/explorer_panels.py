@@ -39,6 +39,11 @@ def _box(c: W.Widget) -> W.Widget:
     return c
 
 
+def _column(controls: dict[str, W.Widget]) -> W.VBox:
+    """The controls one under the other, never squeezed by the output beside them."""
+    return W.VBox(list(controls.values()), layout=W.Layout(min_width="440px", flex="0 0 auto"))
+
+
 class ExplorerPanel:
     """Controls by Settings field (``controls``), the output ``html``, the latest ``outputs``,
     ``timings``: (control, seconds from the change to the redrawn output) per change."""
@@ -68,7 +73,7 @@ class ExplorerPanel:
             c.observe(lambda change, name=name: self.update(name), names="value")
         self.html = W.HTML()
         self.update(None)
-        self.widget = W.HBox([W.VBox(list(self.controls.values())), self.html])
+        self.widget = W.HBox([_column(self.controls), self.html])
 
     def settings(self) -> Settings:
         c = {k: w.value for k, w in self.controls.items()}
@@ -122,8 +127,7 @@ class WhisperPanel:
         for name, c in self.controls.items():
             c.observe(lambda change, name=name: self.update(name), names="value")
         self.update(None)
-        self.widget = W.VBox([W.HBox([W.VBox(list(self.controls.values())), W.VBox([self.html, self.note])]),
-                              self.image])
+        self.widget = W.VBox([W.HBox([_column(self.controls), W.VBox([self.html, self.note])]), self.image])
 
     def measured_call_s(self, model: str) -> tuple[float, str]:
         """(seconds per registry call of ``model``, where it was measured): the committed paired

@@ -187,7 +187,7 @@ class CalibrateSpec(Spec):
     name: ClassVar[str] = "calibrate"
     models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
     repeats: int = 2  # fresh processes; the model reads their medians
-    size_mib: int = 64  # the arrays the byte rates are measured on (MiB)
+    size_mib: int = 128  # the arrays the rates are measured on (MiB); smaller ones overstate HF memory per element
     warmup: bool = False  # one untimed process first
 
     @property

@@ -169,11 +169,14 @@ class WhisperPanel:
 class ExploreStudy:
     """The notebook's one object: ``mode`` stored (the committed calibration of this machine, if
     any), quick (a one-process calibration here, small arrays) or full (``refimpl bench
-    calibrate``); both measured ones write ``<out_dir>/calibration.json``."""
+    calibrate``); both measured ones write ``<out_dir>/calibration.json``. ``calibration``: a
+    calibration.json stored mode reads instead of this machine's."""
     values_name = "values_explore.json"
 
-    def __init__(self, mode: str = "stored", quick: Optional[bool] = None, out_dir: str | Path = "reports/latest"):
+    def __init__(self, mode: str = "stored", quick: Optional[bool] = None, out_dir: str | Path = "reports/latest",
+                 calibration: Optional[str | Path] = None):
         self.mode = mode if quick is None else "quick" if quick else "full"
+        self.calibration_path = calibration
         if self.mode not in MODES:
             raise ConfigError("mode", MODES, f"unknown mode {self.mode!r}")
         self.out_dir = Path(out_dir)
@@ -183,7 +186,7 @@ class ExploreStudy:
 
     def _calibration(self) -> Optional[Calibration]:
         if self.mode == "stored":
-            return Calibration.for_this_machine()
+            return Calibration.load(self.calibration_path) if self.calibration_path else Calibration.for_this_machine()
         spec = CalibrateSpec(repeats=1, size_mib=32) if self.mode == "quick" else CalibrateSpec()
         out = self.out_dir / "calibration.json"
         t0 = time.perf_counter()

@@ -47,15 +47,15 @@ def no_big_arrays(monkeypatch):
 
 def test_explore_makes_no_hf_pass_and_allocates_nothing_big(cal, no_big_arrays):
     explore(Settings(max_model_len=16384), cal)  # configs read and processors' info built once
-    before = (cm._REG.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-              cm._REG.stats.dummy_s, cm._REG.stats.hash_s)
+    before = (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+              cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s)
     tracemalloc.start()
     outs = [explore(Settings(variant=v, max_model_len=n), cal) for v in ("0.9.0", "0.11.1") for n in (None, 50000)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert all(o.error is None for o in outs)
-    assert (cm._REG.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-            cm._REG.stats.dummy_s, cm._REG.stats.hash_s) == before
+    assert (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+            cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s) == before
     assert peak < 4 * MiB, peak  # the 128k dummy video alone is 3.4 GiB as int64
 
 

@@ -18,7 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
-from refimpl.analysis.cost_model import Calibration, Plan, Prediction, predict, startup_plan
+from refimpl.analysis.cost_model import REGISTRY, Calibration, Plan, Prediction, predict, startup_plan
 from refimpl.bench.schema import Result
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
@@ -165,7 +165,7 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
             v = replace(v, mm=replace(v.mm, max_frames_per_video=s.frames))
         mc = vc.model_config
         out.model, out.reproduces = mc.model, v.reproduces
-        out.max_tokens_per_item = wc.max_tokens_per_item(mc, v, mm_registry=_registry())
+        out.max_tokens_per_item = wc.max_tokens_per_item(mc, v, mm_registry=REGISTRY)
         enabled = {m: n for m, n in out.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
         out.encoder_budget = compute_mm_encoder_budget(vc.scheduler_config, enabled)
         out.plan = startup_plan(vc, v)
@@ -182,12 +182,6 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
         out.plan = None
     out.elapsed_s = time.perf_counter() - t0
     return out
-
-
-@lru_cache(maxsize=1)
-def _registry():
-    from refimpl.analysis.cost_model import _REG
-    return _REG
 
 
 def _shape(item) -> str:

@@ -24,7 +24,8 @@ megapixel, memory in bytes per byte or element; keys as ``RATE_KEYS`` documents 
 
 The Result (bench "calibrate", one label ``rates``, a run per process, the medians in its
 summary) goes to results/<hardware folder>/calibration.json by default (``default_out``).
-No vLLM counterpart. Left out: GPU rates (the rates are the CPU's; the model's GPU phases are not
+The refimpl modules a start-up imports are imported inside the measuring functions, after
+``_first_use`` has timed their first import. No vLLM counterpart. Left out: GPU rates (the rates are the CPU's; the model's GPU phases are not
 predicted), transparent huge pages on (the benches turn numpy's madvise off).
 """
 from __future__ import annotations

@@ -13,6 +13,13 @@
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
 #   make lab           JupyterLab at the repository root, opening notebooks/ (the executed reports are
 #                      under reports/; LAB_FLAGS=... adds flags; --allow-root as root)
+#   make explore       notebooks/00_explore.ipynb as a standalone page (voila, 127.0.0.1:8866)
+#   make calibrate     the cost model's rates on this machine (about a minute; run it on a quiet
+#                      machine) -> results/<hardware>/calibration.json; make cost-check prints the
+#                      predicted-against-measured table of the committed start-up and budget runs
+#   make browser-deps  apt-get installs Debian's chromium and chromium-driver where missing: the
+#                      explorer's real-browser test (tests/test_explorer_browser.py, part of
+#                      `make test`) drives them through selenium and is skipped without them
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
 # .venv gets `pip install -c constraints.txt -e ".[lab,weights]"`: the core dependencies as
@@ -33,7 +40,8 @@ PYTEST_ARGS ?=
 # start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test test-fast user-tests soak report report-quick lab clean distclean
+.PHONY: .venv setup lint test test-fast user-tests soak report report-quick lab explore calibrate cost-check \
+	browser-deps clean distclean
 
 .venv setup: $(STAMP)
 
@@ -103,6 +111,23 @@ LAB_FLAGS   ?=
 lab: $(STAMP)
 	$(abspath $(BIN))/jupyter lab --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/notebooks \
 		$(ALLOW_ROOT) $(LAB_FLAGS)
+
+explore: $(STAMP)
+	$(BIN)/voila notebooks/00_explore.ipynb --Voila.ip=127.0.0.1 --port=8866 --no-browser
+
+calibrate: $(STAMP)
+	$(BIN)/refimpl bench calibrate
+
+cost-check: $(STAMP)
+	$(BIN)/python -m refimpl.analysis.cost_check
+
+# sudo only where not root; nothing is installed when both are on PATH already.
+SUDO        := $(if $(filter 0,$(shell id -u)),,sudo)
+
+browser-deps:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null \
+		&& echo "browser-deps: chromium and chromedriver present" \
+		|| { $(SUDO) apt-get update && $(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver; }
 
 clean:
 	rm -rf reports build .pytest_cache .hypothesis .mypy_cache .ruff_cache

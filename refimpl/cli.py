@@ -12,17 +12,19 @@ from typing import Annotated, Optional
 
 import tyro
 
-from refimpl.bench import trial
+from refimpl.bench import calibrate, trial
 from refimpl.bench.fresh import bench_module
 from refimpl.bench.specs import SPECS, Spec
 from refimpl.errors import RefimplError
 
-USAGE = """usage: refimpl bench {startup,serve,wer} [FLAGS]   (refimpl bench NAME --help lists them)
+USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
        refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
 
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
   bench wer       word error rate of the real whisper-tiny.en weights on the speech clips
+  bench calibrate the start-up cost model's rates on this machine (about a minute)
+                  -> results/<hardware>/calibration.json
   report          run every notebook headless and write reports/latest/
 Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
@@ -49,7 +51,8 @@ def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
 
 def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
     """Run ``spec`` as the command line does; its exit status."""
-    name, path = f"refimpl bench {spec.name}", Path(out) if out else trial.default_out(spec)
+    name = f"refimpl bench {spec.name}"
+    path = Path(out) if out else calibrate.default_out() if spec.name == "calibrate" else trial.default_out(spec)
     try:
         res = trial.run(spec, in_process=in_process, out=path)
     except RefimplError as e:

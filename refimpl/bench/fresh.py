@@ -27,7 +27,8 @@ from refimpl.errors import RefimplError
 
 REFIMPL_ERROR_EXIT = 3
 PARENT_PID_ENV = "REFIMPL_PARENT_PID"
-MODULES = {"startup": "refimpl.bench.startup", "serve": "refimpl.bench.serve", "wer": "refimpl.bench.wer"}
+MODULES = {"startup": "refimpl.bench.startup", "serve": "refimpl.bench.serve", "wer": "refimpl.bench.wer",
+           "calibrate": "refimpl.bench.calibrate"}
 WORKER = "refimpl.bench.fresh"
 
 

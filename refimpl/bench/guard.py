@@ -17,9 +17,17 @@ from typing import Optional
 import psutil
 
 from refimpl.bench import memory
-from refimpl.bench.specs import CHOICES, HF, ServeSpec, Spec, StartupSpec
+from refimpl.bench.specs import CHOICES, HF, CalibrateSpec, ServeSpec, Spec, StartupSpec
 from refimpl.bench.startup import make_vllm_config
-from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig, check_model, resolve_device
+from refimpl.config import (
+    SUPPORTED_MODELS,
+    CacheConfig,
+    ModelConfig,
+    SchedulerConfig,
+    VllmConfig,
+    check_model,
+    resolve_device,
+)
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
@@ -29,7 +37,8 @@ from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 GiB = memory.GiB
 MEMORY_WAIT_S = 300.0  # how long a run waits for memory other processes hold before it is refused
 AT_LEAST = {"repeats": 1, "calls": 1, "max_model_len": 1, "num_requests": 1, "max_tokens": 1,
-            "max_num_seqs": 1, "num_gpu_blocks": 1, "warmup_requests": 0, "max_new_tokens": 1}
+            "max_num_seqs": 1, "num_gpu_blocks": 1, "warmup_requests": 0, "max_new_tokens": 1,
+            "size_mib": 16}
 ABOVE_ZERO = ("budget_s", "rate")
 # (field, its neutral value, the other field, the other's values that allow any value)
 CONFLICTS = (("reset_scope", "v0.9.0", "process_mode", ("mp",)),
@@ -60,9 +69,14 @@ def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool 
         if name in values and other in values and values[name] != neutral and values[other] not in allowed:
             raise ConfigError(name, f"only with {other} {' or '.join(allowed)}",
                               f"got {name}={values[name]!r} with {other}={values[other]!r}")
-    _labels(s, bench)
-    if "model" in values:
-        check_model(s.model)
+    if isinstance(s, CalibrateSpec):
+        unknown = [m for m in s.models if m not in SUPPORTED_MODELS]
+        if unknown or not s.models:
+            raise UnknownModelError("models", SUPPORTED_MODELS, f"got {' '.join(unknown) or 'none'}")
+    else:
+        _labels(s, bench)
+        if "model" in values:
+            check_model(s.model)
     if isinstance(s, ServeSpec):
         _serve(s)
     if isinstance(s, StartupSpec):

@@ -20,7 +20,7 @@ from refimpl.variants import legacy_name
 
 SCHEMA_VERSION = 2
 BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
-           "workload", "wer")
+           "workload", "wer", "calibrate")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
 _OPTIONAL = ("missing", "comparisons")
 

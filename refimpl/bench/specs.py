@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Optional
 
+from refimpl.config.model import SUPPORTED_MODELS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
 HF = "hf-generate"  # transformers' generate() in static batches: the serving benches' baseline
@@ -178,9 +179,25 @@ class WerSpec(Spec):
         return {"model": self.model, "variants": [self.model], "max_new_tokens": self.max_new_tokens}
 
 
+@dataclass(frozen=True, kw_only=True)
+class CalibrateSpec(Spec):
+    """The start-up cost model's rates on this machine (refimpl/analysis/cost_model.py): small
+    arrays and a few small HF-processor calls, each run a fresh process; about a minute.
+    Written to results/<hardware>/calibration.json unless --output-json says otherwise."""
+    name: ClassVar[str] = "calibrate"
+    models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
+    repeats: int = 2  # fresh processes; the model reads their medians
+    size_mib: int = 128  # the arrays the rates are measured on (MiB); smaller ones overstate HF memory per element
+    warmup: bool = False  # one untimed process first
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("rates",)
+
+
 CHOICES = {"process_mode": ("inproc", "mp"), "reset_scope": ("v0.9.0", "all"), "numpy_hugepage": ("off", "on"),
            "device": ("auto", "cpu", "cuda"), "design": tuple(DESIGNS), "against": ("previous", "first")}
-SPECS: dict[str, type[Spec]] = {s.name: s for s in (StartupSpec, ServeSpec, WerSpec)}
+SPECS: dict[str, type[Spec]] = {s.name: s for s in (StartupSpec, ServeSpec, WerSpec, CalibrateSpec)}
 
 
 def _fields(cls: type, params: dict[str, Any]) -> dict[str, Any]:

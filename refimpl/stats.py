@@ -55,10 +55,6 @@ class Interval:
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
 
-    def as_dict(self) -> dict[str, float | bool]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high,
-                "confidence": self.confidence, "resolved": self.resolved}
-
 
 def _interval(estimate: float, boot: np.ndarray, confidence: float, null: float) -> Interval:
     if not 0 < confidence < 1:
@@ -102,13 +98,17 @@ def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference"
     return _interval(np.median(d), _resample_medians(d, np.random.default_rng(seed), n_boot), confidence, null)
 
 
-def compare(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    """median(a) / median(b) with its 95% interval and a ``state``: no ratio without runs, no
-    interval from one run a side, never resolved below MIN_PAIRS runs a side."""
+def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
+            min_n: int = 1) -> dict[str, Any]:
+    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
+    smaller side), "state"}; no estimate below ``min_n`` runs a side, never resolved below
+    MIN_PAIRS."""
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
     if n == 0:
-        return out | {"state": "no runs"}
+        return out | {"state": "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"}
+    if n < min_n:
+        return out | {"state": f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"}
     if n < 2:
         return out | {"estimate": median(a) / median(b), "state": f"not resolved ({n} run a side)"}
     ci = ratio_of_medians(a, b)
@@ -126,7 +126,7 @@ def ratio_lines(title: str, values: dict[str, list[float]], ratios: bool = True)
                                  if s else "no finished run"))
     first = next(iter(values))
     for v, xs in list(values.items())[1:] if ratios else ():
-        c = compare(xs, values[first])
+        c = compare(xs, values[first], v, first)
         ci = f" [{c['low']:.3f}, {c['high']:.3f}] (95% CI)" if c["low"] is not None else ""
         out.append(f"  {v} / {first}: " + (f"{c['estimate']:.3f}{ci}, " if c["estimate"] is not None else "")
                    + c["state"])

@@ -21,7 +21,7 @@ from refimpl.bench.schema import Result
 from refimpl.bench.specs import Spec
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError
-from refimpl.stats import MIN_PAIRS, median, ratio_of_medians, summarize
+from refimpl.stats import compare, summarize
 from refimpl.variants import LEGACY_NAMES
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -44,27 +44,6 @@ def spread(values: Sequence[float]) -> str:
         return "-"
     s = summarize(values)
     return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
-
-
-def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
-            min_n: int = 1) -> dict:
-    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
-    smaller side), "state"}. No estimate below ``min_n`` runs a side; fewer than MIN_PAIRS
-    runs a side is never "resolved"."""
-    n = min(len(a), len(b))
-    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
-    if n == 0:
-        out["state"] = "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"
-    elif n < min_n:
-        out["state"] = f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"
-    elif n < 2:
-        out.update(estimate=median(a) / median(b), state=f"not resolved ({n} run a side)")
-    else:
-        ci = ratio_of_medians(a, b)
-        out.update(estimate=ci.estimate, low=ci.low, high=ci.high,
-                   state=(f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
-                          else "resolved" if ci.resolved else "unresolved (interval holds 1)"))
-    return out
 
 
 def ratio_md(comparisons: dict[str, dict], label: str) -> str:

@@ -1,8 +1,5 @@
-"""The machine and software a result was measured on: every result JSON's ``env``.
-
-torch's ``collect_env.get_env_info()`` without its pip / conda subprocesses, plus the CPU, RAM
-(psutil), git commit, torch's threads and the versions of the libraries the figures depend on.
-"""
+"""The machine and software of a result (its ``env``): torch's ``get_env_info()`` without pip / conda,
+the CPU, RAM, git commit, torch's threads and the libraries' versions."""
 from __future__ import annotations
 
 import contextlib
@@ -77,9 +74,8 @@ def _versions() -> dict[str, Optional[str]]:
 
 
 def collect_env() -> dict[str, Any]:
-    """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's; ``cpu``, ``ram_bytes``,
-    ``gpu`` or None, ``platform``, ``hostname``), ``versions``, ``git``, ``torch_num_threads``,
-    ``thread_env`` and ``torch_env``. Never raises for a missing GPU, git or tool."""
+    """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's), ``versions``, ``git``, threads
+    and ``torch_env``; never raises for a missing GPU, git or tool."""
     tenv = torch_env_info()
     cpu = {"model": cpu_model(), "logical_cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False)}
     gpu = None
@@ -96,8 +92,7 @@ def collect_env() -> dict[str, Any]:
 
 
 def result_env(runs: dict[str, list[dict]], device: Optional[str], in_process: bool) -> dict[str, Any]:
-    """A Result's env: ``collect_env()`` with ``device``, ``in_process`` and, where the runs
-    recorded them (fresh processes), their threads, device and transparent huge pages."""
+    """``collect_env()`` with ``device``, ``in_process`` and the runs' threads, device and huge pages."""
     env = collect_env() | {"device": resolve_device(device or "auto"), "in_process": in_process}
     for key in ("torch_num_threads", "device", "thp"):
         found = next((r[key] for rs in runs.values() for r in rs if key in r), None)

@@ -1,9 +1,5 @@
-"""Medians, spread and bootstrap confidence intervals for every table, figure and bench line.
-
-Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) with a fixed seed, so a table rebuilt
-from the same runs shows the same interval. Raises ValueError for no values, a non-finite
-value, paired samples of unequal length, or a ratio whose denominator (median) is zero.
-"""
+"""Medians, spread and percentile-bootstrap intervals (fixed seed: a rebuilt table shows the same
+interval). ValueError for no values, a non-finite one, unequal pairs or a zero denominator."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +35,7 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate and its bootstrap interval; ``resolved``: the interval excludes ``null``
-    (1 for a ratio, 0 for a difference)."""
+    """An estimate and its bootstrap interval; ``resolved``: it excludes ``null`` (1 ratio, 0 difference)."""
     estimate: float
     low: float
     high: float
@@ -82,8 +77,7 @@ def ratio_of_medians(a: Iterable[float], b: Iterable[float], *, confidence: floa
 
 def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference", "ratio"] = "difference",
            confidence: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
-    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``); each bootstrap round resamples
-    whole pairs (same round of an A B B A design)."""
+    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``), resampling whole pairs."""
     xa, xb = _array(a, "a"), _array(b, "b")
     if xa.size != xb.size:
         raise ValueError(f"paired samples differ in length: {xa.size} != {xb.size}")

@@ -63,14 +63,10 @@ def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def _versions() -> dict[str, Optional[str]]:
-    out: dict[str, Optional[str]] = {"python": platform.python_version()}
-    for pkg in VERSIONED:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out | {"torch_runtime": torch.__version__}
+def _version(pkg: str) -> Optional[str]:
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(pkg)
+    return None
 
 
 def collect_env() -> dict[str, Any]:
@@ -86,8 +82,10 @@ def collect_env() -> dict[str, Any]:
                "cuda": torch.version.cuda}
     hardware = {"name": gpu["name"] if gpu else cpu["model"], "cpu": cpu, "ram_bytes": int(psutil.virtual_memory().total),
                 "gpu": gpu, "platform": platform.platform(), "hostname": platform.node()}
+    versions = {"python": platform.python_version(), **{p: _version(p) for p in VERSIONED},
+                "torch_runtime": torch.__version__}
     return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "hardware": hardware,
-            "versions": _versions(), "git": git_info(), "torch_num_threads": torch.get_num_threads(),
+            "versions": versions, "git": git_info(), "torch_num_threads": torch.get_num_threads(),
             "thread_env": {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}, "torch_env": tenv}
 
 

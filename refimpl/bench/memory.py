@@ -22,11 +22,8 @@ from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 
 GiB = 1 << 30
-# Calibrated against peak RSS at max_model_len 50000: refimpl bench startup --calls 2 --repeats 1
-#   --no-warmup --max-model-len 50000 --variants 0.8.5 0.9.0 0.9.0+#19484 0.9.0+#24925 0.9.0+uint8
-# interpreter, torch, transformers, the small engine, the dummy image and its copies: 2.25 GiB
-# makes the 128k 0.9.0 estimate (17.7 GiB) what was measured; at 1.5 GiB a run passed the
-# check and was OOM-killed on the shared machine.
+# interpreter, torch, transformers, the small engine, the dummy image and its copies; calibrated on
+# peak RSS (`bench startup --calls 2` at max_model_len 50000): 0.9.0 at 128k then estimates 17.7 GiB
 BASE_BYTES = 9 * GiB // 4
 HASH_COPIES = {"v0.8.5": 1, "v0.9.0": 3, "v0.9.2": 2, "stream": 0}
 SERVING_MARGIN_BYTES = GiB // 2  # one step's activations and encoder output

@@ -16,14 +16,10 @@ PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s"
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
 
 
-def finding_pair() -> tuple[str, str]:
-    """(vLLM 0.8.5's row, 0.9.0's row) of STARTUP_VARIANTS."""
-    vs = list(STARTUP_VARIANTS.values())
-    return (next(v.name for v in vs if not v.cache_during_profiling),
-            next(v.name for v in vs if v.cache_during_profiling and v.mm.hash_byte_path == "v0.9.0"))
-
-
-BEFORE, AFTER = finding_pair()
+# vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
+BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
+AFTER = next(v.name for v in STARTUP_VARIANTS.values()
+             if v.cache_during_profiling and v.mm.hash_byte_path == "v0.9.0")
 
 
 def measured(res: Result) -> list[str]:

@@ -20,10 +20,7 @@ from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
 MODEL = WerSpec().model
-
-
-def normalize(text: str) -> str:
-    return EnglishTextNormalizer({})(text)
+normalize = EnglishTextNormalizer({})
 
 
 def clip_references() -> dict[str, str]:

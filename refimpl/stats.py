@@ -100,7 +100,7 @@ def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: s
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
     if n == 0:
-        return out | {"state": "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"}
+        return out | {"state": f"no runs of {a_name if not a else b_name}" if a or b else "no runs a side"}
     if n < min_n:
         return out | {"state": f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"}
     if n < 2:

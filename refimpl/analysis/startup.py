@@ -82,7 +82,8 @@ class StartupStudy(Study):
             "runs": {v: len(r["runs"]) for v, r in res.variants.items()},
             **{k: {v: x.get(k) for v, x in first.items()} for k in RECORDED},
             "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
-            "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res), "finding": f"{AFTER} / {BEFORE}",
+            "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res),
+            "finding": f"{AFTER} / {BEFORE}",
             "hashing": T.hashing_share(res) if T.has_parts(res) else None})
         return res
 

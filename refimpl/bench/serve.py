@@ -139,8 +139,8 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
         if wait > 0:
             time.sleep(wait)
         tb = time.perf_counter()
-        feats = torch.stack([processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0]["input_features"]
-                             for w in batch]).to(model.device, model.dtype)
+        items = [processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0] for w in batch]
+        feats = torch.stack([x["input_features"] for x in items]).to(model.device, model.dtype)
         n_tok += sum(len(r) for r in hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=stop_at_eos))
         t = time.perf_counter()
         batch_s.append(t - tb)

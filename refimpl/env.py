@@ -1,8 +1,5 @@
-"""The machine and software a result was measured on: every result JSON's ``env``.
-
-torch's ``collect_env.get_env_info()`` without its pip / conda subprocesses, plus the CPU, RAM
-(psutil), git commit, torch's threads and the versions of the libraries the figures depend on.
-"""
+"""The machine and software of a result (its ``env``): torch's ``get_env_info()`` without pip / conda,
+the CPU, RAM, git commit, torch's threads and the libraries' versions."""
 from __future__ import annotations
 
 import contextlib
@@ -66,20 +63,15 @@ def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
 
 
-def _versions() -> dict[str, Optional[str]]:
-    out: dict[str, Optional[str]] = {"python": platform.python_version()}
-    for pkg in VERSIONED:
-        try:
-            out[pkg] = metadata.version(pkg)
-        except metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out | {"torch_runtime": torch.__version__}
+def _version(pkg: str) -> Optional[str]:
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(pkg)
+    return None
 
 
 def collect_env() -> dict[str, Any]:
-    """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's; ``cpu``, ``ram_bytes``,
-    ``gpu`` or None, ``platform``, ``hostname``), ``versions``, ``git``, ``torch_num_threads``,
-    ``thread_env`` and ``torch_env``. Never raises for a missing GPU, git or tool."""
+    """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's), ``versions``, ``git``, threads
+    and ``torch_env``; never raises for a missing GPU, git or tool."""
     tenv = torch_env_info()
     cpu = {"model": cpu_model(), "logical_cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False)}
     gpu = None
@@ -90,14 +82,15 @@ def collect_env() -> dict[str, Any]:
                "cuda": torch.version.cuda}
     hardware = {"name": gpu["name"] if gpu else cpu["model"], "cpu": cpu, "ram_bytes": int(psutil.virtual_memory().total),
                 "gpu": gpu, "platform": platform.platform(), "hostname": platform.node()}
+    versions = {"python": platform.python_version(), **{p: _version(p) for p in VERSIONED},
+                "torch_runtime": torch.__version__}
     return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "hardware": hardware,
-            "versions": _versions(), "git": git_info(), "torch_num_threads": torch.get_num_threads(),
+            "versions": versions, "git": git_info(), "torch_num_threads": torch.get_num_threads(),
             "thread_env": {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}, "torch_env": tenv}
 
 
 def result_env(runs: dict[str, list[dict]], device: Optional[str], in_process: bool) -> dict[str, Any]:
-    """A Result's env: ``collect_env()`` with ``device``, ``in_process`` and, where the runs
-    recorded them (fresh processes), their threads, device and transparent huge pages."""
+    """``collect_env()`` with ``device``, ``in_process`` and the runs' threads, device and huge pages."""
     env = collect_env() | {"device": resolve_device(device or "auto"), "in_process": in_process}
     for key in ("torch_num_threads", "device", "thp"):
         found = next((r[key] for rs in runs.values() for r in rs if key in r), None)

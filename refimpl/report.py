@@ -38,8 +38,7 @@ CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the inj
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
-    """``out`` resolved and empty: deleted first when strictly inside ``reports_dir`` (links
-    resolved). Raises ValueError, deleting nothing, for a non-empty folder elsewhere."""
+    """``out`` resolved and empty: emptied only strictly inside ``reports_dir``, else ValueError."""
     out, reports = Path(out).resolve(), Path(reports_dir).resolve()
     if out.exists():
         if out != reports and out.is_relative_to(reports):
@@ -52,8 +51,7 @@ def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
 
 
 def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None, progress: bool = False) -> Path:
-    """Run one notebook (kernel python3, cwd notebooks/); save .ipynb and .html. Raises
-    papermill's PapermillExecutionError when a cell fails (the partial notebook is saved)."""
+    """Run one notebook (cwd notebooks/), save .ipynb and .html; papermill's error when a cell fails."""
     out = out_dir / nb.name
     pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(nb.parent),
                         progress_bar=False, log_output=progress, execution_timeout=timeout_s)
@@ -63,9 +61,7 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
 
 def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
-    """summary.md from the JSONs in ``out_dir`` (the notebooks' ``mode``); ``finished`` /
-    ``failed`` (name -> error) list the notebooks, a failed one with the path of its partial
-    notebook."""
+    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks."""
     parts = [f"# refimpl report ({mode} mode, device {device})", ""]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
@@ -119,8 +115,7 @@ def select_notebooks(names: list[str] | None) -> list[Path]:
 
 
 def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
-    """``-p NAME=VALUE`` per notebook that declares NAME; ConfigError ("parameters") for a NAME
-    none of ``nbs`` declares, or a pair without '='."""
+    """``-p NAME=VALUE`` per notebook that declares NAME; ConfigError ("parameters") otherwise."""
     declared = {nb: pm.inspect_notebook(str(nb)) for nb in nbs}
     out: dict[Path, dict] = {nb: {} for nb in nbs}
     for pair in pairs:
@@ -192,8 +187,7 @@ def clock(seconds: float) -> str:
 
 
 class ProgressHandler(logging.Handler):
-    """papermill's ``log_output`` records of one notebook as lines on ``stream`` (stderr): one
-    per code cell started, and each line of the kernel's stderr (WARNING records)."""
+    """papermill's records of one notebook as lines on ``stream``: each code cell started, kernel stderr."""
 
     def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
         super().__init__(logging.INFO)

@@ -1,9 +1,5 @@
-"""Medians, spread and bootstrap confidence intervals for every table, figure and bench line.
-
-Percentile bootstrap (Efron & Tibshirani 1993, ch. 13) with a fixed seed, so a table rebuilt
-from the same runs shows the same interval. Raises ValueError for no values, a non-finite
-value, paired samples of unequal length, or a ratio whose denominator (median) is zero.
-"""
+"""Medians, spread and percentile-bootstrap intervals (fixed seed: a rebuilt table shows the same
+interval). ValueError for no values, a non-finite one, unequal pairs or a zero denominator."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,8 +35,7 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
 
 @dataclass(frozen=True)
 class Interval:
-    """An estimate and its bootstrap interval; ``resolved``: the interval excludes ``null``
-    (1 for a ratio, 0 for a difference)."""
+    """An estimate and its bootstrap interval; ``resolved``: it excludes ``null`` (1 ratio, 0 difference)."""
     estimate: float
     low: float
     high: float
@@ -54,10 +49,6 @@ class Interval:
 
     def contains(self, x: float) -> bool:
         return self.low <= x <= self.high
-
-    def as_dict(self) -> dict[str, float | bool]:
-        return {"estimate": self.estimate, "low": self.low, "high": self.high,
-                "confidence": self.confidence, "resolved": self.resolved}
 
 
 def _interval(estimate: float, boot: np.ndarray, confidence: float, null: float) -> Interval:
@@ -86,8 +77,7 @@ def ratio_of_medians(a: Iterable[float], b: Iterable[float], *, confidence: floa
 
 def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference", "ratio"] = "difference",
            confidence: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED) -> Interval:
-    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``); each bootstrap round resamples
-    whole pairs (same round of an A B B A design)."""
+    """Median of the per-pair ``a_i - b_i`` (or ``a_i / b_i``), resampling whole pairs."""
     xa, xb = _array(a, "a"), _array(b, "b")
     if xa.size != xb.size:
         raise ValueError(f"paired samples differ in length: {xa.size} != {xb.size}")
@@ -102,13 +92,17 @@ def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference"
     return _interval(np.median(d), _resample_medians(d, np.random.default_rng(seed), n_boot), confidence, null)
 
 
-def compare(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    """median(a) / median(b) with its 95% interval and a ``state``: no ratio without runs, no
-    interval from one run a side, never resolved below MIN_PAIRS runs a side."""
+def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
+            min_n: int = 1) -> dict[str, Any]:
+    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
+    smaller side), "state"}; no estimate below ``min_n`` runs a side, never resolved below
+    MIN_PAIRS."""
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
     if n == 0:
-        return out | {"state": "no runs"}
+        return out | {"state": f"no runs of {a_name if not a else b_name}" if a or b else "no runs a side"}
+    if n < min_n:
+        return out | {"state": f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"}
     if n < 2:
         return out | {"estimate": median(a) / median(b), "state": f"not resolved ({n} run a side)"}
     ci = ratio_of_medians(a, b)
@@ -126,7 +120,7 @@ def ratio_lines(title: str, values: dict[str, list[float]], ratios: bool = True)
                                  if s else "no finished run"))
     first = next(iter(values))
     for v, xs in list(values.items())[1:] if ratios else ():
-        c = compare(xs, values[first])
+        c = compare(xs, values[first], v, first)
         ci = f" [{c['low']:.3f}, {c['high']:.3f}] (95% CI)" if c["low"] is not None else ""
         out.append(f"  {v} / {first}: " + (f"{c['estimate']:.3f}{ci}, " if c["estimate"] is not None else "")
                    + c["state"])

@@ -1,9 +1,5 @@
-"""What the notebooks show, as functions of a Result: tables, figures, stored results, recorded values.
-
-A study (``Study`` subclass, one per notebook) runs in one of ``MODES``: ``stored`` reads the
-committed ``results/<hardware>/`` JSON and measures nothing; ``quick`` is a small run here;
-``full`` re-measures. Every bench call of a study goes through ``Study.obtain``.
-"""
+"""What the notebooks show, as functions of a Result; ``Study``: one per notebook, in one of ``MODES``
+(``stored`` reads results/<hardware>/, ``quick`` and ``full`` measure here through ``Study.obtain``)."""
 from __future__ import annotations
 
 import json
@@ -21,7 +17,7 @@ from refimpl.bench.schema import Result
 from refimpl.bench.specs import Spec
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError
-from refimpl.stats import MIN_PAIRS, median, ratio_of_medians, summarize
+from refimpl.stats import compare, summarize
 from refimpl.variants import LEGACY_NAMES
 
 RESULTS_DIR = REPO_ROOT / "results"
@@ -38,33 +34,12 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(fmt(x) for x in r) + " |" for r in rows])
 
 
-def spread(values: Sequence[float]) -> str:
+def spread(values: Sequence[float], fmt: str = ".3g") -> str:
     """'median [min, max]' of ``values`` ('-' when empty)."""
     if not values:
         return "-"
     s = summarize(values)
-    return f"{s['median']:.3g} [{s['min']:.3g}, {s['max']:.3g}]"
-
-
-def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
-            min_n: int = 1) -> dict:
-    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
-    smaller side), "state"}. No estimate below ``min_n`` runs a side; fewer than MIN_PAIRS
-    runs a side is never "resolved"."""
-    n = min(len(a), len(b))
-    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
-    if n == 0:
-        out["state"] = "no runs a side" if not a and not b else f"no runs of {a_name if not a else b_name}"
-    elif n < min_n:
-        out["state"] = f"not shown ({n} run{'s' * (n > 1)} a side; {min_n} needed)"
-    elif n < 2:
-        out.update(estimate=median(a) / median(b), state=f"not resolved ({n} run a side)")
-    else:
-        ci = ratio_of_medians(a, b)
-        out.update(estimate=ci.estimate, low=ci.low, high=ci.high,
-                   state=(f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
-                          else "resolved" if ci.resolved else "unresolved (interval holds 1)"))
-    return out
+    return f"{s['median']:{fmt}} [{s['min']:{fmt}}, {s['max']:{fmt}}]"
 
 
 def ratio_md(comparisons: dict[str, dict], label: str) -> str:
@@ -99,9 +74,7 @@ def provenance(res: Result) -> str:
 
 
 def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) -> Result:
-    """``spec`` measured by refimpl.bench.trial.run (fresh processes for the fresh designs unless
-    ``in_process``), written to ``out`` when given: a partial Result too, after Ctrl-C
-    (``params.interrupted``, returned) or a failing run (``params.failed``, then RuntimeError)."""
+    """``spec`` measured by trial.run, written to ``out``; a failed run raises RuntimeError after writing."""
     return trial.run(spec, in_process=in_process, out=out, check=True)
 
 
@@ -121,8 +94,7 @@ def save(fig: Figure, out_dir: Path, name: str) -> Figure:
 
 def flamegraph(spec: Spec, variant: str, out_dir: Path, name: str, *,
                speedscope: bool = True, rate: int = 50) -> Optional[Path]:
-    """py-spy flame graph (SVG, and speedscope JSON) of one worker run of ``variant``; None
-    when py-spy could not record."""
+    """py-spy flame graph (SVG, and speedscope JSON) of one worker run of ``variant``, or None."""
     out_dir.mkdir(parents=True, exist_ok=True)
     cmd = worker_command(spec, variant, str(out_dir / f"{name}.run.json"))
     ok = profile_with_pyspy(cmd, out_dir / f"{name}.svg",
@@ -132,9 +104,7 @@ def flamegraph(spec: Spec, variant: str, out_dir: Path, name: str, *,
 
 @dataclass
 class Study:
-    """What a notebook's study shares: its mode, the stored results it reads, where it writes
-    (``out_dir``), the key values it records for tests (``values``, ``<out_dir>/<values_name>``) and
-    the wall seconds of each measured part (``timings``)."""
+    """A notebook's mode, stored results, ``out_dir``, recorded ``values`` and ``timings`` (wall s)."""
     values_name: ClassVar[str] = "values.json"
     mode: str = "stored"
     hardware: str = REFERENCE
@@ -160,16 +130,14 @@ class Study:
         return f"results/{self.hardware}" if self.mode == "stored" else "here"
 
     def stored(self, name: str) -> Optional[Result]:
-        """``results/<hardware>/<name>``, or the file named by the rows' old names
-        (``legacy_file_name``), read by Result.load (old row names renamed); None when absent."""
+        """``results/<hardware>/<name>`` (or its ``legacy_file_name``) as a Result; None when absent."""
         for n in (name, legacy_file_name(name)):
             if (p := RESULTS_DIR / self.hardware / n).exists():
                 return Result.load(p)
         return None
 
     def obtain(self, name: str, spec: Spec, in_process: bool = False) -> Result:
-        """The stored ``name`` (stored mode), else ``spec`` measured here (``measure``) and
-        written to ``<out_dir>/<name>``."""
+        """The stored ``name`` (stored mode), else ``spec`` measured here into ``<out_dir>/<name>``."""
         if self.mode == "stored":
             if (res := self.stored(name)) is None:
                 raise ConfigError("hardware", f"a folder of results/ holding {name}",
@@ -191,9 +159,7 @@ class Study:
 
 
 def legacy_file_name(name: str) -> str:
-    """``name`` with each ``_``-separated row name in its old spelling (refimpl.variants.
-    LEGACY_NAMES): the name a result written before the release rows has on disk
-    (``paired_whisper-tiny.en_0.10.2_0.10.2+#24866.json`` -> ``..._registry_runner-config.json``)."""
+    """``name`` with its row names in their old spelling (refimpl.variants.LEGACY_NAMES)."""
     stem, dot, ext = name.rpartition(".")
     return "_".join(_OLD_NAMES.get(part, part) for part in stem.split("_")) + dot + ext
 

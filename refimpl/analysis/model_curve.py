@@ -1,9 +1,5 @@
-"""Where the ~3% lives: the gain of a registry fix against the model's step time.
-
-A fix that removes ``c`` seconds of registry work per engine step gains ``c / s`` on a step of
-``s`` seconds; ``c`` = registry seconds per call, measured. GPU points are drawn only from a
-GPU run's JSON, never estimated.
-"""
+"""The gain of a registry fix against the model's step time: ``c / s`` for ``c`` registry seconds
+per step (measured) and step time ``s``; GPU points only from a GPU run's JSON."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,8 +11,7 @@ from refimpl.bench.schema import Result
 
 
 def points(paired, metric: str = "wall_s", pairing: str = "round") -> list[dict]:
-    """Per comparison of a paired Result (or its JSON path): the comparison plus ``step_s``
-    (median step seconds of the later variant) and ``registry_s_per_call`` of the earlier one."""
+    """Per comparison of a paired Result (or path): plus ``step_s`` and ``registry_s_per_call``."""
     res = paired if isinstance(paired, Result) else Result.load(paired)
     out = []
     for row in (c for c in res.comparisons if c["metric"] == metric and c.get("pairing", "round") == pairing):
@@ -36,9 +31,7 @@ def gain_errorbar(ax, x: float, c: dict, **kw) -> None:
 def plot_gain_vs_step_time(cpu_points: list[dict], gpu_points: list[dict] | None = None,
                            out_png: str | Path | None = None, stored_points: list[dict] | None = None,
                            title: str = "", c: float | None = None):
-    """The curve c / s over step seconds (log x; ``c`` default: the largest of ``cpu_points``),
-    measured points with 95% intervals (stored CPU runs hollow, GPU squares); returns the
-    Figure, saved to ``out_png`` when given."""
+    """The curve c / s (log x), measured points with 95% intervals (stored hollow, GPU squares)."""
     fig, ax = figure(9, 4.2)
     c = max((p["registry_s_per_call"] for p in cpu_points), default=0.0) if c is None else c
     s = np.logspace(-3, 1, 100)

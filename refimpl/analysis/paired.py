@@ -1,9 +1,5 @@
-"""Notebook 02's paired gains (``refimpl bench serve --design paired`` Results): tables and figures.
-
-Each comparison is a variant's gain over another in identical blocks A B B A, with a 95%
-paired-bootstrap interval and the cost model's prediction. A gain from fewer than ``min_pairs``
-pairs is not shown. ``stored`` arguments are (path, Result) pairs drawn hollow beside the live ones.
-"""
+"""Notebook 02's paired gains (``bench serve --design paired``): tables and figures; a gain from fewer
+than ``min_pairs`` pairs is not shown; ``stored``: (path, Result) pairs drawn hollow."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,8 +29,7 @@ def _pct(x: float) -> str:
 def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = (),
                  metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1,
                  where: str = "here") -> str:
-    """Markdown per comparison: gain, 95% CI, half-width, resolved, pairs, cost model, timed s,
-    where measured and on what ("-" for a gain from fewer than ``min_pairs`` pairs)."""
+    """Markdown per comparison: gain, 95% CI, resolved, pairs, cost model, timed s, where and on what."""
     out = []
     for where, r in [(where, r) for r in results] + list(stored):
         for c in rows([r], metric, pairing):
@@ -50,21 +45,16 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
                      "cost model", "timed s", "measured", "on"], out)
 
 
-def _label(where: str) -> str:
-    return "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
-
-
 def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],
            metric: str, min_pairs: int, where: str, place) -> None:
-    """Gains with 95% CIs of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c,
-    hollow)`` (which may draw beside the point), legend below the axes, title ``what`` with the
-    provenance, and a note where no live gain is shown."""
+    """Gains of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c, hollow)``, titled."""
+    live = "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
     for group, hollow in ((list(results), False), ([r for _, r in stored], True)):
         for r in group:
             for c in rows([r], metric, min_pairs=min_pairs):
                 gain_errorbar(ax, place(r, c, hollow), c, fmt="o", color="C1" if hollow else "C0",
                               mfc="white" if hollow else None,
-                              label=f"stored: {provenance(r)}" if hollow else _label(where))
+                              label=f"stored: {provenance(r)}" if hollow else live)
     shown = rows(results, metric, min_pairs=min_pairs)
     if not ax.get_legend_handles_labels()[0]:
         ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",
@@ -102,8 +92,7 @@ def paired_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]
 
 def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_pairs: int = 1,
                          stored: Sequence[tuple[str, Result]] = (), where: str = "here"):
-    """Gain of audios-per-step@N over the first variant (0.11.0) against N, median steps per block beside
-    each point (filled: ``res``; hollow: ``stored``)."""
+    """Gain of audios-per-step@N over the first variant against N, steps per block beside each point."""
     fig, ax = figure(8, 4.2)
     ns: set[int] = set()
 
@@ -125,8 +114,7 @@ def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_
 
 def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
                        metric: str = "cpu_s", min_pairs: int = 1):
-    """Gain against step time (model_curve): the curve with ``c`` measured in ``results``, their
-    points, stored CPU runs hollow, GPU points only from stored GPU results."""
+    """Gain against step time (model_curve): live points, stored CPU hollow, stored GPU squares."""
     def pts(r: Result, least: int) -> list[dict]:
         if any("steps" not in x for v in r.variants for x in r.runs(v)):
             return []  # an older result without steps per block

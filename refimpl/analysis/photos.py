@@ -1,5 +1,4 @@
-"""Notebook 01's real-input section: photos (and a video of real frames) through the processor
-twice with the cache on, after start-up."""
+"""Notebook 01's real-input section: photos and a video of real frames through the processor twice."""
 from __future__ import annotations
 
 import time
@@ -12,9 +11,7 @@ from refimpl.multimodal.photos import load_sample_photos, pan_video
 
 
 def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
-    """``n`` real photos (and a camera-pan video of real frames) through the processor twice,
-    cache on: {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, hf_mm_passes),
-    "identical", "tokens"}."""
+    """{"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, passes), "identical", "tokens"}."""
     photos = load_sample_photos()[:n]
     vid = pan_video() if video else None
     mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})

@@ -1,10 +1,5 @@
-"""The throughput study (vLLM PRs #24866, #24989) behind notebooks/02_encoder_len_throughput.ipynb.
-
-``ServingStudy`` runs or reads: the paired runs of the encoder-length ladder (``refimpl bench
-serve --design paired``), the audios-per-step sweep, the engine against generate() (``--design
-workload``), WER with the real whisper-tiny.en weights (``refimpl bench wer``), and the unpaired
-fresh-process check (``--design fresh``, throughput.py). Paired tables and figures: paired.py.
-"""
+"""The throughput study (vLLM PRs #24866, #24989) of notebook 02: ``ServingStudy``, the workload and
+WER tables and figures (paired gains: paired.py; the unpaired check: throughput.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -25,11 +20,8 @@ MODEL = "whisper-tiny.en"
 
 @dataclass
 class ServingStudy(Study):
-    """Notebook 02. ``paired_budget_s``: {variant ladder: seconds of timed rounds};
-    ``encoder_batch_n``: audios per step of the sweep; ``workload_repeats``: pairs E H H E;
-    the unpaired check: ``repeats`` fresh processes of ``fresh_model``. QUICK: one paired
-    ladder of 2 rounds of 2 requests, 4 workload requests, 8 WER tokens, the unpaired check in
-    this process. No gain from fewer than ``min_n`` pairs (or runs a side) is shown."""
+    """Notebook 02: paired ladders (``paired_budget_s``: {ladder: timed s}), the audios-per-step sweep,
+    the engine against generate(), WER, the unpaired check. No gain from fewer than ``min_n`` pairs."""
     values_name: ClassVar[str] = "values_serving.json"
     device: str = "cpu"
     paired_budget_s: dict = field(default_factory=lambda: {
@@ -64,8 +56,7 @@ class ServingStudy(Study):
         return spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
 
     def paired(self) -> list[Result]:
-        """One paired run per ladder of ``paired_budget_s``: ``paired_<model>_<first>_<last>.json``
-        (committed before the release rows under the old names: ``_registry_runner-config``)."""
+        """One paired run per ladder of ``paired_budget_s``: ``paired_<model>_<first>_<last>.json``."""
         out = [self.obtain(f"paired_{MODEL}_{ladder.split(',')[0]}_{ladder.split(',')[-1]}.json",
                            self._paired_spec(ladder, budget))
                for ladder, budget in self.paired_budget_s.items()]
@@ -73,8 +64,7 @@ class ServingStudy(Study):
         return out
 
     def encoder_batch(self) -> Result:
-        """audios-per-step@N for N in ``encoder_batch_n`` against 0.11.0, paired:
-        ``paired_<model>_audios-per-step_sweep.json`` (committed as ``_encoder-batch_sweep``)."""
+        """audios-per-step@N for N in ``encoder_batch_n`` against 0.11.0, paired."""
         ladder = ",".join(["0.11.0"] + [f"audios-per-step@{n}" for n in self.encoder_batch_n])
         res = self.obtain(f"paired_{MODEL}_audios-per-step_sweep.json",
                           self._paired_spec(ladder, self.sweep_budget_s, against="first"))
@@ -158,8 +148,7 @@ def _median_run(runs: list[dict]) -> dict:
 
 
 def workload_table(res: Result) -> str:
-    """Markdown per engine: requests, runs, req/s median [min, max], out tok/s, TTFT and E2E
-    p50 / p90 / p99 (s), each the median over the runs."""
+    """Markdown per engine: req/s, out tok/s, TTFT and E2E p50 / p90 / p99 s (medians over the runs)."""
     out = []
     for v in res.variants:
         runs = res.runs(v)
@@ -213,8 +202,7 @@ def wer_table(res: Result) -> str:
 
 
 def summary_md(out_dir: Path) -> str:
-    """The paired, workload and WER section of summary.md from the JSONs in ``out_dir`` ('' if none);
-    no gain from fewer than MIN_PAIRS pairs, as in notebook 02."""
+    """The paired, workload and WER section of summary.md from ``out_dir`` ('' if none)."""
     def load(pattern: str) -> list[Result]:
         return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
     pr, wl = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json")

@@ -1,9 +1,5 @@
-"""The start-up study (vLLM PR #17935) behind notebooks/01_startup_dummy_data_cache.ipynb.
-
-``StartupStudy`` runs or reads the start-up ladder, the reviewer's budget experiment, py-spy
-flame graphs and the two-process rows; figures and the summary are functions of the Results
-(tables: startup_tables.py).
-"""
+"""The start-up study (vLLM PR #17935) of notebook 01: ``StartupStudy``, its figures and summary
+(tables: startup_tables.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,25 +7,8 @@ from pathlib import Path
 from typing import ClassVar, Optional
 
 from refimpl.analysis import Study, figure, flamegraph, partial_note, provenance, save
-from refimpl.analysis.startup_tables import (
-    AFTER,
-    BEFORE,
-    PHASE_ORDER,
-    TIME_LABEL,
-    budget_table,
-    call1_explained,
-    call1_ratio,
-    has_parts,
-    hashing_sentence,
-    hashing_share,
-    measured,
-    medians_table,
-    passes_table,
-    ratios,
-    ratios_table,
-    runs_word,
-    time_key,
-)
+from refimpl.analysis import startup_tables as T
+from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
 from refimpl.analysis.two_process import run_two_process
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
@@ -38,10 +17,8 @@ from refimpl.bench.two_process import summarize_two_process
 from refimpl.stats import median, summarize
 from refimpl.variants import LADDER, STARTUP_VARIANTS
 
-# QUICK keeps the int64 dummy video at its smallest (2 frames of the largest size: the same video
-# at any max_model_len up to about 32k tokens) and drops the image, whose HF cost does not shrink
-# with max_model_len and would weigh as much as the small video's; at the full run's length the
-# video dominates. So hashing against the HF passes the cache saves keeps the full run's balance.
+# QUICK: the smallest int64 dummy video (the same up to ~32k tokens) and no image (whose HF cost
+# does not shrink with max_model_len), so hashing against the HF passes saved keeps the full balance.
 QUICK_MAX_MODEL_LEN = 8192
 QUICK_LIMITS = ("image=0",)
 QUICK_REPEATS = 2
@@ -50,8 +27,7 @@ RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encode
 
 
 def quick_variants() -> tuple[str, ...]:
-    """0.8.5's and 0.9.0's rows, the first copy-free hasher on the int64 video without a formula
-    (0.9.0+#24925), the first shape-only row (ours), picked by their fields."""
+    """0.8.5, 0.9.0, the first copy-free hasher on the int64 video (0.9.0+#24925), shape-only."""
     vs = list(STARTUP_VARIANTS.values())
     stream = next(v.name for v in vs if v.cache_during_profiling and v.mm.hash_byte_path == "stream"
                   and v.mm.dummy_video_dtype == "int64" and not v.formula_models)
@@ -60,12 +36,9 @@ def quick_variants() -> tuple[str, ...]:
 
 @dataclass
 class StartupStudy(Study):
-    """Notebook 01. Full: a py-spy-recorded start-up per variant (default: refimpl.variants.LADDER,
-    the release rows, refimpl and shape-only; untimed: the warm-up), then
-    ``repeats`` interleaved fresh-process start-ups per variant, then ``budget_repeats`` fresh
-    processes per variant of the budget experiment. QUICK: the same, fresh processes too, at
-    QUICK_MAX_MODEL_LEN / QUICK_LIMITS / QUICK_REPEATS on ``quick_variants``, one flame graph.
-    A ratio is shown from ``min_n`` runs a side."""
+    """Notebook 01: a flame-graphed (untimed) start-up per variant, ``repeats`` fresh-process
+    start-ups each, ``budget_repeats`` of the budget experiment. QUICK: QUICK_* on ``quick_variants``,
+    one flame graph. A ratio is shown from ``min_n`` runs a side."""
     values_name: ClassVar[str] = "values_startup.json"
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
@@ -92,8 +65,7 @@ class StartupStudy(Study):
                            numpy_hugepage=self.numpy_hugepage, limit_mm_per_prompt=parse_limits(self.limits))
 
     def flamegraphs(self) -> dict[str, Optional[Path]]:
-        """``flame_startup_<variant>.svg`` of one untimed start-up per variant (QUICK: the last;
-        stored: none); None where py-spy could not record."""
+        """``flame_startup_<variant>.svg`` per variant (QUICK: the last; stored: none), or None."""
         spec, out = self.spec(), {}
         for v in [] if self.mode == "stored" else self.variants[-1:] if self.quick else self.variants:
             guard.wait_for_memory(spec, v)
@@ -104,14 +76,15 @@ class StartupStudy(Study):
     def startup(self) -> Result:
         """The ladder: ``startup_<model>.json``; records its values."""
         res = self.obtain(f"startup_{self.model}.json", self.spec())
-        first = {v: res.runs(v)[0] for v in measured(res)}
+        first = {v: res.runs(v)[0] for v in T.measured(res)}
         self.record(startup={
             "provenance": provenance(res), "size": size(res), "in_process": res.env.get("in_process", False),
             "runs": {v: len(r["runs"]) for v, r in res.variants.items()},
             **{k: {v: x.get(k) for v, x in first.items()} for k in RECORDED},
             "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
-            "ratios": ratios(res, self.min_n), "ratio_of": time_key(res), "finding": f"{AFTER} / {BEFORE}",
-            "hashing": hashing_share(res) if has_parts(res) else None})
+            "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res),
+            "finding": f"{AFTER} / {BEFORE}",
+            "hashing": T.hashing_share(res) if T.has_parts(res) else None})
         return res
 
     def budget(self, calls: int = 2) -> Result:
@@ -119,8 +92,8 @@ class StartupStudy(Study):
         spec = self.spec((BEFORE, AFTER)).replace(repeats=self.budget_repeats, calls=calls)
         res = self.obtain(f"budget_{self.model}.json", spec)
         self.record(budget={"provenance": provenance(res), "size": size(res),
-                            "passes": {v: res.runs(v)[0]["passes"] for v in measured(res)},
-                            "budgets": {v: res.runs(v)[0]["budgets"] for v in measured(res)},
+                            "passes": {v: res.runs(v)[0]["passes"] for v in T.measured(res)},
+                            "budgets": {v: res.runs(v)[0]["budgets"] for v in T.measured(res)},
                             "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
@@ -152,11 +125,10 @@ def _title(res: Result, what: str, names: list[str]) -> str:
 
 
 def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
-    """Start-up s (HF passes on each bar) and peak RSS GiB per variant in ladder order, median
-    with min-max; variants without runs are named in the title."""
-    names = measured(res)
+    """Start-up s (HF passes on each bar) and peak RSS GiB per variant, median with min-max."""
+    names, time_key = T.measured(res), T.time_key(res)
     fig, axes = figure(11, 4.4, 2)
-    for ax, key, scale, label, color in ((axes[0], time_key(res), 1, TIME_LABEL[time_key(res)], "tab:blue"),
+    for ax, key, scale, label, color in ((axes[0], time_key, 1, T.TIME_LABEL[time_key], "tab:blue"),
                                          (axes[1], "peak_rss_bytes", 2**30, "peak RSS GiB", "tab:gray")):
         ax.set_ylabel(f"{label} (median, min-max)")
         if not names:
@@ -177,10 +149,10 @@ def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
 
 def phases_figure(res: Result, out_dir: Path):
     """Median seconds per start-up phase, one horizontal stacked bar per variant."""
-    names = measured(res)
+    names = T.measured(res)
     fig, ax = figure(9, 1.6 + 0.4 * len(names))
     left = [0.0] * len(names)
-    for ph in PHASE_ORDER:
+    for ph in T.PHASE_ORDER:
         vals = [median(run["phases"].get(ph, 0.0) for run in res.runs(v)) for v in names]
         if any(vals):
             ax.barh(names, vals, left=left, label=ph)
@@ -195,7 +167,7 @@ def phases_figure(res: Result, out_dir: Path):
 def budget_figure(res: Result, out_dir: Path):
     """Seconds of each budget call per variant (median, min-max); variants without runs named."""
     fig, ax = figure(8, 3.8)
-    names = measured(res)
+    names = T.measured(res)
     width = 0.8 / max(len(names), 1)
     n = max((len(res.runs(v)[0]["calls_s"]) for v in names), default=0)
     for i, v in enumerate(names):
@@ -218,17 +190,17 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     p, k = res.params, len(res.variants)
     n = max(len(r["runs"]) for r in res.variants.values())
     parts = [f"## Start-up (PR #17935): {p['model']}, {size(res)}", "",
-             f"Measured on {provenance(res)}: {n} {runs_word(res)} per variant, {k} variants.",
+             f"Measured on {provenance(res)}: {n} {T.runs_word(res)} per variant, {k} variants.",
              "", f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
              *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "",
-             ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "",
-             passes_table(res), "", hashing_sentence(res)]
+             T.ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "",
+             T.passes_table(res), "", T.hashing_sentence(res)]
     if budget:
         parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, "
-                  f"{runs_word(budget)}):", "", budget_table(budget)]
+                  f"{T.runs_word(budget)}):", "", budget_table(budget)]
         r = call1_ratio(budget, min_n=2)
         if r["estimate"] is not None:
             parts += ["", f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, "
                       f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
-                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", call1_explained(budget)]
+                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", T.call1_explained(budget)]
     return "\n".join(parts)

@@ -1,15 +1,12 @@
-"""Notebook 01's tables: start-up and budget Results per variant, per phase, per measured part.
-
-Parts (``parts_s`` of each run, seconds): building dummy data, hashing, HF calls with and
-without multimodal items, the per-item split, and the rest of the start-up (or budget call).
-"""
+"""Notebook 01's tables of start-up and budget Results: per variant, per phase, per measured part
+(``parts_s``: dummy data, hashing, HF calls with and without items, the per-item split, the rest)."""
 from __future__ import annotations
 
 from typing import Optional
 
 from refimpl.analysis import compare, md_table, ratio_md, spread
 from refimpl.bench.schema import Result
-from refimpl.stats import median, summarize
+from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS
 
 PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_init",
@@ -19,15 +16,10 @@ PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s"
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
 
 
-def finding_pair() -> tuple[str, str]:
-    """(vLLM 0.8.5's row, 0.9.0's row) of STARTUP_VARIANTS: the first without the cache during
-    profiling, the first with it and 0.9.0's copying hasher."""
-    vs = list(STARTUP_VARIANTS.values())
-    return (next(v.name for v in vs if not v.cache_during_profiling),
-            next(v.name for v in vs if v.cache_during_profiling and v.mm.hash_byte_path == "v0.9.0"))
-
-
-BEFORE, AFTER = finding_pair()
+# vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
+BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
+AFTER = next(v.name for v in STARTUP_VARIANTS.values()
+             if v.cache_during_profiling and v.mm.hash_byte_path == "v0.9.0")
 
 
 def measured(res: Result) -> list[str]:
@@ -38,8 +30,7 @@ def measured(res: Result) -> list[str]:
 
 
 def time_key(res: Result) -> str:
-    """"cpu_s" (the start-up process's user + sys seconds, which other processes on the machine
-    inflate far less than wall time) when every run records it, else "total_s" (wall)."""
+    """"cpu_s" when every run records it (less inflated by other processes), else "total_s" (wall)."""
     runs = [x for r in res.variants.values() for x in r["runs"]]
     return "cpu_s" if runs and all("cpu_s" in x for x in runs) else "total_s"
 
@@ -48,16 +39,11 @@ TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
 
 
 def _mib(runs: list[dict], key: str) -> str:
-    xs = [x[key] / 2**20 for x in runs if x.get(key) is not None]
-    if not xs:
-        return "-"
-    s = summarize(xs)
-    return f"{s['median']:.0f} [{s['min']:.0f}, {s['max']:.0f}]"
+    return spread([x[key] / 2**20 for x in runs if x.get(key) is not None], ".0f")
 
 
 def medians_table(res: Result) -> str:
-    """Markdown per variant: start-up s, runs, HF passes and calls, cache hits/misses, cache and
-    RSS MiB before / after the reset, peak RSS GiB ("no runs" for a variant without runs)."""
+    """Markdown per variant: start-up s, HF passes and calls, cache hits/misses, cache and RSS MiB."""
     rows = []
     for v, r in res.variants.items():
         runs = r["runs"]
@@ -76,8 +62,7 @@ def medians_table(res: Result) -> str:
 
 
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
-    """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's, keyed
-    '<v> / <BEFORE>'."""
+    """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's."""
     if BEFORE not in res.variants:
         return {}
     key = time_key(res)
@@ -105,8 +90,7 @@ def has_parts(res: Result, variants: tuple[str, ...] = (BEFORE, AFTER)) -> bool:
 
 
 def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[str, list]:
-    """Seconds per part (PART_COLUMNS keys and ``total_s``) of each run of ``variant``: the
-    start-up, or budget call ``call`` (0-based). A part a run did not record is None."""
+    """Seconds per part (and ``total_s``) of each run of ``variant``: the start-up, or budget ``call``."""
     out: dict[str, list] = {}
     for run in res.runs(variant):
         total = run["total_s"] if call is None else run["calls_s"][call]
@@ -121,8 +105,7 @@ def part_values(res: Result, variant: str, call: Optional[int] = None) -> dict[s
 
 
 def parts_table(res: Result) -> str:
-    """Markdown per variant (and per budget call): median [min, max] s of the whole and of each
-    part, and peak RSS GiB."""
+    """Markdown per variant (and budget call): median [min, max] s of the whole and each part."""
     rows = []
     for v in measured(res):
         runs = res.runs(v)
@@ -139,17 +122,14 @@ def runs_word(res: Result) -> str:
 
 
 def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict:
-    """Medians of measured parts (s): ``hf_saved_s``, the HF time with items ``after`` spends
-    less than ``before``; ``hash_s``, the hashing it adds; ``share`` = hash_s / hf_saved_s
-    (> 1: the hashing cost more than the cache saved; None when it saved nothing)."""
+    """Medians (s): HF time with items saved by ``after`` over ``before``, hashing added, their ratio."""
     a, b = part_values(res, after), part_values(res, before)
     saved, hash_s = median(b["hf_mm_s"]) - median(a["hf_mm_s"]), median(a["hash_s"]) - median(b["hash_s"])
     return {"hf_saved_s": saved, "hash_s": hash_s, "share": hash_s / saved if saved > 0 else None}
 
 
 def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
-    """One sentence, from ``hashing_share``, on how much of what ``after``'s cache saved its
-    hashing cost."""
+    """One sentence, from ``hashing_share``: what share of what the cache saved its hashing cost."""
     if not has_parts(res, (before, after)):
         return NO_PARTS
     sh, n = hashing_share(res, before, after), min(len(res.runs(before)), len(res.runs(after)))
@@ -173,16 +153,14 @@ def budget_table(res: Result) -> str:
 
 
 def call1_ratio(res: Result, num: str = AFTER, den: str = BEFORE, min_n: int = 1) -> dict:
-    """Call 1 of ``num`` over call 1 of ``den``: ``compare`` plus whether the min-max ranges
-    overlap (None when a side has no runs)."""
+    """Call 1 of ``num`` over ``den`` (``compare``) and whether their min-max ranges overlap."""
     a, b = ([run["calls_s"][0] for run in res.runs(k)] for k in (num, den))
     overlap = None if not (a and b) else not (min(a) > max(b) or min(b) > max(a))
     return {**compare(a, b, num, den, min_n), "ranges_overlap": overlap}
 
 
 def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
-    """Markdown: per part, call 1 of ``num`` minus call 1 of ``den`` (medians, s) and its share
-    of the whole difference, then a sentence naming the largest part."""
+    """Markdown: per part, call 1 of ``num`` minus ``den`` (medians, s), share, the largest named."""
     if not has_parts(res, (num, den)):
         return NO_PARTS
     a, b = part_values(res, num, 0), part_values(res, den, 0)

@@ -18,8 +18,7 @@ def _items(res: Result, hf: Optional[Result]) -> list[tuple[str, dict]]:
 
 
 def table(res: Result, hf: Optional[Result] = None) -> str:
-    """Markdown per variant: req/s and tok/s median [min, max], runs, registry calls and share
-    of wall time, steps, ms per step ("no runs" for a variant without runs)."""
+    """Markdown per variant: req/s, tok/s, runs, registry calls and share of wall, steps, ms per step."""
     rows = []
     for v, r in _items(res, hf):
         runs = r["runs"]

@@ -1,9 +1,5 @@
-"""Notebook 01's two-process section: each process's memory before and after ``reset_mm_cache``.
-
-Full mode runs ``--process-mode mp`` start-ups of 0.9.0's row for both reset scopes (``v0.9.0``:
-the engine core P1 keeps what its profiling passes cached; ``all``); every mode shows the
-committed rows of the study's hardware (``twoproc_startup_<model>_<scope>.json``) beside them.
-"""
+"""Notebook 01's two-process section: each process's memory before and after ``reset_mm_cache``, for
+both reset scopes of 0.9.0's row (measured in full mode) beside the committed rows."""
 from __future__ import annotations
 
 from refimpl.analysis import md_table
@@ -22,8 +18,7 @@ _TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_mi
 
 
 def run_two_process(s, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LEN) -> dict[str, dict]:
-    """{row label: {"runs", "_path"}} for StartupStudy ``s``: full mode's runs ("<scope> (this
-    run)", written to ``<out_dir>``), then the committed ones ("<scope> (stored <file>)")."""
+    """{row label: {"runs", "_path"}}: full mode's runs of StartupStudy ``s``, then the committed ones."""
     rows: dict[str, dict] = {}
     names = {scope: f"twoproc_startup_{s.model}_{scope}.json" for scope in SCOPES}
     for scope, name in names.items() if s.mode == "full" else ():
@@ -46,9 +41,7 @@ def _spread(summary: dict, scale: float, fmt: str) -> str:
 
 
 def memory_table(records: dict[str, dict]) -> str:
-    """Markdown per row: median [min, max] of P0's and P1's processing-cache MiB and RSS MiB
-    before -> after the reset; then the transport of one request (bytes with and without a
-    mirror hit, ms to serialise in P0 and decode in P1) where the runs have it."""
+    """Markdown per row: P0's and P1's cache and RSS MiB before -> after the reset, then the transport."""
     head = ["row", "runs", "max_model_len", "limits"] + [
         f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _COLS]
     rows, trows = [], []

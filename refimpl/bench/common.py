@@ -19,8 +19,7 @@ from refimpl.env import THREAD_ENV_VARS
 
 
 def set_single_thread() -> int:
-    """Pin CPU math to one thread (the thread variables, for libraries imported later and child
-    processes; torch's intra- and, while it still may, inter-op threads); returns torch's count."""
+    """CPU math on one thread (the thread variables, torch's intra- and inter-op); torch's count."""
     for k in THREAD_ENV_VARS:
         os.environ[k] = "1"
     torch.set_num_threads(1)
@@ -44,8 +43,7 @@ def _json_default(o: Any) -> Any:
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON atomically (temp file + rename), creating the folder; numpy values,
-    Paths, dataclasses and sets are converted. TypeError leaves the old file untouched."""
+    """Write ``obj`` as JSON atomically (numpy, Paths, dataclasses and sets converted); the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -65,10 +63,8 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 def profile_with_pyspy(cmd: Sequence[str], out_svg: Optional[str | os.PathLike],
                        out_speedscope: Optional[str | os.PathLike], *, rate: int = 100,
                        timeout_s: Optional[float] = None) -> bool:
-    """``py-spy record`` of ``cmd`` (and its subprocesses), once per format asked for (a flame
-    graph SVG, a speedscope JSON; ``rate`` samples/s). True when every profile was written;
-    a failure (no py-spy, no ptrace permission, the command failing, a timeout) is one warning
-    on stderr and False, never an exception."""
+    """``py-spy record`` of ``cmd`` per format asked for (flame graph SVG, speedscope JSON); True when
+    every profile was written, else one warning on stderr and False, never an exception."""
     here = Path(sys.executable).with_name("py-spy")
     pyspy = shutil.which("py-spy") or (str(here) if here.exists() else None)
     jobs = [(fmt, Path(p)) for fmt, p in (("flamegraph", out_svg), ("speedscope", out_speedscope)) if p is not None]

@@ -22,19 +22,15 @@ from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 
 GiB = 1 << 30
-# Calibrated against peak RSS at max_model_len 50000: refimpl bench startup --calls 2 --repeats 1
-#   --no-warmup --max-model-len 50000 --variants 0.8.5 0.9.0 0.9.0+#19484 0.9.0+#24925 0.9.0+uint8
-# interpreter, torch, transformers, the small engine, the dummy image and its copies: 2.25 GiB
-# makes the 128k 0.9.0 estimate (17.7 GiB) what was measured; at 1.5 GiB a run passed the
-# check and was OOM-killed on the shared machine.
+# interpreter, torch, transformers, the small engine, the dummy image and its copies; calibrated on
+# peak RSS (`bench startup --calls 2` at max_model_len 50000): 0.9.0 at 128k then estimates 17.7 GiB
 BASE_BYTES = 9 * GiB // 4
 HASH_COPIES = {"v0.8.5": 1, "v0.9.0": 3, "v0.9.2": 2, "stream": 0}
 SERVING_MARGIN_BYTES = GiB // 2  # one step's activations and encoder output
 
 
 def dummy_video_elements(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
-    """Elements of the largest dummy video row ``v``'s start-up builds: the lookups' (at
-    max_model_len, unless the formula answers them) and the profile run's (0 if none)."""
+    """Elements of the largest dummy video of row ``v``'s start-up (lookups and profile run)."""
     reg = MultiModalRegistry()
     if not reg.supports_multimodal_inputs(model_config):
         return 0
@@ -61,8 +57,7 @@ def extra_weight_bytes(model_config) -> int:
 
 
 def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
-    """Peak RSS of one start-up of row ``v``: its largest dummy video (``dummy_video_elements``)
-    times ``bytes_per_element``; none for shape-only."""
+    """Peak RSS of one start-up of row ``v``: base plus its largest dummy video's bytes."""
     base = BASE_BYTES + extra_weight_bytes(model_config)
     if v.mm.shape_only:
         return base
@@ -84,9 +79,8 @@ def serving_parts(vllm_config) -> tuple[dict[str, int], int]:
 
 
 def request_bytes(model: str, num_requests: int, features: bool) -> int:
-    """What ``num_requests`` requests hold at once: every audio at its longest (30 s, 16 kHz,
-    float32) and, with ``features`` (the engine processes each at add_request), its log-mel
-    features (feature_size x nb_max_frames float32) until it finishes."""
+    """What ``num_requests`` requests hold at once: 30 s float32 audio each (and, with ``features``, its
+    log-mel features until it finishes)."""
     per = int(WHISPER_WINDOW_S * SAMPLE_RATE) * 4
     if features:
         d = get_preprocessor_dict(model)

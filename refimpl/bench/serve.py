@@ -1,12 +1,9 @@
 """``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded).
 
-Designs (ServeSpec.design): ``fresh`` (Result "throughput"): a fresh process per run serves
-``num_requests`` at once, ``max_tokens`` each; requests/s, tokens/s, registry calls and s,
-``step_split_s``. ``workload``: engines built once serve a mixed-length workload to EOS, at 0 s
-or Poisson ``rate``, A B B A; TTFT / E2E (s from arrival) and CPU s, the engine over generate().
-``paired``: identical blocks, A B B A, the collector off inside; each row's gain over the
-previous (or first) per round or two (abba), beside the cost model. ``hf-generate``:
-transformers' generate() in static batches of ``max_num_seqs`` (TTFT = E2E).
+Designs: ``fresh`` (Result "throughput"), a fresh process per run; ``workload``, engines built
+once serve a mixed-length workload to EOS, A B B A (TTFT / E2E s from arrival); ``paired``,
+identical blocks A B B A, each row's gain with the cost model. ``hf-generate``: generate() in
+static batches of ``max_num_seqs`` (TTFT = E2E).
 """
 from __future__ import annotations
 
@@ -34,6 +31,7 @@ from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
 PERCENTILES = (50, 90, 99)
+SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
 Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
 
 
@@ -57,16 +55,17 @@ def latency_summary(name: str, values: list[float]) -> dict[str, float]:
     return {**{f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}, f"{name}_mean": float(arr.mean())}
 
 
+def _served(n_req: int, n_tok: int, wall: float, **extra) -> dict:
+    return {"num_requests": n_req, "num_output_tokens": n_tok, "wall_s": wall, "requests_per_s": n_req / wall,
+            "output_tokens_per_s": n_tok / wall, **extra}
+
+
 def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
     """The engine of a label: a variant name, or ``audios-per-step@N`` for N audios per step."""
     name, _, n = label.partition("@")
     return LLMEngine.from_args(spec.model, encoder_len_variant=name, device=spec.device,
                                max_num_seqs=spec.max_num_seqs, num_gpu_blocks=spec.num_gpu_blocks,
                                max_audios_per_step=int(n or 1), process_mode="inproc", **kw)
-
-
-def _features(proc, audios) -> torch.Tensor:
-    return torch.stack([proc.apply("", {"audio": [(a, 16000)]}).mm_kwargs["audio"][0]["input_features"] for a in audios])
 
 
 def run_once(spec: Resolved, label: str) -> dict:
@@ -79,9 +78,7 @@ def run_once(spec: Resolved, label: str) -> dict:
         args = (model, proc, whisper_decoder_prompt(spec.model))
         serve_hf(*args, work[:spec.warmup_requests], spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
         r = serve_hf(*args, work, spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
-        return {"engine": "hf", "variant": HF, "device": mc.device, "num_requests": r["num_requests"],
-                "num_output_tokens": r["num_output_tokens"], "wall_s": r["wall_s"],
-                "requests_per_s": r["requests_per_s"], "output_tokens_per_s": r["output_tokens_per_s"],
+        return {"engine": "hf", "variant": HF, "device": mc.device, **{k: r[k] for k in SERVED},
                 "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
                 "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": threads}
     engine, audios = build_engine(spec, label), [w.audio for w in work]
@@ -91,9 +88,8 @@ def run_once(spec: Resolved, label: str) -> dict:
     b = serve_block(engine, audios, params, gc_off=False)
     steps, outs = list(engine.engine_core.step_timings), b["outputs"]
     n_tok = sum(len(o.output_token_ids) for o in outs)
-    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device, "num_requests": len(outs),
-            "num_output_tokens": n_tok, "wall_s": b["wall_s"], "requests_per_s": len(outs) / b["wall_s"],
-            "output_tokens_per_s": n_tok / b["wall_s"], "registry_calls": b["registry_calls"],
+    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device,
+            **_served(len(outs), n_tok, b["wall_s"]), "registry_calls": b["registry_calls"],
             "registry_s_total": b["registry_s"], "steps": len(steps),
             "step_time_ms_median": 1e3 * median(t.total for t in steps),
             "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
@@ -127,17 +123,14 @@ def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
             first.setdefault(o.request_id, t)
             done[o.request_id] = t
             n_tok += len(o.output_token_ids)
-    wall = time.perf_counter() - t0
-    return {"num_requests": len(done), "num_output_tokens": n_tok, "wall_s": wall, "steps": steps,
-            "requests_per_s": len(done) / wall, "output_tokens_per_s": n_tok / wall,
-            **latency_summary("ttft_s", [first[r] - arrival[r] for r in done]),
-            **latency_summary("e2e_s", [done[r] - arrival[r] for r in done])}
+    return _served(len(done), n_tok, time.perf_counter() - t0, steps=steps,
+                   **latency_summary("ttft_s", [first[r] - arrival[r] for r in done]),
+                   **latency_summary("e2e_s", [done[r] - arrival[r] for r in done]))
 
 
 def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
              batch_size: int, stop_at_eos: bool = True) -> dict:
-    """Serve ``work`` with generate() in static batches, each padded to its longest sequence;
-    ``batch_s``: seconds per batch."""
+    """Serve ``work`` with generate() in static batches padded to the longest; ``batch_s`` per batch."""
     e2e, n_tok, batch_s = [], 0, []
     t0 = time.perf_counter()
     for b in range(0, len(work), batch_size):
@@ -146,21 +139,19 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
         if wait > 0:
             time.sleep(wait)
         tb = time.perf_counter()
-        feats = _features(processor, [w.audio for w in batch]).to(model.device, model.dtype)
+        items = [processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0] for w in batch]
+        feats = torch.stack([x["input_features"] for x in items]).to(model.device, model.dtype)
         n_tok += sum(len(r) for r in hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=stop_at_eos))
         t = time.perf_counter()
         batch_s.append(t - tb)
         e2e += [t - t0 - w.arrival_s for w in batch]
-    wall = time.perf_counter() - t0
-    return {"num_requests": len(work), "num_output_tokens": n_tok, "wall_s": wall, "batch_s": batch_s,
-            "requests_per_s": len(work) / wall, "output_tokens_per_s": n_tok / wall,
-            **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e)}
+    return _served(len(work), n_tok, time.perf_counter() - t0, batch_s=batch_s,
+                   **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e))
 
 
 def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
-    """``audios`` served to completion, given at once (after ``gc.collect()`` and with the
-    collector off inside, unless not ``gc_off``): wall / CPU / registry seconds, registry calls,
-    steps, the outputs and every request's tokens."""
+    """``audios`` given at once and served to completion (the collector off inside if ``gc_off``):
+    wall / CPU / registry s, registry calls, steps, the outputs and their tokens."""
     if gc_off:
         gc.collect()
         gc.disable()
@@ -183,8 +174,7 @@ def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
 
 
 class Servers:
-    """The workload and paired designs' executor: every label's engine (or generate()) built
-    once in this process, one thread; ``self(step)`` serves one run or block."""
+    """The workload and paired designs' executor: each label's engine (or generate()) built once."""
 
     def __init__(self, spec: Resolved):
         set_single_thread()
@@ -220,9 +210,8 @@ class Servers:
 
 
 def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:
-    """Each variant's gain over the previous (or the first): the paired ratio t(base) / t(this)
-    minus 1 per pair, a pair one round or (``abba``) two rounds each side summed, with its
-    bootstrap 95% interval and the cost model; never ``resolved`` below MIN_PAIRS pairs."""
+    """Each variant's gain over the previous (or the first): paired ratio t(base) / t(this) - 1, a
+    pair one round or (``abba``) two summed, with its 95% interval and the cost model."""
     if pairing not in ("round", "abba"):
         raise ValueError(f"pairing must be 'round' or 'abba', got {pairing!r}")
     pick = abba_sums if pairing == "abba" else list
@@ -244,8 +233,7 @@ def abba_sums(values: list[float]) -> list[float]:
 
 
 def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict]:
-    """The workload's comparisons, run i paired with run i: requests/s (engine / generate()) and
-    CPU s (generate() / engine), medians of the per-pair ratios with bootstrap 95% intervals."""
+    """Run i paired with run i: requests/s (engine / generate()), CPU s (generate() / engine)."""
     e, h, rows = runs[variant], runs[HF], []
     for metric, a, b in (("requests_per_s", e, h), ("cpu_s", h, e)):
         iv = paired([x[metric] for x in a], [x[metric] for x in b], kind="ratio")
@@ -283,9 +271,7 @@ def result(spec: ServeSpec, trial, in_process: bool) -> Result:
 
 
 def lines(res: Result) -> list[str]:
-    """Each variant's requests/s (paired: CPU s) median [min, max]; every ratio or gain with its
-    95% interval: over the first variant (fresh), the engine over generate() (workload), the
-    paired gains."""
+    """Each variant's requests/s (paired: CPU s) median [min, max]; every ratio or gain."""
     p, metric = res.params, "cpu_s" if res.bench == "paired" else "requests_per_s"
     out = ratio_lines(f"{res.bench} {p['model']} on {res.env['device']} ({res.hardware_name}), {metric}: "
                       f"{p['num_requests']} requests x <= {p['max_tokens']} tokens, batch {p['max_num_seqs']}",

@@ -1,11 +1,7 @@
-"""``refimpl bench startup``: engine start-up per phase and row, or ``calls`` budget calls.
-
-A run records ``total_s``, ``phases`` (s), HF passes per phase, cache hits / misses / bytes, RSS
-around ``reset_mm_cache`` and its peak (bytes), ``parts_s``, the encoder budget and max tokens
-per item (``process_mode="mp"``: both processes, two_process.py); with ``calls``, seconds,
-passes, page faults and parts per ``compute_encoder_budget`` call (Result "budget"). numpy's
-huge-page madvise is off unless ``numpy_hugepage="on"`` (docs/results-history.md).
-"""
+"""``refimpl bench startup``: engine start-up per phase and row (``total_s``, ``phases`` s, the
+StartupReport's passes, cache and RSS bytes, ``parts_s``), or with ``calls`` seconds, passes, page
+faults and parts per ``compute_encoder_budget`` call (Result "budget"). numpy's huge-page madvise
+is off unless ``numpy_hugepage="on"`` (docs/results-history.md)."""
 from __future__ import annotations
 
 import json
@@ -28,15 +24,17 @@ from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.stats import ratio_lines, summarize
 from refimpl.variants import STARTUP_VARIANTS
 
-# seconds per part of the multimodal work (ProcessingStats): dummy data, hashing, HF calls,
-# the text-only HF calls among them, the per-item split
+# seconds per part of the multimodal work (ProcessingStats)
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
 THP = Path("/sys/kernel/mm/transparent_hugepage")
+REPORTED = ("hf_processor_calls", "hf_mm_passes", "passes_by_phase", "cache_hits", "cache_misses",
+            "cache_bytes_before_reset", "cache_bytes_after_reset", "rss_before_reset", "rss_after_reset",
+            "peak_rss_bytes", "encoder_compute_budget", "encoder_cache_size", "max_tokens_per_item",
+            "num_gpu_blocks")  # fields of the StartupReport a run records
 
 
 def make_vllm_config(spec: StartupSpec, **extra) -> VllmConfig:
-    """The VllmConfig of ``spec``; a ``model_path`` loads its weights (load_format "hf") and its
-    preprocessor settings that differ from the shipped ones go to the HF processor."""
+    """The VllmConfig of ``spec``; a ``model_path``'s weights and its non-default preprocessor settings."""
     kw: dict = {}
     if spec.model_path:
         shipped = get_preprocessor_dict(spec.model)
@@ -50,8 +48,7 @@ def make_vllm_config(spec: StartupSpec, **extra) -> VllmConfig:
 
 
 def thp_state() -> dict:
-    """Transparent huge pages as this process sees them: the kernel's ``enabled`` / ``defrag``
-    modes (None if absent) and whether numpy madvises large arrays."""
+    """Transparent huge pages: the kernel's ``enabled`` / ``defrag`` and numpy's madvise setting."""
     out: dict = {}
     for k in ("enabled", "defrag"):
         txt = (THP / k).read_text() if (THP / k).exists() else ""
@@ -91,15 +88,8 @@ def _startup(spec: StartupSpec, variant: str) -> dict:
         extra["cpu_s"] = time.process_time() - c0
     return extra | {
         "device": cfg.device, "scale": cfg.model_config.scale, "max_model_len": cfg.model_config.max_model_len,
-        "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt,
-        "total_s": sum(phases.values()), "phases": phases, "hf_processor_calls": rep.hf_processor_calls,
-        "hf_mm_passes": rep.hf_mm_passes, "passes_by_phase": rep.passes_by_phase,
-        "cache_hits": rep.cache_hits, "cache_misses": rep.cache_misses,
-        "cache_bytes_before_reset": rep.cache_bytes_before_reset, "cache_bytes_after_reset": rep.cache_bytes_after_reset,
-        "rss_before_reset": rep.rss_before_reset, "rss_after_reset": rep.rss_after_reset,
-        "peak_rss_bytes": rep.peak_rss_bytes, "parts_s": {k: stats[k] for k in PARTS},
-        "encoder_compute_budget": rep.encoder_compute_budget, "encoder_cache_size": rep.encoder_cache_size,
-        "max_tokens_per_item": rep.max_tokens_per_item, "num_gpu_blocks": rep.num_gpu_blocks}
+        "limit_mm_per_prompt": cfg.model_config.limit_mm_per_prompt, "total_s": sum(phases.values()),
+        "phases": phases, **{k: getattr(rep, k) for k in REPORTED}, "parts_s": {k: stats[k] for k in PARTS}}
 
 
 def _budget(spec: StartupSpec, variant: str) -> dict:

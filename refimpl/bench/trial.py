@@ -1,10 +1,6 @@
-"""The one trial loop of every bench: an order of steps, an executor, the Result of what finished.
-
-Order: an untimed warm-up per label, then ``repeats`` rounds, A B A B or A B B A (whole rounds
-only), each started while the fixed ``budget_s`` holds it. Executors: a fresh process, ``run_once``
-here, or serve.Servers. Ctrl-C and a failing step end the loop here only; the Result says why
-(``params.interrupted`` / ``params.failed``) and ``exit_status`` maps it.
-"""
+"""The one trial loop of every bench: an untimed warm-up per label, then ``repeats`` rounds (A B A B
+or whole A B B A rounds) while ``budget_s`` holds, run by an executor; Ctrl-C and a failing step
+end it here only, with the Result of what finished (``params.interrupted`` / ``params.failed``)."""
 from __future__ import annotations
 
 import datetime as _dt
@@ -85,9 +81,8 @@ def executor(spec: Spec, in_process: bool) -> Callable[[Step], dict]:
 
 def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike] = None,
         check: bool = False) -> Result:
-    """Measure ``spec`` (fresh processes unless ``in_process``); write the Result to ``out``.
-    Refusals before a run raise (guard.check); Ctrl-C or a failing run return the partial
-    Result, which ``check`` turns into a RuntimeError after writing it."""
+    """Measure ``spec`` and write the Result to ``out``; refusals raise (guard.check) before any run.
+    Ctrl-C or a failing run return the partial Result (``check``: RuntimeError after writing it)."""
     guard.check(spec, out, in_process)
     spec = spec.resolve()
     trial, now, t0 = Trial({label: [] for label in spec.labels}), "set-up", None

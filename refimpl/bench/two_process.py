@@ -1,8 +1,5 @@
-"""Start-up in two processes (``startup --process-mode mp``): P0 the front end, P1 the engine core.
-
-Records both processes' cache bytes and RSS around P0's ``reset_mm_cache`` (as vLLM's
-``LLMEngine.__init__``), and what one real request costs on the wire with and without a mirror hit.
-"""
+"""Start-up in two processes (``--process-mode mp``, P0 front end, P1 engine core): both processes'
+cache bytes and RSS around P0's ``reset_mm_cache``, and one real request's cost on the wire."""
 from __future__ import annotations
 
 import time
@@ -35,10 +32,8 @@ def _probe_request(model_config):
 
 
 def _transport_probe(frontend, model_config) -> dict:
-    """Send one real request twice (a mirror miss, then a hit): Whisper through
-    ``add_request`` (then aborted), an image model through a ``mirror_probe`` utility call that
-    P1 decodes without queueing. Bytes of the message, seconds to serialise it in P0 and to
-    decode both in P1, bytes of the processed tensors."""
+    """One real request sent twice (mirror miss, then hit): bytes, seconds to serialise in P0 and decode
+    in P1, bytes of the processed tensors (Whisper: add_request then abort; images: ``mirror_probe``)."""
     tokens, items, hashes = _probe_request(model_config)
     stats, out = frontend.client.stats, {}
     decode0 = frontend.client.call_utility("decode_s")
@@ -61,9 +56,8 @@ def _transport_probe(frontend, model_config) -> dict:
 
 
 def two_process_record(vllm_config, variant: str, reset_scope: str):
-    """Start up in two processes; (P1's StartupReport, record): ``startup_wall_s`` (s from the
-    spawn to READY), ``spawn_overhead_s`` (that minus P1's phases), the MEMORY_FIELDS (bytes),
-    ``p1_pid``, ``p1_registry_stats`` and ``transport`` (after the reset). P1 is shut down."""
+    """Start up in two processes: (P1's StartupReport, record of spawn seconds, MEMORY_FIELDS bytes,
+    P1's registry stats and ``transport``); P1 is shut down."""
     t0 = time.perf_counter()
     frontend = MPFrontend(vllm_config, variant, reset_scope)
     try:
@@ -82,8 +76,7 @@ def two_process_record(vllm_config, variant: str, reset_scope: str):
 
 
 def summarize_two_process(runs: list[dict]) -> dict:
-    """summarize() of MEMORY_FIELDS and ``transport_<TRANSPORT_FIELDS>`` over two-process runs;
-    {} for in-process ones."""
+    """summarize() of MEMORY_FIELDS and ``transport_*`` over two-process runs; {} for in-process ones."""
     if not runs or any(r.get("process_mode") != "mp" for r in runs):
         return {}
     out = {k: summarize(r[k] for r in runs) for k in MEMORY_FIELDS}

@@ -1,8 +1,5 @@
-"""``refimpl bench wer``: word error rate of the real whisper-tiny.en weights on the speech clips.
-
-Checks the CTranslate2 conversion end to end: greedy generate() per clip, scored by jiwer
-against its sentence, both through Whisper's English normaliser.
-"""
+"""``refimpl bench wer``: WER of the real whisper-tiny.en weights on the speech clips (greedy
+generate(), jiwer, Whisper's English normaliser): checks the CTranslate2 conversion end to end."""
 from __future__ import annotations
 
 import json
@@ -23,10 +20,7 @@ from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
 MODEL = WerSpec().model
-
-
-def normalize(text: str) -> str:
-    return EnglishTextNormalizer({})(text)
+normalize = EnglishTextNormalizer({})
 
 
 def clip_references() -> dict[str, str]:
@@ -36,8 +30,7 @@ def clip_references() -> dict[str, str]:
 
 
 def transcribe_clips(model=None, max_new_tokens: int = 64) -> dict[str, list[int]]:
-    """Greedy token ids (EOS included) per clip, one static batch (every clip is padded to 3000
-    mel frames anyway); ``model`` defaults to the real weights."""
+    """Greedy token ids (EOS included) per clip in one batch; ``model`` defaults to the real weights."""
     model = model if model is not None else get_model(ModelConfig(MODEL, device="cpu"))
     clips, fe = load_speech_clips(), build_hf_processor(MODEL).feature_extractor
     feats = fe([a for _, a in clips], sampling_rate=fe.sampling_rate, return_tensors="pt")["input_features"]
@@ -47,8 +40,7 @@ def transcribe_clips(model=None, max_new_tokens: int = 64) -> dict[str, list[int
 
 
 def word_error_rates(tokens: dict[str, list[int]]) -> dict:
-    """{"clips": [{"clip", "reference", "hypothesis", "wer"}], "corpus_wer"}: (substitutions +
-    deletions + insertions) / reference words after ``normalize``; the corpus pools all words."""
+    """{"clips": [{"clip", "reference", "hypothesis", "wer"}], "corpus_wer" (all words pooled)}."""
     tok, refs, rows = get_tokenizer(MODEL), clip_references(), []
     for name, ids in tokens.items():
         hyp = tok.decode(ids, skip_special_tokens=True)

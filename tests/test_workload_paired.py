@@ -140,22 +140,6 @@ def test_gain_line_says_resolved_or_why_not():
     assert gain_line(row).count("resolved") == 1 and ", resolved)" in gain_line(row)
 
 
-@pytest.mark.slow
-def test_model_curve_points_and_figure(tmp_path):
-    from refimpl.analysis.model_curve import plot_gain_vs_step_time, points
-    by = {"0.10.2": {"wall_s": [2.2, 2.3], "cpu_s": [2.1, 2.2], "registry_s": [0.2, 0.2],
-                       "registry_calls": [20, 20], "steps": [20, 20]},
-          "0.10.2+#24866": {"wall_s": [2.0, 2.1], "cpu_s": [1.9, 2.0], "registry_s": [0.0, 0.0],
-                            "registry_calls": [0, 0], "steps": [20, 20]}}
-    runs = {v: {"runs": [{k: x[k][i] for k in x} for i in range(2)], "summary": {}} for v, x in by.items()}
-    Result("paired", {}, {"variants": list(by)}, runs, missing=["env"], comparisons=gains(by, "wall_s")).write(
-        tmp_path / "p.json")
-    (p,) = points(tmp_path / "p.json")
-    assert p["registry_s_per_call"] == pytest.approx(0.01) and p["step_s"] == pytest.approx(2.05 / 20)
-    plot_gain_vs_step_time([p], out_png=tmp_path / "curve.png")
-    assert (tmp_path / "curve.png").stat().st_size > 1000
-
-
 @pytest.fixture
 def fake_servers(monkeypatch):
     """The workload's servers replaced: each label serves a fixed result; the ``fail_at``-th

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Sequence
 
 from refimpl.analysis import figure, md_table, provenance, save
-from refimpl.analysis.model_curve import gain_errorbar, plot_gain_vs_step_time, points
 from refimpl.bench.schema import Result
 from refimpl.stats import MIN_PAIRS
 
@@ -43,6 +42,12 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
                         provenance(r)])
     return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved", "pairs",
                      "cost model", "timed s", "measured", "on"], out)
+
+
+def gain_errorbar(ax, x: float, c: dict, **kw) -> None:
+    """A comparison's gain (%) at ``x`` with its 95% interval."""
+    ax.errorbar(x, 100 * c["gain"], capsize=3, **kw,
+                yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]])
 
 
 def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],
@@ -110,21 +115,3 @@ def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_
     ax.set_xlabel("N = max audios encoded per step")
     ax.set_ylabel(f"gain over {next(iter(res.variants))}, {metric} (%)")
     return save(fig, out_dir, "encoder_batch_sweep")
-
-
-def model_curve_figure(results: Sequence[Result], stored: Sequence[tuple[str, Result]], out_dir: Path,
-                       metric: str = "cpu_s", min_pairs: int = 1):
-    """Gain against step time (model_curve): live points, stored CPU hollow, stored GPU squares."""
-    def pts(r: Result, least: int) -> list[dict]:
-        if any("steps" not in x for v in r.variants for x in r.runs(v)):
-            return []  # an older result without steps per block
-        return [{**p, "hardware": r.hardware_name} for p in points(r, metric)
-                if p["over"] in ("0.10.2", "0.10.2+#24866") and pairs_of(p) >= least]
-    live = [p for r in results for p in pts(r, 1)]
-    other = [(r.env.get("device"), p) for _, r in stored for p in pts(r, min_pairs)]
-    fig = plot_gain_vs_step_time([p for p in live if pairs_of(p) >= min_pairs],
-                                 [p for d, p in other if d == "cuda"],
-                                 stored_points=[p for d, p in other if d != "cuda"],
-                                 title=provenance(results[0]) if results else "",
-                                 c=max((p["registry_s_per_call"] for p in live), default=None))
-    return save(fig, out_dir, "gain_vs_step_time")

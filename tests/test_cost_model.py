@@ -148,7 +148,7 @@ def test_calibrate_result_and_lines():
     assert "v0.9.0 3.00" in text and "whisper-tiny.en 9.0 ms" in text
 
 
-@pytest.mark.slow
+@pytest.mark.soak  # ~25 s; `make calibrate` runs the real one
 def test_calibrate_measures_in_one_process(tmp_path):
     """A real calibration, small: every key the model reads for Whisper is measured."""
     from refimpl.bench import trial

@@ -115,7 +115,7 @@ def test_old_names_label_the_rows_they_were():
     assert STARTUP_VARIANTS["0.9.0+#19484"].formula_models == ()  # not 0.9.2: no formula
     for path in sorted(ROOT.glob("results/*/*.json")):  # committed results load under row names
         res = Result.load(path)
-        if res.bench in ("wer", "spawn-cost", "throughput-sweep"):
+        if res.bench in ("wer", "spawn-cost", "throughput-sweep", "calibrate"):
             continue
         known = STARTUP_VARIANTS if res.bench in ("startup", "budget") else ENCODER_LEN_VARIANTS
         assert all(v.partition("@")[0] in known or v == "hf-generate" for v in res.variants), path

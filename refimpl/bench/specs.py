@@ -209,8 +209,8 @@ def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
     """The spec of a stored Result of ``bench`` (its ``params``), whatever its layout since schema
     1: the old benches throughput / workload / paired are designs of ``serve`` now, budget is
     ``startup --calls``, ``max_audios_per_step`` N is in the label (``audios-per-step@N``)."""
-    if bench in ("startup", "budget", "wer"):
-        cls = WerSpec if bench == "wer" else StartupSpec
+    if bench in ("startup", "budget", "wer", "calibrate"):
+        cls = {"wer": WerSpec, "calibrate": CalibrateSpec}.get(bench, StartupSpec)
         return cls(**_fields(cls, {"calls": 2, **params} if bench == "budget" else params))
     p = dict(params, design={"throughput": "fresh"}.get(bench, bench))
     n = p.get("max_audios_per_step", 1)

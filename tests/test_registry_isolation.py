@@ -20,6 +20,8 @@ from refimpl.engine.llm_engine import LLMEngine
 from refimpl.multimodal import MULTIMODAL_REGISTRY, MultiModalRegistry
 from refimpl.testing import FakeRegistry, fresh_registry, hf_passes_by_phase
 
+pytestmark = pytest.mark.slow  # engine start-ups per row on two registries
+
 VARIANTS = ("0.8.5", "0.9.0", "0.9.0+#19756", "refimpl")
 
 

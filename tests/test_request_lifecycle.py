@@ -29,6 +29,8 @@ from refimpl.sampling_params import SEED_LIMIT, SEED_MAX, SEED_MIN, SamplingPara
 from refimpl.worker.model_loader import initialize_dummy_weights
 from refimpl.worker.whisper_runner import WhisperRunner
 
+pytestmark = pytest.mark.slow  # engines stepped through hypothesis interleavings
+
 MAX_K = 8
 VOCAB = 51865
 IDS = ("X", "Y", "0", "1")

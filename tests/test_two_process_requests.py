@@ -26,6 +26,8 @@ from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.whisper_runner import WhisperRunner
 
+pytestmark = pytest.mark.slow  # two-process engines (a P1 child per test)
+
 VOCAB = 51865
 
 

@@ -1,9 +1,4 @@
-"""``refimpl bench startup|serve|wer ...`` and ``refimpl report``.
-
-A bench's flags are its spec's fields (bench/specs.py, parsed by tyro); a refused value is one
-line naming the field and its limit, exit 2. Every bench writes its Result and prints its
-figures with their 95% intervals.
-"""
+"""``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py) and ``refimpl report``."""
 from __future__ import annotations
 
 import sys

@@ -4,10 +4,8 @@
      "variants": {name: {"runs": [run, ...], "summary": {metric: summarize(...) or a number}}},
      "missing": [...], "comparisons": [{"variant", "over", "metric", ...}]}   # both optional
 
-``params``: the spec's fields; a partial result says why in ``params.interrupted`` or
-``params.failed``. ``missing`` names what a migrated result lacks (never invented).
-``Result.from_dict`` renames a version 1 result's rows by ``LEGACY_NAMES``.
-"""
+``params``: the spec's fields (``interrupted`` / ``failed`` on a partial one); ``missing``: what a
+migrated result lacks."""
 from __future__ import annotations
 
 import json

@@ -27,6 +27,8 @@ from refimpl.worker.model_loader import get_model
 
 PERCENTILES = (50, 90, 99)
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
+METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
+           "paired": ("wall_s", "cpu_s")}
 Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
 
 
@@ -233,10 +235,6 @@ def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict
         rows.append({"variant": variant, "over": HF, "metric": metric, "ratio": iv.estimate, "low": iv.low,
                      "high": iv.high, "pairs": len(a), "resolved": iv.resolved and len(a) >= MIN_PAIRS})
     return rows
-
-
-METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
-           "paired": ("wall_s", "cpu_s")}
 
 
 def result(spec: ServeSpec, trial, in_process: bool) -> Result:

@@ -1,6 +1,5 @@
-"""Notebook 02's unpaired check (``refimpl bench serve --design fresh``, Result bench "throughput"):
-the encoder-length ladder of PRs #24866 / #24989 in fresh processes, random-weight Whisper
-decoding a fixed number of tokens."""
+"""Notebook 02's unpaired check (``refimpl bench serve --design fresh``, Result bench "throughput"): the
+encoder-length ladder in fresh processes, random-weight Whisper decoding a fixed number of tokens."""
 from __future__ import annotations
 
 from pathlib import Path

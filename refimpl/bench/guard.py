@@ -169,9 +169,9 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
         mc = ModelConfig(s.model, device=s.device or "auto")
         engines = [v for v in s.variants if v != HF]
         vc = VllmConfig(mc, SchedulerConfig(max_num_seqs=s.max_num_seqs or 256), CacheConfig(num_gpu_blocks=s.num_gpu_blocks))
-        if engines and vc.cache_config.num_gpu_blocks is not None and vc.cache_config.num_gpu_blocks < blocks_for_one_request(vc):
-            need = blocks_for_one_request(vc)
-            raise ConfigError("num_gpu_blocks", need, f"{vc.cache_config.num_gpu_blocks} KV blocks cannot hold "
+        need = blocks_for_one_request(vc)
+        if engines and s.num_gpu_blocks is not None and s.num_gpu_blocks < need:
+            raise ConfigError("num_gpu_blocks", need, f"{s.num_gpu_blocks} KV blocks cannot hold "
                               f"one request of max_model_len={mc.max_model_len} ({need} blocks)")
         reqs = memory.request_bytes(s.model, s.num_requests, bool(engines))
         if s.design == "workload":

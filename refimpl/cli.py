@@ -45,7 +45,6 @@ def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
 
 
 def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
-    """Run ``spec`` as the command line does; its exit status."""
     name = f"refimpl bench {spec.name}"
     path = Path(out) if out else calibrate.default_out() if spec.name == "calibrate" else trial.default_out(spec)
     try:

@@ -67,7 +67,6 @@ def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
-    """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
     return ratio_md(ratios(res, min_n), TIME_LABEL[time_key(res)]) if BEFORE in res.variants else ""
 
 

@@ -41,7 +41,6 @@ def gains(res: Result, min_n: int = 1) -> dict[str, dict]:
 
 
 def gains_table(res: Result, min_n: int = 1) -> str:
-    """Markdown of ``gains``: ratio, 95% interval, state."""
     return ratio_md(gains(res, min_n), "req/s")
 
 

@@ -131,7 +131,6 @@ class Result:
         return self.variants[variant]["runs"]
 
     def values(self, variant: str, key: str) -> list[float]:
-        """``run[key]`` of every run of ``variant``."""
         return [r[key] for r in self.runs(variant)]
 
     @property

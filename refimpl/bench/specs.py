@@ -218,7 +218,6 @@ def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
 
 def command_of(bench: str, params: dict[str, Any], *, in_process: bool = False,
                output_json: Optional[str] = None) -> str:
-    """The command line that repeats a stored Result of ``bench``."""
     return spec_from_params(bench, params).command(output_json, in_process)
 
 
@@ -232,7 +231,6 @@ def spec_to_json(spec: Spec) -> str:
 
 
 def spec_from_json(text: str) -> Spec:
-    """Inverse of :func:`spec_to_json`."""
     d = json.loads(text)
     cls = SPECS[d["bench"]]
     return cls(**_fields(cls, d["spec"]))

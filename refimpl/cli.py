@@ -1,9 +1,4 @@
-"""``refimpl bench startup|serve|wer ...`` and ``refimpl report``.
-
-A bench's flags are its spec's fields (bench/specs.py, parsed by tyro); a refused value is one
-line naming the field and its limit, exit 2. Every bench writes its Result and prints its
-figures with their 95% intervals.
-"""
+"""``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py) and ``refimpl report``."""
 from __future__ import annotations
 
 import sys
@@ -50,7 +45,6 @@ def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
 
 
 def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
-    """Run ``spec`` as the command line does; its exit status."""
     name = f"refimpl bench {spec.name}"
     path = Path(out) if out else calibrate.default_out() if spec.name == "calibrate" else trial.default_out(spec)
     try:

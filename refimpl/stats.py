@@ -94,9 +94,7 @@ def paired(a: Iterable[float], b: Iterable[float], *, kind: Literal["difference"
 
 def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: str = "b",
             min_n: int = 1) -> dict[str, Any]:
-    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n" (runs of the
-    smaller side), "state"}; no estimate below ``min_n`` runs a side, never resolved below
-    MIN_PAIRS."""
+    """median(a) / median(b): {"estimate", "low", "high" (95% bootstrap), "n", "state"}."""
     n = min(len(a), len(b))
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": n}
     if n == 0:

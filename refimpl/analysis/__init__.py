@@ -126,7 +126,6 @@ class Study:
 
     @property
     def where(self) -> str:
-        """Where the study's Results come from: "here", or the stored folder."""
         return f"results/{self.hardware}" if self.mode == "stored" else "here"
 
     def stored(self, name: str) -> Optional[Result]:

@@ -44,12 +44,6 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
                      "cost model", "timed s", "measured", "on"], out)
 
 
-def gain_errorbar(ax, x: float, c: dict, **kw) -> None:
-    """A comparison's gain (%) at ``x`` with its 95% interval."""
-    ax.errorbar(x, 100 * c["gain"], capsize=3, **kw,
-                yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]])
-
-
 def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],
            metric: str, min_pairs: int, where: str, place) -> None:
     """Gains of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c, hollow)``, titled."""
@@ -57,9 +51,10 @@ def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple
     for group, hollow in ((list(results), False), ([r for _, r in stored], True)):
         for r in group:
             for c in rows([r], metric, min_pairs=min_pairs):
-                gain_errorbar(ax, place(r, c, hollow), c, fmt="o", color="C1" if hollow else "C0",
-                              mfc="white" if hollow else None,
-                              label=f"stored: {provenance(r)}" if hollow else live)
+                ax.errorbar(place(r, c, hollow), 100 * c["gain"], capsize=3, fmt="o",
+                            yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]],
+                            color="C1" if hollow else "C0", mfc="white" if hollow else None,
+                            label=f"stored: {provenance(r)}" if hollow else live)
     shown = rows(results, metric, min_pairs=min_pairs)
     if not ax.get_legend_handles_labels()[0]:
         ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",

@@ -129,12 +129,10 @@ class ServingStudy(Study):
 
 
 def is_sweep(res: Result) -> bool:
-    """Whether ``res`` is an audios-per-step sweep (its variants carry ``@N``)."""
     return any("@" in v for v in res.variants)
 
 
 def command(res: Result) -> str:
-    """The CLI line that repeats ``res`` (paired, workload or wer)."""
     return command_of(res.bench, res.params)
 
 

@@ -14,8 +14,7 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
-
-
+TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
 # vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
 BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
 AFTER = next(v.name for v in STARTUP_VARIANTS.values()
@@ -33,9 +32,6 @@ def time_key(res: Result) -> str:
     """"cpu_s" when every run records it (less inflated by other processes), else "total_s" (wall)."""
     runs = [x for r in res.variants.values() for x in r["runs"]]
     return "cpu_s" if runs and all("cpu_s" in x for x in runs) else "total_s"
-
-
-TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
 
 
 def _mib(runs: list[dict], key: str) -> str:
@@ -71,7 +67,6 @@ def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
-    """Markdown of ``ratios``: median start-up seconds over BEFORE's, 95% interval, state."""
     return ratio_md(ratios(res, min_n), TIME_LABEL[time_key(res)]) if BEFORE in res.variants else ""
 
 

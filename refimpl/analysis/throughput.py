@@ -1,6 +1,5 @@
-"""Notebook 02's unpaired check (``refimpl bench serve --design fresh``, Result bench "throughput"):
-the encoder-length ladder of PRs #24866 / #24989 in fresh processes, random-weight Whisper
-decoding a fixed number of tokens."""
+"""Notebook 02's unpaired check (``refimpl bench serve --design fresh``, Result bench "throughput"): the
+encoder-length ladder in fresh processes, random-weight Whisper decoding a fixed number of tokens."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,7 +41,6 @@ def gains(res: Result, min_n: int = 1) -> dict[str, dict]:
 
 
 def gains_table(res: Result, min_n: int = 1) -> str:
-    """Markdown of ``gains``: ratio, 95% interval, state."""
     return ratio_md(gains(res, min_n), "req/s")
 
 

@@ -9,9 +9,7 @@ from refimpl.bench.two_process import summarize_two_process
 
 SCOPES = ("v0.9.0", "all")
 REPEATS = 3
-# The smallest dummy video (the same at any max_model_len up to about 32k tokens): the bytes P1
-# keeps grow with the length, the mechanism does not depend on it.
-MAX_MODEL_LEN = 8192
+MAX_MODEL_LEN = 8192  # the smallest dummy video (the same up to ~32k tokens); the mechanism is the same
 _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
 _TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
               ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))

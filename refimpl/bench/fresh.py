@@ -1,10 +1,5 @@
 """Fresh-process runs: ``python -m refimpl.bench.fresh --spec JSON --variant V --output-json F``.
-
-Start-up is only meaningful cold, so each timed run of a fresh design is its own process. A
-refimpl error in the worker is pickled and raised again in the parent as itself
-(REFIMPL_ERROR_EXIT); any other failure is a FreshProcessError with the output's tail. Workers
-end with their parent (Linux).
-"""
+A worker's refimpl error is raised again in the parent; any other failure is a FreshProcessError."""
 from __future__ import annotations
 
 import argparse
@@ -46,8 +41,7 @@ def bench_module(spec: Spec) -> Any:
 
 
 def die_with_parent() -> None:
-    """End this child (SIGTERM) when the process that started it ends, even killed
-    (PR_SET_PDEATHSIG); exit at once if it is already gone. A no-op off Linux."""
+    """SIGTERM this child when its parent ends (PR_SET_PDEATHSIG, Linux only)."""
     parent = os.environ.pop(PARENT_PID_ENV, None)  # not for this child's own children
     if not sys.platform.startswith("linux") or not parent:
         return
@@ -58,10 +52,8 @@ def die_with_parent() -> None:
 
 def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[float] = None, *,
                          env: Optional[dict[str, str]] = None) -> dict[str, Any]:
-    """``python -m <module> <args> --output-json <tmp>`` in a new process (this interpreter,
-    this environment updated with ``env``); its JSON object plus ``_fresh_process`` (``wall_s``,
-    s; ``cmd``). Raises the child's refimpl error again, FreshProcessError, or TimeoutError past
-    ``timeout_s`` seconds (the child is killed, as on KeyboardInterrupt)."""
+    """``python -m <module> <args> --output-json <tmp>`` in a new process: its JSON plus ``_fresh_process``
+    (``wall_s``, ``cmd``). Raises the child's refimpl error, FreshProcessError or TimeoutError."""
     fd, tmp = tempfile.mkstemp(prefix="refimpl-bench-", suffix=".json")
     os.close(fd)
     os.unlink(tmp)  # the child must create it: an empty leftover must not parse as success

@@ -1,9 +1,5 @@
-"""Every refusal before a run, in one place: ``check(spec, out)``, called once by ``trial.run``.
-
-Limits, conflicting fields, unknown models and rows, an absent device, an unwritable output
-path, a model directory without configs, and memory.py's estimates against what is available.
-Raises ConfigError (UnknownVariantError, UnknownModelError) or InsufficientMemoryError.
-"""
+"""Every refusal before a run: ``check(spec, out)``, called once by ``trial.run``. Raises
+ConfigError (UnknownVariantError, UnknownModelError) or InsufficientMemoryError."""
 from __future__ import annotations
 
 import dataclasses
@@ -51,8 +47,7 @@ OUTPUT_LIMIT = "a writable file path: not a folder, in a folder this user can wr
 
 
 def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool = False) -> None:
-    """Refuse ``spec`` (run in fresh processes unless ``in_process``, written to ``out``) before
-    anything runs; see the module doc."""
+    """Refuse ``spec`` (fresh processes unless ``in_process``, written to ``out``) before any run."""
     bench = f"refimpl bench {spec.name}"
     for name, choices in CHOICES.items():  # before resolve(): the design picks the defaults
         if getattr(spec, name, None) is not None and getattr(spec, name) not in choices:
@@ -142,8 +137,7 @@ def _startup(s: StartupSpec) -> None:
 
 
 def check_output(path: str | os.PathLike) -> Path:
-    """Refuse a result path the run could not write at its end (a temporary file is made in its
-    nearest existing folder and removed; nothing is created). Raises ConfigError("output_json")."""
+    """Refuse a result path the run could not write (probed with a temporary file); ConfigError."""
     path = Path(path)
     if path.exists() and not path.is_file():
         raise ConfigError("output_json", OUTPUT_LIMIT, f"{str(path)!r} is {'a folder' if path.is_dir() else 'not a file'}")
@@ -175,9 +169,9 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
         mc = ModelConfig(s.model, device=s.device or "auto")
         engines = [v for v in s.variants if v != HF]
         vc = VllmConfig(mc, SchedulerConfig(max_num_seqs=s.max_num_seqs or 256), CacheConfig(num_gpu_blocks=s.num_gpu_blocks))
-        if engines and vc.cache_config.num_gpu_blocks is not None and vc.cache_config.num_gpu_blocks < blocks_for_one_request(vc):
-            need = blocks_for_one_request(vc)
-            raise ConfigError("num_gpu_blocks", need, f"{vc.cache_config.num_gpu_blocks} KV blocks cannot hold "
+        need = blocks_for_one_request(vc)
+        if engines and s.num_gpu_blocks is not None and s.num_gpu_blocks < need:
+            raise ConfigError("num_gpu_blocks", need, f"{s.num_gpu_blocks} KV blocks cannot hold "
                               f"one request of max_model_len={mc.max_model_len} ({need} blocks)")
         reqs = memory.request_bytes(s.model, s.num_requests, bool(engines))
         if s.design == "workload":
@@ -193,8 +187,7 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
 
 def check_startup_memory(model_config, variants: list, max_num_batched_tokens: int = 8192,
                          available: Optional[int] = None) -> int:
-    """The largest start-up need (bytes) of ``variants``; InsufficientMemoryError (field
-    ``max_model_len``) naming the variant, the need and a max_model_len that would fit."""
+    """The largest start-up need (bytes) of ``variants``; InsufficientMemoryError ("max_model_len")."""
     avail = psutil.virtual_memory().available if available is None else available
     need, worst = max((memory.startup_bytes(model_config, v, max_num_batched_tokens), v.name) for v in variants)
     if need <= avail:
@@ -208,8 +201,7 @@ def check_startup_memory(model_config, variants: list, max_num_batched_tokens: i
 
 
 def check_serving_memory(vllm_config, available: Optional[int] = None) -> int:
-    """The need (bytes) of a Whisper engine on the CPU (memory.serving_parts plus a margin);
-    InsufficientMemoryError naming the setting behind the largest part."""
+    """The need (bytes) of a Whisper engine on the CPU; InsufficientMemoryError (the largest part)."""
     avail = psutil.virtual_memory().available if available is None else available
     parts, running = memory.serving_parts(vllm_config)
     need = sum(parts.values()) + memory.SERVING_MARGIN_BYTES
@@ -225,8 +217,7 @@ def check_serving_memory(vllm_config, available: Optional[int] = None) -> int:
 
 
 def wait_for_memory(spec: Spec, label: str, wait_s: Optional[float] = None, poll_s: float = 5.0) -> None:
-    """Before each run: ``check_memory`` of that one variant, retried for up to ``wait_s``
-    seconds (default MEMORY_WAIT_S) while memory others hold may come back; then it refuses."""
+    """``check_memory`` of one variant, retried for up to ``wait_s`` s (default MEMORY_WAIT_S)."""
     deadline = time.monotonic() + (MEMORY_WAIT_S if wait_s is None else wait_s)
     one = spec.replace(variants=(label,)) if hasattr(spec, "variants") else spec
     while True:

@@ -1,11 +1,6 @@
-"""What a run will hold in memory, estimated from its configs alone (bytes); guard.py refuses.
-
-Start-up: ``BASE_BYTES + E * bytes_per_element``, E the elements of the largest dummy video
-(462M at 128000 tokens); per element the HF pass holds the video, a torch copy and two float32
-intermediates, a hash the video and its copies (HASH_COPIES) beside the cached float32 pixels.
-Serving: a Whisper engine's weights, KV cache, dense-once copies and dummy prompt; the requests'
-audio and features. No vLLM counterpart (vLLM sizes the KV cache from free GPU memory).
-"""
+"""What a run will hold in memory (bytes), estimated from its configs alone; guard.py refuses.
+Start-up: ``BASE_BYTES + E * bytes_per_element``, E the largest dummy video's elements. No vLLM
+counterpart (vLLM sizes the KV cache from free GPU memory)."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -65,9 +60,7 @@ def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int =
 
 
 def serving_parts(vllm_config) -> tuple[dict[str, int], int]:
-    """(bytes by the setting behind them, requests counted as running) of a Whisper engine on the
-    CPU: weights, KV cache, dense-once copies of the requests that can run at once, the dummy
-    prompt (checked by scripts/serving_memory_check.py)."""
+    """(bytes by the setting behind them, requests counted as running) of a Whisper engine on the CPU."""
     mc, cc, sc = vllm_config.model_config, vllm_config.cache_config, vllm_config.scheduler_config
     d = mc.hf_config_dict
     block = 2 * d["decoder_layers"] * cc.block_size * d["d_model"] * getattr(torch, mc.dtype).itemsize

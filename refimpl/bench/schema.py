@@ -4,10 +4,8 @@
      "variants": {name: {"runs": [run, ...], "summary": {metric: summarize(...) or a number}}},
      "missing": [...], "comparisons": [{"variant", "over", "metric", ...}]}   # both optional
 
-``params``: the spec's fields; a partial result says why in ``params.interrupted`` or
-``params.failed``. ``missing`` names what a migrated result lacks (never invented).
-``Result.from_dict`` renames a version 1 result's rows by ``LEGACY_NAMES``.
-"""
+``params``: the spec's fields (``interrupted`` / ``failed`` on a partial one); ``missing``: what a
+migrated result lacks."""
 from __future__ import annotations
 
 import json
@@ -133,7 +131,6 @@ class Result:
         return self.variants[variant]["runs"]
 
     def values(self, variant: str, key: str) -> list[float]:
-        """``run[key]`` of every run of ``variant``."""
         return [r[key] for r in self.runs(variant)]
 
     @property

@@ -1,10 +1,5 @@
-"""``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded).
-
-Designs: ``fresh`` (Result "throughput"), a fresh process per run; ``workload``, engines built
-once serve a mixed-length workload to EOS, A B B A (TTFT / E2E s from arrival); ``paired``,
-identical blocks A B B A, each row's gain with the cost model. ``hf-generate``: generate() in
-static batches of ``max_num_seqs`` (TTFT = E2E).
-"""
+"""``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded); designs
+fresh (Result "throughput"), workload, paired (specs.ServeSpec). hf-generate: TTFT = E2E."""
 from __future__ import annotations
 
 import gc
@@ -32,6 +27,8 @@ from refimpl.worker.model_loader import get_model
 
 PERCENTILES = (50, 90, 99)
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
+METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
+           "paired": ("wall_s", "cpu_s")}
 Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
 
 
@@ -150,8 +147,7 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
 
 
 def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
-    """``audios`` given at once and served to completion (the collector off inside if ``gc_off``):
-    wall / CPU / registry s, registry calls, steps, the outputs and their tokens."""
+    """``audios`` given at once, served to completion: wall / CPU / registry s, calls, steps, outputs."""
     if gc_off:
         gc.collect()
         gc.disable()
@@ -210,8 +206,7 @@ class Servers:
 
 
 def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:
-    """Each variant's gain over the previous (or the first): paired ratio t(base) / t(this) - 1, a
-    pair one round or (``abba``) two summed, with its 95% interval and the cost model."""
+    """Each variant's gain t(base) / t(this) - 1 over the previous (or first), 95% CI, cost model."""
     if pairing not in ("round", "abba"):
         raise ValueError(f"pairing must be 'round' or 'abba', got {pairing!r}")
     pick = abba_sums if pairing == "abba" else list
@@ -240,10 +235,6 @@ def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict
         rows.append({"variant": variant, "over": HF, "metric": metric, "ratio": iv.estimate, "low": iv.low,
                      "high": iv.high, "pairs": len(a), "resolved": iv.resolved and len(a) >= MIN_PAIRS})
     return rows
-
-
-METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
-           "paired": ("wall_s", "cpu_s")}
 
 
 def result(spec: ServeSpec, trial, in_process: bool) -> Result:

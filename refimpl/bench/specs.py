@@ -1,9 +1,4 @@
-"""What each bench measures: frozen specs whose fields are the flags of ``refimpl bench``.
-
-tyro builds the command line from these fields (refimpl/cli.py); refimpl/bench/guard.py checks
-their values. ``spec.command()`` is the line that repeats a spec; ``spec_from_params`` rebuilds
-a spec from a stored Result's params of any layout since schema 1 (the results' commands).
-"""
+"""What each bench measures: frozen specs whose fields are the flags of ``refimpl bench`` (tyro)."""
 from __future__ import annotations
 
 import dataclasses
@@ -56,8 +51,7 @@ class Spec:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
 
     def command(self, output_json: Optional[str] = None, in_process: bool = False) -> str:
-        """The ``refimpl bench`` line that repeats this spec: the fields that differ from their
-        defaults, then ``--output-json`` and ``--in-process`` when given."""
+        """The ``refimpl bench`` line that repeats this spec: its fields that differ from the defaults."""
         me, ref = self.resolve(), type(self)(**{k: getattr(self, k) for k in self.anchors}).resolve()
         out = ["refimpl", "bench", self.name]
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
@@ -206,9 +200,7 @@ def _fields(cls: type, params: dict[str, Any]) -> dict[str, Any]:
 
 
 def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
-    """The spec of a stored Result of ``bench`` (its ``params``), whatever its layout since schema
-    1: the old benches throughput / workload / paired are designs of ``serve`` now, budget is
-    ``startup --calls``, ``max_audios_per_step`` N is in the label (``audios-per-step@N``)."""
+    """The spec of a stored Result of ``bench`` (its ``params``), whatever its layout since schema 1."""
     if bench in ("startup", "budget", "wer", "calibrate"):
         cls = {"wer": WerSpec, "calibrate": CalibrateSpec}.get(bench, StartupSpec)
         return cls(**_fields(cls, {"calls": 2, **params} if bench == "budget" else params))
@@ -226,8 +218,6 @@ def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
 
 def command_of(bench: str, params: dict[str, Any], *, in_process: bool = False,
                output_json: Optional[str] = None) -> str:
-    """The command line that repeats a stored Result of ``bench`` (``in_process``: its
-    ``env["in_process"]``)."""
     return spec_from_params(bench, params).command(output_json, in_process)
 
 
@@ -241,7 +231,6 @@ def spec_to_json(spec: Spec) -> str:
 
 
 def spec_from_json(text: str) -> Spec:
-    """Inverse of :func:`spec_to_json`."""
     d = json.loads(text)
     cls = SPECS[d["bench"]]
     return cls(**_fields(cls, d["spec"]))

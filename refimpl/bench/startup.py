@@ -1,7 +1,5 @@
-"""``refimpl bench startup``: engine start-up per phase and row (``total_s``, ``phases`` s, the
-StartupReport's passes, cache and RSS bytes, ``parts_s``), or with ``calls`` seconds, passes, page
-faults and parts per ``compute_encoder_budget`` call (Result "budget"). numpy's huge-page madvise
-is off unless ``numpy_hugepage="on"`` (docs/results-history.md)."""
+"""``refimpl bench startup``: engine start-up per phase and row (s, passes, cache and RSS bytes), or
+with ``calls`` each ``compute_encoder_budget`` call's s, passes, page faults (Result "budget")."""
 from __future__ import annotations
 
 import json

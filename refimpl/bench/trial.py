@@ -81,8 +81,7 @@ def executor(spec: Spec, in_process: bool) -> Callable[[Step], dict]:
 
 def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike] = None,
         check: bool = False) -> Result:
-    """Measure ``spec`` and write the Result to ``out``; refusals raise (guard.check) before any run.
-    Ctrl-C or a failing run return the partial Result (``check``: RuntimeError after writing it)."""
+    """Measure ``spec``, write the Result to ``out``; partial on Ctrl-C or failure (``check``: raise)."""
     guard.check(spec, out, in_process)
     spec = spec.resolve()
     trial, now, t0 = Trial({label: [] for label in spec.labels}), "set-up", None

@@ -22,7 +22,7 @@ from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 pytestmark = pytest.mark.slow  # engine start-ups
 
 IMAGE_TOKENS = 1024  # max_pixels / (28 * 28): Qwen2.5-VL merges 2x2 patches of 14 px
-BATCHED_TOKENS = 2048
+BATCHED_TOKENS = 1024
 # the kit's default with every lookup processed: the processing path of the per-item maximum
 PROCESSED = dataclasses.replace(STARTUP_VARIANTS["refimpl"], name="refimpl-processed", formula_models=())
 

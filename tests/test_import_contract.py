@@ -19,16 +19,21 @@ def _in(name: str, prefixes) -> bool:
     return any(name == p or name.startswith(p + ".") for p in prefixes)
 
 
-def test_mechanism_imports_nothing_of_the_measuring_half():
-    bad = []
+def _mechanism_imports():
+    """(module, imported name) for every absolute import of every mechanism module."""
     for path in ROOT.rglob("*.py"):
         mod = _module(path)
         if _in(mod, MEASURING):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            bad += [f"{mod} imports {n}" for n in names if _in(n, MEASURING)]
+            if isinstance(node, ast.Import):
+                yield from ((mod, a.name) for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                yield mod, node.module or ""
+
+
+def test_mechanism_imports_nothing_of_the_measuring_half():
+    bad = [f"{mod} imports {n}" for mod, n in _mechanism_imports() if _in(n, MEASURING)]
     assert not bad, "\n".join(bad)
 
 
@@ -54,18 +59,7 @@ def test_mechanism_needs_only_the_core_dependencies():
     deps = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["project"]["dependencies"]
     declared = {d.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip().lower() for d in deps}
     assert set(CORE_IMPORTS.values()) <= declared
-    bad = []
-    for path in ROOT.rglob("*.py"):
-        mod = _module(path)
-        if _in(mod, MEASURING):
-            continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and node.level == 0 else [])
-            for n in names:
-                top = n.split(".")[0]
-                if top in sys.stdlib_module_names or top in ("refimpl", "__future__") or top in CORE_IMPORTS:
-                    continue
-                if (mod, top) not in OPTIONAL:
-                    bad.append(f"{mod} imports {n}, not a core dependency")
+    allowed = set(sys.stdlib_module_names) | {"refimpl", "__future__"} | set(CORE_IMPORTS)
+    bad = [f"{mod} imports {n}, not a core dependency" for mod, n in _mechanism_imports()
+           if n.split(".")[0] not in allowed and (mod, n.split(".")[0]) not in OPTIONAL]
     assert not bad, "\n".join(bad)

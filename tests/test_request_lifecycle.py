@@ -28,6 +28,7 @@ from refimpl.request import RequestStatus
 from refimpl.sampling_params import SEED_LIMIT, SEED_MAX, SEED_MIN, SamplingParams
 from refimpl.worker.model_loader import initialize_dummy_weights
 from refimpl.worker.whisper_runner import WhisperRunner
+from utils import audio_prompt, greedy
 
 pytestmark = pytest.mark.slow  # engines stepped through hypothesis interleavings
 
@@ -38,13 +39,6 @@ SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 SOAK = settings(SETTINGS, max_examples=100)
 
-
-def _prompt(audio) -> dict:
-    return {"multi_modal_data": {"audio": (audio, 16000)}}
-
-
-def _greedy(k: int) -> SamplingParams:
-    return SamplingParams(max_tokens=k, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +58,7 @@ def engine():
 @pytest.fixture(scope="module")
 def ref(engine, audios):
     """Each audio's MAX_K greedy tokens, served alone on the fresh engine."""
-    out = [engine.generate([_prompt(a)], _greedy(MAX_K))[0].output_token_ids for a in audios]
+    out = [engine.generate([audio_prompt(a)], greedy(MAX_K))[0].output_token_ids for a in audios]
     assert len({tuple(t) for t in out}) == len(out), "tokens must depend on the audio"
     return out
 
@@ -94,11 +88,11 @@ def test_finished_and_aborted_requests_leave_no_runner_state(engine, audios, ref
     """The issue's inputs: one request of max_tokens=1 (19,392,000 bytes held after the
     drain before the fix); two started, then aborted (38.8 MB)."""
     runner = engine.model_runner.whisper_runner
-    engine.add_request("a", _prompt(audios[0]), SamplingParams(max_tokens=1))
+    engine.add_request("a", audio_prompt(audios[0]), SamplingParams(max_tokens=1))
     drain(engine)
     assert_idle_and_empty(engine)
-    engine.add_request("b", _prompt(audios[1]), _greedy(MAX_K))
-    engine.add_request("c", _prompt(audios[2]), _greedy(MAX_K))
+    engine.add_request("b", audio_prompt(audios[1]), greedy(MAX_K))
+    engine.add_request("c", audio_prompt(audios[2]), greedy(MAX_K))
     engine.step()
     engine.step()
     held = runner.state_bytes()
@@ -112,7 +106,7 @@ def test_drain_from_preempted_state(engine, audios, ref):
     """Two requests growing past one self-attention block preempt the later one; the runner
     keeps a preempted request's state (its generator), so an abort must still free it."""
     for rid, a in (("pp", 0), ("qq", 1)):
-        engine.add_request(rid, _prompt(audios[a]), _greedy(MAX_K))
+        engine.add_request(rid, audio_prompt(audios[a]), greedy(MAX_K))
     s = engine.scheduler
     while not any(r.status == RequestStatus.PREEMPTED for r in s.waiting):
         engine.step()
@@ -151,9 +145,9 @@ def check_interleaving(engine, audios, ref, ops) -> None:
             _, rid, a, k = op
             if rid in live:
                 with pytest.raises(InvalidInputError, match="in flight"):
-                    engine.add_request(rid, _prompt(audios[a]), _greedy(k))
+                    engine.add_request(rid, audio_prompt(audios[a]), greedy(k))
                 continue
-            engine.add_request(rid, _prompt(audios[a]), _greedy(k))
+            engine.add_request(rid, audio_prompt(audios[a]), greedy(k))
             live[rid] = (a, k)
         elif op[0] == "abort":
             engine.abort_request([op[1]])
@@ -181,8 +175,8 @@ def test_any_interleaving_soak(engine, audios, ref, ops):
 
 
 def test_generate_picks_ids_not_in_flight(engine, audios, ref):
-    engine.add_request("0", _prompt(audios[0]), _greedy(3))  # the id generate() would pick next
-    out = engine.generate([_prompt(audios[1])], _greedy(4))
+    engine.add_request("0", audio_prompt(audios[0]), greedy(3))  # the id generate() would pick next
+    out = engine.generate([audio_prompt(audios[1])], greedy(4))
     assert out[0].request_id != "0" and out[0].output_token_ids == ref[1][:4]
     drain(engine)
     assert_idle_and_empty(engine)
@@ -191,7 +185,7 @@ def test_generate_picks_ids_not_in_flight(engine, audios, ref):
 @pytest.mark.parametrize("rid", [7, "", b"X"])
 def test_request_id_must_be_a_non_empty_str(engine, audios, rid):
     with pytest.raises(InvalidInputError) as e:
-        engine.add_request(rid, _prompt(audios[0]), _greedy(1))
+        engine.add_request(rid, audio_prompt(audios[0]), greedy(1))
     assert (e.value.field, e.value.limit) == ("request_id", "a non-empty str")
     assert_idle_and_empty(engine)
 
@@ -205,9 +199,9 @@ def test_seed_beyond_int64_refused_others_unaffected(engine, audios, ref):
     assert (e.value.field, e.value.limit) == ("seed", SEED_LIMIT)
     bad = SamplingParams(max_tokens=2, temperature=1.0, seed=2**63 - 1)
     bad.seed = 2**64  # changed after it was checked: admission checks again
-    engine.add_request("good", _prompt(audios[0]), _greedy(2))
+    engine.add_request("good", audio_prompt(audios[0]), greedy(2))
     with pytest.raises(SamplingParamsError, match="seed"):
-        engine.add_request("bad", _prompt(audios[1]), bad)
+        engine.add_request("bad", audio_prompt(audios[1]), bad)
     assert [(o.request_id, o.output_token_ids) for o in drain(engine)] == [("good", ref[0][:2])]
     assert_idle_and_empty(engine)
 
@@ -243,7 +237,7 @@ def test_no_admitted_value_fails_inside_a_step(engine, audios, case):
     is refused with a RefimplError naming its field; a request of values in range is served
     to the end."""
     bad, v = case
-    prompt = _prompt(audios[0])
+    prompt = audio_prompt(audios[0])
     if v["prompt_token_ids"] is not None:
         prompt["prompt_token_ids"] = v["prompt_token_ids"]
     try:
@@ -272,15 +266,15 @@ def test_a_request_whose_runner_state_fails_finishes_with_error_alone(engine, au
         return orig(self, nr, old)
 
     monkeypatch.setattr(WhisperRunner, "_new_request_state", fail_for_bad)
-    engine.add_request("ok", _prompt(audios[0]), _greedy(MAX_K))
+    engine.add_request("ok", audio_prompt(audios[0]), greedy(MAX_K))
     engine.step()
-    engine.add_request("bad", _prompt(audios[1]), _greedy(MAX_K))
+    engine.add_request("bad", audio_prompt(audios[1]), greedy(MAX_K))
     outs = {o.request_id: o for o in drain(engine)}
     assert outs["bad"].finish_reason == "error" and "MemoryError: injected" in outs["bad"].error
     assert outs["bad"].output_token_ids == [] and outs["ok"].output_token_ids == ref[0]
     assert_idle_and_empty(engine)
     monkeypatch.undo()
-    assert engine.generate([_prompt(audios[1])], _greedy(3))[0].output_token_ids == ref[1][:3]
+    assert engine.generate([audio_prompt(audios[1])], greedy(3))[0].output_token_ids == ref[1][:3]
     assert_idle_and_empty(engine)
 
 

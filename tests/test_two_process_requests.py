@@ -25,18 +25,12 @@ from refimpl.errors import InvalidInputError, SamplingParamsError
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.whisper_runner import WhisperRunner
+from utils import audio_prompt, greedy
 
 pytestmark = pytest.mark.slow  # two-process engines (a P1 child per test)
 
 VOCAB = 51865
 
-
-def _prompt(audio) -> dict:
-    return {"multi_modal_data": {"audio": (audio, 16000)}}
-
-
-def _greedy(k: int) -> SamplingParams:
-    return SamplingParams(max_tokens=k, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +51,7 @@ def engine():
 @pytest.fixture(scope="module")
 def ref(engine, audios):
     """Audio 0's 12 and audio 1's 7 greedy tokens, each served alone by the fresh engine."""
-    return [engine.generate([_prompt(a)], _greedy(k))[0].output_token_ids for a, k in zip(audios, (12, 7))]
+    return [engine.generate([audio_prompt(a)], greedy(k))[0].output_token_ids for a, k in zip(audios, (12, 7))]
 
 
 def p1(engine, method: str, *args):
@@ -88,12 +82,12 @@ def assert_p1_holds_nothing(engine) -> None:
 
 # ----------------------------------------------------------------------------- kind 1
 def test_runner_state_freed_in_p1_once_nothing_is_unfinished(engine, audios, ref):
-    engine.add_request("a", _prompt(audios[0]), SamplingParams(max_tokens=1))
+    engine.add_request("a", audio_prompt(audios[0]), SamplingParams(max_tokens=1))
     wait_until(lambda: not p1(engine, "has_unfinished_requests"))
     assert p1(engine, "runner_state") == {}  # finished, output not read by P0 yet
     assert [o.request_id for o in drain(engine).values()] == ["a"]
     for rid in ("b", "c", "w"):  # "w" waits: two sequences at most
-        engine.add_request(rid, _prompt(audios[1]), _greedy(40))
+        engine.add_request(rid, audio_prompt(audios[1]), greedy(40))
     wait_until(lambda: len(p1(engine, "runner_state")) == 2)
     assert min(p1(engine, "runner_state").values()) >= 19_392_000  # features + dense cross K/V
     engine.abort_request(["w"])
@@ -105,18 +99,18 @@ def test_runner_state_freed_in_p1_once_nothing_is_unfinished(engine, audios, ref
 def _old_submission(engine, audios, state: str) -> None:
     """Leave a submission "X" in ``state`` (its output, if any, unread)."""
     if state == "finished-unread":  # the issue's input
-        engine.add_request("X", _prompt(audios[0]), SamplingParams(max_tokens=1))
+        engine.add_request("X", audio_prompt(audios[0]), SamplingParams(max_tokens=1))
         wait_until(lambda: not p1(engine, "has_unfinished_requests"))
     elif state == "running":
-        engine.add_request("X", _prompt(audios[0]), _greedy(40))
+        engine.add_request("X", audio_prompt(audios[0]), greedy(40))
         wait_until(lambda: any(r.startswith("X-") for r in p1(engine, "runner_state")))
     elif state == "waiting":
-        engine.add_request("f1", _prompt(audios[0]), _greedy(12))
-        engine.add_request("f2", _prompt(audios[0]), _greedy(12))
-        engine.add_request("X", _prompt(audios[0]), _greedy(3))
+        engine.add_request("f1", audio_prompt(audios[0]), greedy(12))
+        engine.add_request("f2", audio_prompt(audios[0]), greedy(12))
+        engine.add_request("X", audio_prompt(audios[0]), greedy(3))
         wait_until(lambda: len(p1(engine, "runner_state")) == 2)  # f1, f2 run; X waits
     else:  # rejected by P1 (a token id beyond the vocabulary), read or not
-        engine.add_request("X", {**_prompt(audios[0]), "prompt_token_ids": [50258, VOCAB]}, _greedy(1))
+        engine.add_request("X", {**audio_prompt(audios[0]), "prompt_token_ids": [50258, VOCAB]}, greedy(1))
         if state == "rejected-read":
             with pytest.raises(InvalidInputError) as e:
                 engine.step()
@@ -128,7 +122,7 @@ def test_reused_id_answers_with_its_own_tokens(engine, audios, ref, state):
     """Before: the new "X" (7 tokens asked) got the old one's single token (finished-unread)."""
     _old_submission(engine, audios, state)
     engine.abort_request(["X"])
-    engine.add_request("X", _prompt(audios[1]), _greedy(7))
+    engine.add_request("X", audio_prompt(audios[1]), greedy(7))
     outs = drain(engine)
     assert outs["X"].output_token_ids == ref[1] and len(ref[1]) == 7
     assert set(outs) <= {"X", "f1", "f2"} and all(outs[f].output_token_ids == ref[0] for f in set(outs) - {"X"})
@@ -139,10 +133,10 @@ def test_ids_generate_picks_are_fresh_submissions(engine, audios, ref):
     """generate() numbers its requests from "0": an aborted "0" whose output is unread must
     not answer generate()'s own "0"."""
     engine._ids = itertools.count()  # generate()'s next id is "0"
-    engine.add_request("0", _prompt(audios[0]), SamplingParams(max_tokens=1))
+    engine.add_request("0", audio_prompt(audios[0]), SamplingParams(max_tokens=1))
     wait_until(lambda: not p1(engine, "has_unfinished_requests"))
     engine.abort_request(["0"])
-    (out,) = engine.generate([_prompt(audios[1])], _greedy(7))
+    (out,) = engine.generate([audio_prompt(audios[1])], greedy(7))
     assert (out.request_id, out.output_token_ids) == ("0", ref[1])
     assert_p1_holds_nothing(engine)
 
@@ -160,7 +154,7 @@ def test_value_changed_after_its_check_is_refused_by_p1(engine, audios, ref):
     with pytest.raises(SamplingParamsError) as e:
         drain(engine)
     assert e.value.field == "seed" and e.value.request_id is None  # not one of LLMEngine's ids
-    assert engine.generate([_prompt(audios[1])], _greedy(7))[0].output_token_ids == ref[1]
+    assert engine.generate([audio_prompt(audios[1])], greedy(7))[0].output_token_ids == ref[1]
     assert_p1_holds_nothing(engine)
 
 
@@ -176,18 +170,18 @@ class _InP1:
 
 
 def test_runner_state_failure_fails_that_request_only(engine, audios, ref):
-    engine.add_request("ok", _prompt(audios[0]), _greedy(12))
+    engine.add_request("ok", audio_prompt(audios[0]), greedy(12))
     wait_until(lambda: any(r.startswith("ok-") for r in p1(engine, "runner_state")))
     # every new request's state set-up now raises (TypeError): "ok" is set up already
     p1(engine, "__setattr__", "_fault", _InP1(setattr, WhisperRunner, "_orig", WhisperRunner._new_request_state))
     p1(engine, "__setattr__", "_fault", _InP1(setattr, WhisperRunner, "_new_request_state", operator.truediv))
     try:
-        engine.add_request("bad", _prompt(audios[1]), _greedy(7))
+        engine.add_request("bad", audio_prompt(audios[1]), greedy(7))
         outs = drain(engine)
     finally:
         p1(engine, "__setattr__", "_fault", _InP1(setattr, WhisperRunner, "_new_request_state",
                                                   _InP1(getattr, WhisperRunner, "_orig")))
     assert outs["ok"].output_token_ids == ref[0] and outs["ok"].finish_reason == "length"
     assert outs["bad"].finish_reason == "error" and outs["bad"].error.startswith("TypeError")
-    assert engine.generate([_prompt(audios[1])], _greedy(7))[0].output_token_ids == ref[1]
+    assert engine.generate([audio_prompt(audios[1])], greedy(7))[0].output_token_ids == ref[1]
     assert_p1_holds_nothing(engine)

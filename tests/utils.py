@@ -15,6 +15,7 @@ import contextlib
 from typing import Optional
 from unittest import mock
 
+from refimpl.sampling_params import SamplingParams
 from refimpl.testing import (  # noqa: F401 - re-exported
     ENCODER_LEN,
     QWEN,
@@ -52,3 +53,13 @@ def create_scheduler(model: str = WHISPER, *, registry: Optional[FakeRegistry] =
     """refimpl.testing.create_scheduler, its config built while ``registry`` is patched in."""
     with patch_registry(registry):
         return _create_scheduler(model, **kw)
+
+
+def audio_prompt(audio) -> dict:
+    """A Whisper prompt of one 16 kHz audio."""
+    return {"multi_modal_data": {"audio": (audio, 16000)}}
+
+
+def greedy(k: int) -> SamplingParams:
+    """``k`` tokens, EOS ignored."""
+    return SamplingParams(max_tokens=k, ignore_eos=True)

@@ -23,6 +23,7 @@ from refimpl.attention.cross_attention import key_segments
 from refimpl.bench import serve as W
 from refimpl.bench.common import set_single_thread
 from refimpl.engine.llm_engine import LLMEngine
+from refimpl.sampling_params import SamplingParams
 
 
 def main() -> None:
@@ -59,7 +60,7 @@ def main() -> None:
         for read, engine in engines.items():
             count.update(lookups=0, runs=0)
             c0 = time.process_time()
-            r = W.serve_engine(engine, work, args.max_tokens)
+            r = W.serve_engine(engine, work, SamplingParams(max_tokens=args.max_tokens))
             print(f"run {i} {read:>10}: cpu_s {time.process_time() - c0:.2f} "
                   f"req/s {r['requests_per_s']:.3f} key runs per request {count['runs'] / count['lookups']:.2f}",
                   flush=True)

@@ -15,6 +15,7 @@ import time
 
 from refimpl.bench import serve as W
 from refimpl.bench.common import set_single_thread
+from refimpl.sampling_params import SamplingParams
 
 
 def main() -> None:
@@ -39,13 +40,13 @@ def main() -> None:
     mc = ModelConfig(args.model, device="cpu")
     model, proc = get_model(mc), MULTIMODAL_REGISTRY.create_processor(mc, disable_cache=True)
     dec = whisper_decoder_prompt(args.model)
-    W.serve_engine(engine, warm, args.max_tokens)
+    W.serve_engine(engine, warm, SamplingParams(max_tokens=args.max_tokens))
     W.serve_hf(model, proc, dec, warm, args.max_tokens, args.max_num_seqs)
     for tag in args.order:
         c0, split = time.process_time(), ""
         if tag == "E":
             engine.engine_core.step_timings.clear()
-            r = W.serve_engine(engine, work, args.max_tokens)
+            r = W.serve_engine(engine, work, SamplingParams(max_tokens=args.max_tokens))
             steps = list(engine.engine_core.step_timings)
             split = f" steps {r['steps']} " + str({k: round(sum(getattr(t, k) for t in steps), 2)
                                                    for k in StepTimings.PARTS})

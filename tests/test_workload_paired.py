@@ -2,6 +2,7 @@
 bookkeeping when a run is interrupted or fails (engines faked), and one real paired workload."""
 import gc
 import shlex
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -30,6 +31,8 @@ def test_workload_is_seeded_mixed_length_and_poisson():
 
 
 class FakeEngine:  # finishes every request in its first step, same tokens for all
+    scheduler = SimpleNamespace(running=[])
+
     def __init__(self, name, log, interrupt_at=None, error=KeyboardInterrupt):
         self.name, self.log, self.pending, self.interrupt_at, self.error = name, log, [], interrupt_at, error
 

@@ -14,7 +14,7 @@ from refimpl.audio import make_request_audios
 from refimpl.bench.common import set_single_thread
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import HF, ServeSpec
-from refimpl.config import ModelConfig
+from refimpl.config import ModelConfig, resolve_device
 from refimpl.engine.core import StepTimings
 from refimpl.engine.llm_engine import LLMEngine
 from refimpl.env import result_env
@@ -65,64 +65,42 @@ def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
                                max_audios_per_step=int(n or 1), process_mode="inproc", **kw)
 
 
-def run_once(spec: Resolved, label: str) -> dict:
-    """One run of the fresh design in this process: a new engine (or generate()), one thread."""
-    threads = set_single_thread()
-    work = [WorkItem(0.0, a) for a in make_request_audios(spec.num_requests, seed=0)]
-    if label == HF:
-        mc = ModelConfig(spec.model, device=spec.device)
-        model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
-        args = (model, proc, whisper_decoder_prompt(spec.model))
-        serve_hf(*args, work[:spec.warmup_requests], spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
-        r = serve_hf(*args, work, spec.max_tokens, spec.max_num_seqs, stop_at_eos=False)
-        return {"engine": "hf", "variant": HF, "device": mc.device, **{k: r[k] for k in SERVED},
-                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
-                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": threads}
-    engine, audios = build_engine(spec, label), [w.audio for w in work]
-    params = SamplingParams(max_tokens=spec.max_tokens, temperature=0.0, ignore_eos=True)
-    engine.generate([{"multi_modal_data": {"audio": (a, 16000)}} for a in audios[:spec.warmup_requests]], params)
-    engine.engine_core.step_timings.clear()
-    b = serve_block(engine, audios, params, gc_off=False)
-    steps, outs = list(engine.engine_core.step_timings), b["outputs"]
-    n_tok = sum(len(o.output_token_ids) for o in outs)
-    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device,
-            **_served(len(outs), n_tok, b["wall_s"]), "registry_calls": b["registry_calls"],
-            "registry_s_total": b["registry_s"], "steps": len(steps),
-            "step_time_ms_median": 1e3 * median(t.total for t in steps),
-            "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
-            "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
-            "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
-            "num_preemptions": sum(o.num_preemptions for o in outs), "torch_num_threads": threads}
-
-
-def serve_engine(engine, work: list[WorkItem], max_tokens: int) -> dict:
-    """Serve ``work`` with an in-process LLMEngine, each request added at its arrival time."""
-    params, sched = SamplingParams(max_tokens=max_tokens), engine.scheduler
-    arrival, first, done = {}, {}, {}
-    n_tok, steps, i = 0, 0, 0
-    t0 = time.perf_counter()
-    while i < len(work) or engine.has_unfinished_requests():
-        now = time.perf_counter() - t0
-        while i < len(work) and work[i].arrival_s <= now:
-            engine.add_request(str(i), {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
-            arrival[str(i)] = t0 + work[i].arrival_s
-            i += 1
-        if not engine.has_unfinished_requests():
-            time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
-            continue
-        finished = engine.step()
-        steps += 1
-        t = time.perf_counter()
-        for r in sched.running:  # the scheduler's ids are per submission; ours are the user's
-            if r.external_req_id not in first and r.num_output_tokens > 0:
-                first[r.external_req_id] = t
-        for o in finished:
-            first.setdefault(o.request_id, t)
-            done[o.request_id] = t
-            n_tok += len(o.output_token_ids)
-    return _served(len(done), n_tok, time.perf_counter() - t0, steps=steps,
-                   **latency_summary("ttft_s", [first[r] - arrival[r] for r in done]),
-                   **latency_summary("e2e_s", [done[r] - arrival[r] for r in done]))
+def serve_engine(engine, work: list[WorkItem], params: SamplingParams, gc_off: bool = False) -> dict:
+    """Serve ``work`` with an in-process LLMEngine, each request added at its arrival time: rates, wall /
+    CPU / registry s, calls, steps, TTFT and E2E percentiles, ``tokens`` and ``outputs`` in ``work``'s order."""
+    sched, arrival, first, done = engine.scheduler, {}, {}, {}
+    if gc_off:
+        gc.collect()
+        gc.disable()
+    try:
+        REG.reset_stats()
+        i, steps, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
+        while i < len(work) or engine.has_unfinished_requests():
+            now = time.perf_counter() - t0
+            while i < len(work) and work[i].arrival_s <= now:
+                rid = engine.add_request(None, {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
+                arrival[rid], i = t0 + work[i].arrival_s, i + 1
+            if not engine.has_unfinished_requests():
+                time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
+                continue
+            finished, steps = engine.step(), steps + 1
+            t = time.perf_counter()
+            for r in sched.running:  # the scheduler's ids are per submission; ours are the user's
+                if r.external_req_id not in first and r.num_output_tokens > 0:
+                    first[r.external_req_id] = t
+            for o in finished:
+                first.setdefault(o.request_id, t)
+                done[o.request_id] = (t, o)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        if gc_off:
+            gc.enable()
+    outs = [done[r][1] for r in arrival]
+    return _served(len(outs), sum(len(o.output_token_ids) for o in outs), wall, cpu_s=cpu, steps=steps,
+                   registry_s=REG.stats.encdec_s, registry_calls=REG.stats.encdec_calls,
+                   **latency_summary("ttft_s", [first[r] - arrival[r] for r in arrival]),
+                   **latency_summary("e2e_s", [done[r][0] - arrival[r] for r in arrival]),
+                   tokens=[list(o.output_token_ids) for o in outs], outputs=outs)
 
 
 def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
@@ -146,63 +124,62 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
                    **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e))
 
 
-def serve_block(engine, audios: list, params, gc_off: bool = True) -> dict:
-    """``audios`` given at once, served to completion: wall / CPU / registry s, calls, steps, outputs."""
-    if gc_off:
-        gc.collect()
-        gc.disable()
-    try:
-        REG.reset_stats()
-        w0, c0 = time.perf_counter(), time.process_time()
-        ids = [engine.add_request(None, {"multi_modal_data": {"audio": (a, 16000)}}, params) for a in audios]
-        done, steps = {}, 0
-        while engine.has_unfinished_requests():
-            steps += 1
-            for o in engine.step():
-                done[o.request_id] = o
-        wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    finally:
-        if gc_off:
-            gc.enable()
-    outs = [done[i] for i in ids]
-    return {"wall_s": wall, "cpu_s": cpu, "registry_s": REG.stats.encdec_s, "registry_calls": REG.stats.encdec_calls,
-            "steps": steps, "tokens": [list(o.output_token_ids) for o in outs], "outputs": outs}
-
-
 class Servers:
-    """The workload and paired designs' executor: each label's engine (or generate()) built once."""
+    """Each label's engine (or generate()) built once; a step serves the timed work, or the warm-up
+    (``round`` None). Designs: fresh (``run_once`` in a fresh process: the first ``warmup_requests`` of the
+    work, processor cache on, ``ignore_eos``), workload (its own warm-up requests, arrivals), paired (a
+    whole block as warm-up, gc off while timed)."""
 
     def __init__(self, spec: Resolved):
-        set_single_thread()
-        self.spec, self.serve = spec, {}
-        if spec.design == "workload":
-            self.work = make_workload(spec.num_requests, 0, spec.rate)
-            self.warm = make_workload(spec.warmup_requests, 1000)
-        else:
-            self.audios = make_request_audios(spec.num_requests, seed=0)
-            self.params = SamplingParams(max_tokens=spec.max_tokens)
-        for label in spec.variants or ():
-            self.serve[label] = self._hf() if label == HF else self._engine(label)
+        self.threads, self.spec = set_single_thread(), spec
+        self.engines: dict[str, LLMEngine] = {}
+        self.work = make_workload(spec.num_requests, 0, spec.rate)
+        self.warm = (self.work if spec.design == "paired" else self.work[:spec.warmup_requests]
+                     if spec.design == "fresh" else make_workload(spec.warmup_requests, 1000))
+        self.params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.design == "fresh")
+        self.serve = {label: self._hf() if label == HF else self._engine(label) for label in spec.variants or ()}
 
     def _engine(self, label: str):
-        engine = build_engine(self.spec, label, disable_mm_preprocessor_cache=True)
-        if self.spec.design == "paired":
-            return lambda step: {k: v for k, v in serve_block(engine, self.audios, self.params).items() if k != "outputs"}
-        return lambda step: serve_engine(engine, self.warm if step.round is None else self.work, self.spec.max_tokens)
+        engine = self.engines[label] = build_engine(self.spec, label,
+                                                    disable_mm_preprocessor_cache=self.spec.design != "fresh")
+        return lambda work: serve_engine(engine, work, self.params, gc_off=self.spec.design == "paired")
 
     def _hf(self):
         mc = ModelConfig(self.spec.model, device=self.spec.device)
         model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
-        dec = whisper_decoder_prompt(self.spec.model)
-        return lambda step: {k: v for k, v in serve_hf(model, proc, dec, self.warm if step.round is None else self.work,
-                                                        self.spec.max_tokens, self.spec.max_num_seqs).items() if k != "batch_s"}
+        dec, p = whisper_decoder_prompt(self.spec.model), self.params
+        return lambda work: serve_hf(model, proc, dec, work, p.max_tokens, self.spec.max_num_seqs, not p.ignore_eos)
 
     def __call__(self, step) -> dict:
-        if self.spec.design == "workload" and step.round is None and not self.warm:
+        work = self.warm if step.round is None else self.work
+        if not work:
             return {}
-        c0 = time.process_time()
-        rec = self.serve[step.label](step)
+        c0, drop = time.process_time(), ("outputs", "batch_s") + (() if self.spec.design == "paired" else ("tokens",))
+        rec = {k: v for k, v in self.serve[step.label](work).items() if k not in drop}
         return rec if "cpu_s" in rec else rec | {"cpu_s": time.process_time() - c0}
+
+
+def run_once(spec: Resolved, label: str) -> dict:
+    """One run of the fresh design in this process: a new engine (or generate()), one thread."""
+    s = Servers(spec.replace(variants=(label,)))
+    if s.warm:
+        s.serve[label](s.warm)
+    if label == HF:
+        r = s.serve[label](s.work)
+        return {"engine": "hf", "variant": HF, "device": resolve_device(spec.device), **{k: r[k] for k in SERVED},
+                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
+                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": s.threads}
+    engine = s.engines[label]
+    engine.engine_core.step_timings.clear()
+    r = s.serve[label](s.work)
+    steps = list(engine.engine_core.step_timings)
+    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device,
+            **{k: r[k] for k in SERVED}, "registry_calls": r["registry_calls"], "registry_s_total": r["registry_s"],
+            "steps": len(steps), "step_time_ms_median": 1e3 * median(t.total for t in steps),
+            "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
+            "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
+            "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
+            "num_preemptions": sum(o.num_preemptions for o in r["outputs"]), "torch_num_threads": s.threads}
 
 
 def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:

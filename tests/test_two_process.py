@@ -214,7 +214,7 @@ def test_front_end_death_leaves_no_orphan(sig, engine, tmp_path):
 @pytest.mark.soak
 @pytest.mark.parametrize("scope", ["v0.9.0", "all"])
 def test_startup_bench_record_per_scope(scope):
-    from refimpl.bench.two_process import two_process_record
+    from refimpl.bench.startup import two_process_record
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(max_num_seqs=2),
                      CacheConfig(num_gpu_blocks=200))
@@ -254,7 +254,7 @@ def _run(scope: str, p1_before: int, p1_rss: int) -> dict:
 
 def test_memory_table_medians_and_spread_of_both_processes():
     from refimpl.analysis.two_process import memory_table
-    from refimpl.bench.two_process import summarize_two_process
+    from refimpl.bench.startup import summarize_two_process
     mib = 1 << 20
     runs = [_run("v0.9.0", 588 * mib, r * mib) for r in (2100, 2132, 2140)]
     s = summarize_two_process(runs)

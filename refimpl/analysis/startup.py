@@ -13,7 +13,7 @@ from refimpl.analysis.two_process import run_two_process
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import StartupSpec, command_of, parse_limits
-from refimpl.bench.two_process import summarize_two_process
+from refimpl.bench.startup import summarize_two_process
 from refimpl.stats import median, summarize
 from refimpl.variants import LADDER, STARTUP_VARIANTS
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from refimpl.analysis import md_table
 from refimpl.analysis.startup_tables import AFTER
 from refimpl.bench.specs import StartupSpec, parse_limits
-from refimpl.bench.two_process import summarize_two_process
+from refimpl.bench.startup import summarize_two_process
 
 SCOPES = ("v0.9.0", "all")
 REPEATS = 3

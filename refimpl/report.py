@@ -22,7 +22,7 @@ import nbformat
 import papermill as pm
 from nbconvert import HTMLExporter
 
-from refimpl.analysis import md_table
+from refimpl.analysis import md, md_table
 from refimpl.analysis import serving as SV
 from refimpl.analysis import startup as S
 from refimpl.analysis import throughput as T
@@ -35,6 +35,12 @@ from refimpl.errors import ConfigError
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
 CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
+MODE_NOTES = {
+    "quick": "QUICK mode: small runs that tell the full run's story in direction only; each section states its "
+    "own size and how its runs were made (fresh processes or one process), and no gain or ratio is shown from "
+    "too few pairs or runs. `make report` re-measures at full size.",
+    "stored": "Stored mode: nothing was measured here; the executed notebooks render the committed results "
+    "under results/ (their summary.md files)."}
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
@@ -62,46 +68,38 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
 def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
     """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks."""
-    parts = [f"# refimpl report ({mode} mode, device {device})", ""]
+    blocks = [f"# refimpl report ({mode} mode, device {device})"]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
         rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
-        parts += ["## Notebooks", "", md_table(["notebook", "status", "executed notebook"], rows), ""]
-        if failed:
-            parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
-                      "that finished.", ""]
-    if mode == "quick":
-        parts += ["QUICK mode: small runs that tell the full run's story in direction only; each section "
-                  "states its own size and how its runs were made (fresh processes or one process), and no "
-                  "gain or ratio is shown from too few pairs or runs. `make report` re-measures at full size.", ""]
-    elif mode == "stored":
-        parts += ["Stored mode: nothing was measured here; the executed notebooks render the committed "
-                  "results under results/ (their summary.md files).", ""]
+        blocks += ["## Notebooks", md_table(["notebook", "status", "executed notebook"], rows),
+                   f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
+                   "that finished." if failed else ""]
+    blocks.append(MODE_NOTES.get(mode, ""))
     results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
                if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
     env = next((r.env for r in results.values()), None)
     for p, res in results.items():
         if p.name.startswith("startup_"):
             budget = out_dir / p.name.replace("startup_", "budget_")
-            parts += [S.summary_md(res, Result.load(budget) if budget.exists() else None), ""]
+            blocks.append(S.summary_md(res, Result.load(budget) if budget.exists() else None))
     twoproc = {f"{v['runs'][0]['reset_scope']} ({p.name})": {"runs": v["runs"]} for p, res in results.items()
                if p.name.startswith("twoproc_startup_") for v in res.variants.values() if v["runs"]}
     if twoproc:
-        parts += ["## Two processes: each process's memory before -> after reset_mm_cache", "",
-                  "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
-                  "last section; the command is beside the table there).", "", memory_table(twoproc), ""]
-    parts += [x for p, res in results.items() if p.name.startswith("throughput_")
-              and not p.name.startswith(("throughput_sweep", "throughput_hf")) for x in (T.summary_md(res, out_dir), "")]
-    second = SV.summary_md(out_dir)
-    parts += [second, ""] if second else []
+        blocks += ["## Two processes: each process's memory before -> after reset_mm_cache",
+                   "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
+                   "last section; the command is beside the table there).", memory_table(twoproc)]
+    blocks += [T.summary_md(res, out_dir) for p, res in results.items() if p.name.startswith("throughput_")
+               and not p.name.startswith(("throughput_sweep", "throughput_hf"))]
+    blocks.append(SV.summary_md(out_dir))
     if env:
         hw = env["hardware"]
-        parts += ["## Measured on", "", md_table(["", ""], [
+        blocks += ["## Measured on", md_table(["", ""], [
             ["hardware", hw["name"]], ["cpu", f"{hw['cpu']['model']} ({hw['cpu']['logical_cores']} logical cores)"],
             ["gpu", (hw["gpu"] or {}).get("name", "none")], ["RAM GiB", f"{hw['ram_bytes'] / 2**30:.0f}"],
             ["torch threads", env.get("torch_num_threads")], ["date", env.get("date")],
-            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]]), ""]
-    return "\n".join(parts)
+            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]])]
+    return md(*blocks) + "\n"
 
 
 def select_notebooks(names: list[str] | None) -> list[Path]:

@@ -8,7 +8,7 @@ from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
-from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md_table, provenance, save
+from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md, md_table, provenance, save
 from refimpl.analysis.paired import paired_table, pairs_of, rows
 from refimpl.analysis.throughput import gains
 from refimpl.bench.schema import Result
@@ -207,13 +207,11 @@ def summary_md(out_dir: Path) -> str:
     wr = load(f"wer_{MODEL}.json")
     if not (pr or wl or wr):
         return ""
-    parts = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}", ""]
+    blocks = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}"]
     if pr:
-        parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr), "",
-                  paired_table(pr, min_pairs=MIN_PAIRS), ""]
-    for r in wl:
-        parts += [f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. `{command(r)}`", "",
-                  workload_table(r), ""]
-    for r in wr:
-        parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]
-    return "\n".join(parts)
+        blocks += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr),
+                   paired_table(pr, min_pairs=MIN_PAIRS)]
+    blocks += [x for r in wl for x in (f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. "
+                                       f"`{command(r)}`", workload_table(r))]
+    blocks += [x for r in wr for x in (f"WER: `{command(r)}`", wer_table(r))]
+    return md(*blocks) + "\n"  # a trailing newline, as summary.md has always had after this section

@@ -6,13 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from refimpl.analysis import Study, figure, flamegraph, partial_note, provenance, save
+from refimpl.analysis import Study, figure, flamegraph, md, measured_md, provenance, save
 from refimpl.analysis import startup_tables as T
 from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
 from refimpl.analysis.two_process import run_two_process
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
-from refimpl.bench.specs import StartupSpec, command_of, parse_limits
+from refimpl.bench.specs import StartupSpec, parse_limits
 from refimpl.bench.two_process import summarize_two_process
 from refimpl.stats import median, summarize
 from refimpl.variants import LADDER, STARTUP_VARIANTS
@@ -187,20 +187,17 @@ def budget_figure(res: Result, out_dir: Path):
 
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
-    p, k = res.params, len(res.variants)
     n = max(len(r["runs"]) for r in res.variants.values())
-    parts = [f"## Start-up (PR #17935): {p['model']}, {size(res)}", "",
-             f"Measured on {provenance(res)}: {n} {T.runs_word(res)} per variant, {k} variants.",
-             "", f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
-             *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "",
-             T.ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "",
-             T.passes_table(res), "", T.hashing_sentence(res)]
+    blocks = [f"## Start-up (PR #17935): {res.params['model']}, {size(res)}",
+              measured_md(res, f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants."),
+              medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per phase:",
+              T.passes_table(res), T.hashing_sentence(res)]
     if budget:
-        parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, "
-                  f"{T.runs_word(budget)}):", "", budget_table(budget)]
+        blocks += ["The reviewer's experiment (successive compute_encoder_budget calls, "
+                   f"{T.runs_word(budget)}):", budget_table(budget)]
         r = call1_ratio(budget, min_n=2)
         if r["estimate"] is not None:
-            parts += ["", f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, "
-                      f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
-                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", T.call1_explained(budget)]
-    return "\n".join(parts)
+            blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
+                       f"(95% bootstrap interval, {r['state']}), min-max ranges "
+                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
+    return md(*blocks)

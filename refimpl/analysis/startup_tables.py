@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from refimpl.analysis import compare, md_table, ratio_md, spread
+from refimpl.analysis import compare, compare_pairs, md_table, ratio_md, spread
 from refimpl.bench.schema import Result
 from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS
@@ -59,11 +59,8 @@ def medians_table(res: Result) -> str:
 
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's."""
-    if BEFORE not in res.variants:
-        return {}
-    key = time_key(res)
-    return {f"{v} / {BEFORE}": compare(res.values(v, key), res.values(BEFORE, key), v, BEFORE, min_n)
-            for v in res.variants if v != BEFORE}
+    pairs = [(v, BEFORE) for v in res.variants if v != BEFORE]
+    return compare_pairs(res, time_key(res), pairs, min_n) if BEFORE in res.variants else {}
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:

@@ -5,9 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from refimpl.analysis import compare, figure, md_table, partial_note, provenance, ratio_md, save, spread
+from refimpl.analysis import (
+    compare_pairs,
+    figure,
+    md,
+    md_table,
+    measured_md,
+    provenance,
+    ratio_md,
+    save,
+    spread,
+)
 from refimpl.bench.schema import Result
-from refimpl.bench.specs import command_of
 from refimpl.stats import MIN_PAIRS, median
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
@@ -36,8 +45,7 @@ def table(res: Result, hf: Optional[Result] = None) -> str:
 def gains(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of median req/s of each ladder variant over the one before it."""
     order = [v for v in ENCODER_LEN_VARIANTS if v in res.variants]
-    return {f"{cur} / {base}": compare(res.values(cur, "requests_per_s"), res.values(base, "requests_per_s"),
-                                       cur, base, min_n) for base, cur in zip(order, order[1:])}
+    return compare_pairs(res, "requests_per_s", zip(order[1:], order), min_n)
 
 
 def gains_table(res: Result, min_n: int = 1) -> str:
@@ -63,9 +71,7 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
 
 def summary_md(res: Result, out_dir: Optional[Path] = None) -> str:
     """The unpaired check's section of summary.md (a gain from MIN_PAIRS runs a side, as notebook 02)."""
-    p, note = res.params, partial_note(res)
-    return "\n".join([
-        f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
-        f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", "", f"Measured on {provenance(res)}.", "",
-        f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`", "",
-        *([note, ""] if note else []), table(res), "", gains_table(res, MIN_PAIRS)])
+    p = res.params
+    return md(f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
+              f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", measured_md(res, "."), table(res),
+              gains_table(res, MIN_PAIRS))

@@ -184,12 +184,12 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-class ProgressHandler(logging.Handler):
-    """papermill's records of one notebook as lines on ``stream``: each code cell started, kernel stderr."""
+class ProgressFormatter(logging.Formatter):
+    """papermill's records of notebook ``nb`` as lines: each code cell started, the kernel's stderr."""
 
-    def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
-        super().__init__(logging.INFO)
-        self.nb, self.t0, self.stream, self.last = nb.name, t0, stream, ""
+    def __init__(self, nb: Path, t0: float):
+        super().__init__()
+        self.nb, self.t0, self.last = nb.name, t0, ""
         self.labels: list[str | None] = []
         for c in nbformat.read(nb, as_version=4).cells:
             first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
@@ -198,30 +198,28 @@ class ProgressHandler(logging.Handler):
                 self.labels.append("(injected parameters)")
         self.code = [i for i, label in enumerate(self.labels) if label is not None]
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            msg, out = record.getMessage(), []
-            m = CELL_START.match(msg.strip())
-            if m and int(m[1]) - 1 in self.code:
-                i = int(m[1]) - 1
-                out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
-                           f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
-            elif not m and record.levelno >= logging.WARNING:
-                for piece in re.split(r"[\r\n]+", msg):
-                    if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
-                        self.last = piece.rstrip()
-                        out.append(f"  {self.last}")
-            stream = self.stream or sys.stderr
-            stream.write("".join(line + "\n" for line in out))
-            stream.flush()
-        except Exception:  # a progress line must never stop the report
-            self.handleError(record)
+    def format(self, record: logging.LogRecord) -> str:
+        msg, out = record.getMessage(), []
+        m = CELL_START.match(msg.strip())
+        if m and int(m[1]) - 1 in self.code:
+            i = int(m[1]) - 1
+            out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
+                       f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
+        elif not m and record.levelno >= logging.WARNING:
+            for piece in re.split(r"[\r\n]+", msg):
+                if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
+                    self.last = piece.rstrip()
+                    out.append(f"  {self.last}")
+        return "".join(line + "\n" for line in out)
 
 
 @contextlib.contextmanager
 def terminal_progress(nb: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
-    """Progress lines of ``nb`` while in the block (``t0``: the report's perf_counter start)."""
-    logger, handler = logging.getLogger("papermill"), ProgressHandler(nb, t0, stream)
+    """Progress lines of ``nb`` on ``stream`` (stderr) while in the block (``t0``: the report's
+    perf_counter start); a line that fails is logging's handleError, never the report's."""
+    logger, handler = logging.getLogger("papermill"), logging.StreamHandler(stream)
+    handler.setFormatter(ProgressFormatter(nb, t0))
+    handler.terminator = ""
     level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

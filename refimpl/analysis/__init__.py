@@ -76,10 +76,11 @@ def provenance(res: Result) -> str:
     return f"{res.hardware_name} ({res.env.get('device', '?')}), commit {sha}, {how}"
 
 
-def measured_md(res: Result, how: str = "") -> str:
-    """Markdown: 'Measured on <provenance><how>', the command that made ``res``, ``partial_note``."""
+def section_md(title: str, res: Result, how: str, *blocks: str) -> str:
+    """A summary.md section (``md``): ``title``, 'Measured on <provenance><how>', the command that
+    made ``res``, ``partial_note``, ``blocks``."""
     cmd = command_of(res.bench, res.params, in_process=res.env.get("in_process", False))
-    return md(f"Measured on {provenance(res)}{how}", f"Command: `{cmd}`", partial_note(res))
+    return md(title, f"Measured on {provenance(res)}{how}", f"Command: `{cmd}`", partial_note(res), *blocks)
 
 
 def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) -> Result:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from refimpl.analysis import Study, figure, flamegraph, md, measured_md, provenance, save
+from refimpl.analysis import Study, figure, flamegraph, provenance, save, section_md
 from refimpl.analysis import startup_tables as T
 from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
 from refimpl.analysis.two_process import run_two_process
@@ -188,9 +188,7 @@ def budget_figure(res: Result, out_dir: Path):
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
     n = max(len(r["runs"]) for r in res.variants.values())
-    blocks = [f"## Start-up (PR #17935): {res.params['model']}, {size(res)}",
-              measured_md(res, f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants."),
-              medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per phase:",
+    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per phase:",
               T.passes_table(res), T.hashing_sentence(res)]
     if budget:
         blocks += ["The reviewer's experiment (successive compute_encoder_budget calls, "
@@ -200,4 +198,5 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
             blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
                        f"(95% bootstrap interval, {r['state']}), min-max ranges "
                        f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
-    return md(*blocks)
+    return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
+                      f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)

@@ -5,17 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from refimpl.analysis import (
-    compare_pairs,
-    figure,
-    md,
-    md_table,
-    measured_md,
-    provenance,
-    ratio_md,
-    save,
-    spread,
-)
+from refimpl.analysis import compare_pairs, figure, md_table, provenance, ratio_md, save, section_md, spread
 from refimpl.bench.schema import Result
 from refimpl.stats import MIN_PAIRS, median
 from refimpl.variants import ENCODER_LEN_VARIANTS
@@ -72,6 +62,6 @@ def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
 def summary_md(res: Result, out_dir: Optional[Path] = None) -> str:
     """The unpaired check's section of summary.md (a gain from MIN_PAIRS runs a side, as notebook 02)."""
     p = res.params
-    return md(f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
-              f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", measured_md(res, "."), table(res),
-              gains_table(res, MIN_PAIRS))
+    return section_md(f"## Throughput (PRs #24866 / #24989): {p['model']}, {p['num_requests']} requests x "
+                      f"{p['max_tokens']} tokens, batch {p['max_num_seqs']}", res, ".", table(res),
+                      gains_table(res, MIN_PAIRS))

@@ -9,7 +9,7 @@ from typing import ClassVar, Optional
 from refimpl.analysis import Study, figure, flamegraph, provenance, save, section_md
 from refimpl.analysis import startup_tables as T
 from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
-from refimpl.analysis.two_process import run_two_process
+from refimpl.analysis.two_process import MAX_MODEL_LEN, REPEATS, SCOPES
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import StartupSpec, parse_limits
@@ -97,9 +97,21 @@ class StartupStudy(Study):
                             "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
-    def two_process(self) -> dict[str, dict]:
-        """Two-process rows (full: measured here, then the stored ones of ``hardware``)."""
-        rows = run_two_process(self)
+    def two_process(self, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LEN) -> dict[str, dict]:
+        """{row label: {"runs", "_path"}} of both reset scopes: full mode's runs, measured here, then the
+        committed ones of ``hardware``."""
+        rows: dict[str, dict] = {}
+        names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in SCOPES}
+        for scope, name in names.items() if self.mode == "full" else ():
+            spec = StartupSpec(model=self.model, device=self.device, variants=(AFTER,), repeats=repeats,
+                               warmup=False, max_model_len=max_model_len, process_mode="mp", reset_scope=scope,
+                               limit_mm_per_prompt=parse_limits(self.limits))
+            rows[f"{scope} (this run)"] = {"runs": self.obtain(name, spec).runs(AFTER), "_path":
+                                           f"{self.out_dir / name}, command: {spec.command(output_json=name)}"}
+        for scope, name in names.items():
+            if (res := self.stored(name)) is not None:
+                rows[f"{scope} (stored {name})"] = {"_path": f"results/{self.hardware}/{name}", "runs": [
+                    r for v in res.variants.values() for r in v["runs"] if r.get("process_mode") == "mp"]}
         med = {k: summarize_two_process(r["runs"]) for k, r in rows.items() if r["runs"]}
         self.record(two_process={k: {f"{p}_cache_mib_{w}_reset": m[f"{p}_cache_bytes_{w}_reset"]["median"]
                                      / 2**20 for p in ("p0", "p1") for w in ("before", "after")}

@@ -34,10 +34,6 @@ def time_key(res: Result) -> str:
     return "cpu_s" if runs and all("cpu_s" in x for x in runs) else "total_s"
 
 
-def _mib(runs: list[dict], key: str) -> str:
-    return spread([x[key] / 2**20 for x in runs if x.get(key) is not None], ".0f")
-
-
 def medians_table(res: Result) -> str:
     """Markdown per variant: start-up s, HF passes and calls, cache hits/misses, cache and RSS MiB."""
     rows = []
@@ -50,7 +46,8 @@ def medians_table(res: Result) -> str:
         rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x.get("hf_mm_passes"),
                      x.get("hf_processor_calls"), f"{x.get('cache_hits')}/{x.get('cache_misses')}",
                      *[f"{x.get(f'cache_bytes_{w}_reset', 0) / 2**20:.0f}" for w in ("before", "after")],
-                     f"{_mib(runs, 'rss_before_reset')} -> {_mib(runs, 'rss_after_reset')}",
+                     " -> ".join(spread([y[k] / 2**20 for y in runs if y.get(k) is not None], ".0f")
+                                 for k in ("rss_before_reset", "rss_after_reset")),
                      spread([y["peak_rss_bytes"] / 2**30 for y in runs])])
     return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes", "HF calls (all)",
                      "cache hits/misses", "cache MiB before reset", "after reset",

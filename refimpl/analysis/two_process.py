@@ -1,10 +1,8 @@
 """Notebook 01's two-process section: each process's memory before and after ``reset_mm_cache``, for
-both reset scopes of 0.9.0's row (measured in full mode) beside the committed rows."""
+both reset scopes of 0.9.0's row (StartupStudy.two_process: measured in full mode), committed rows beside."""
 from __future__ import annotations
 
 from refimpl.analysis import md_table
-from refimpl.analysis.startup_tables import AFTER
-from refimpl.bench.specs import StartupSpec, parse_limits
 from refimpl.bench.two_process import summarize_two_process
 
 SCOPES = ("v0.9.0", "all")
@@ -13,24 +11,6 @@ MAX_MODEL_LEN = 8192  # the smallest dummy video (the same up to ~32k tokens); t
 _COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
 _TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
               ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
-
-
-def run_two_process(s, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LEN) -> dict[str, dict]:
-    """{row label: {"runs", "_path"}}: full mode's runs of StartupStudy ``s``, then the committed ones."""
-    rows: dict[str, dict] = {}
-    names = {scope: f"twoproc_startup_{s.model}_{scope}.json" for scope in SCOPES}
-    for scope, name in names.items() if s.mode == "full" else ():
-        spec = StartupSpec(model=s.model, device=s.device, variants=(AFTER,), repeats=repeats, warmup=False,
-                           max_model_len=max_model_len, limit_mm_per_prompt=parse_limits(s.limits),
-                           process_mode="mp", reset_scope=scope)
-        rows[f"{scope} (this run)"] = {"runs": s.obtain(name, spec).runs(AFTER), "_path":
-                                       f"{s.out_dir / name}, command: {spec.command(output_json=name)}"}
-    for scope, name in names.items():
-        res = s.stored(name)
-        if res is not None:
-            rows[f"{scope} (stored {name})"] = {"_path": f"results/{s.hardware}/{name}", "runs": [
-                r for v in res.variants.values() for r in v["runs"] if r.get("process_mode") == "mp"]}
-    return rows
 
 
 def _spread(summary: dict, scale: float, fmt: str) -> str:

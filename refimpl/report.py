@@ -26,7 +26,7 @@ from refimpl.analysis import md, md_table
 from refimpl.analysis import serving as SV
 from refimpl.analysis import startup as S
 from refimpl.analysis import throughput as T
-from refimpl.analysis.two_process import memory_table
+from refimpl.analysis.startup_tables import memory_table
 from refimpl.bench.schema import Result
 from refimpl.config import resolve_device
 from refimpl.env import REPO_ROOT

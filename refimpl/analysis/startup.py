@@ -9,7 +9,6 @@ from typing import ClassVar, Optional
 from refimpl.analysis import Study, figure, flamegraph, provenance, save, section_md
 from refimpl.analysis import startup_tables as T
 from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
-from refimpl.analysis.two_process import MAX_MODEL_LEN, REPEATS, SCOPES
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import StartupSpec, parse_limits
@@ -22,6 +21,9 @@ from refimpl.variants import LADDER, STARTUP_VARIANTS
 QUICK_MAX_MODEL_LEN = 8192
 QUICK_LIMITS = ("image=0",)
 QUICK_REPEATS = 2
+# two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
+# tokens; the mechanism is the same)
+TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
 
@@ -97,11 +99,12 @@ class StartupStudy(Study):
                             "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
-    def two_process(self, repeats: int = REPEATS, max_model_len: int = MAX_MODEL_LEN) -> dict[str, dict]:
+    def two_process(self, repeats: int = TWO_PROCESS_REPEATS,
+                    max_model_len: int = TWO_PROCESS_MAX_MODEL_LEN) -> dict[str, dict]:
         """{row label: {"runs", "_path"}} of both reset scopes: full mode's runs, measured here, then the
         committed ones of ``hardware``."""
         rows: dict[str, dict] = {}
-        names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in SCOPES}
+        names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in TWO_PROCESS_SCOPES}
         for scope, name in names.items() if self.mode == "full" else ():
             spec = StartupSpec(model=self.model, device=self.device, variants=(AFTER,), repeats=repeats,
                                warmup=False, max_model_len=max_model_len, process_mode="mp", reset_scope=scope,

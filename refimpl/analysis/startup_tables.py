@@ -1,11 +1,12 @@
-"""Notebook 01's tables of start-up and budget Results: per variant, per phase, per measured part
-(``parts_s``: dummy data, hashing, HF calls with and without items, the per-item split, the rest)."""
+"""Notebook 01's tables: start-up and budget Results per variant, per phase, per measured part (``parts_s``:
+dummy data, hashing, HF calls with and without items, the per-item split, the rest); two-process memory."""
 from __future__ import annotations
 
 from typing import Optional
 
 from refimpl.analysis import compare, compare_pairs, md_table, ratio_md, spread
 from refimpl.bench.schema import Result
+from refimpl.bench.two_process import summarize_two_process
 from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS
 
@@ -14,6 +15,9 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
+_MEMORY_COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
+_TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
+              ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
 TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
 # vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
 BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
@@ -166,3 +170,34 @@ def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
             if total else "")
     head = ["part (median s)", den, num, "difference s", "share of difference"]
     return md_table(head, rows) + "\n\n" + line
+
+
+def _spread(summary: dict, scale: float, fmt: str) -> str:
+    lo, med, hi = (summary[k] / scale for k in ("min", "median", "max"))
+    return f"{med:{fmt}}" if lo == hi else f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def memory_table(records: dict[str, dict]) -> str:
+    """Markdown per row: P0's and P1's cache and RSS MiB before -> after the reset, then the transport."""
+    head = ["row", "runs", "max_model_len", "limits"] + [
+        f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _MEMORY_COLS]
+    rows, trows = [], []
+    for label, rec in records.items():
+        runs = rec["runs"]
+        if not runs:
+            rows.append([label, 0, "-", "-"] + ["no runs"] * len(_MEMORY_COLS))
+            continue
+        s = summarize_two_process(runs)
+        lim = ", ".join(f"{k}={v}" for k, v in (runs[0].get("limit_mm_per_prompt") or {}).items())
+        rows.append([label, len(runs), runs[0].get("max_model_len"), lim or "default"] + [
+            " -> ".join(_spread(s[f"{p}_{k}_{w}_reset"], 2**20, ".0f") for w in ("before", "after"))
+            for p, k in _MEMORY_COLS])
+        if "transport_bytes_miss" in s:
+            trows.append([label, runs[0]["transport"].get("modality", "audio"),
+                          *[_spread(s[f"transport_{k}"], scale, fmt) for k, scale, fmt in _TRANSPORT]])
+    out = md_table(head, rows)
+    if trows:
+        out += "\n\nTransport of one real request (median [min, max] over the runs):\n\n" + md_table(
+            ["row", "item", "bytes, mirror miss", "bytes, mirror hit", "serialise ms, miss",
+             "serialise ms, hit", "P1 decode ms, both"], trows)
+    return out

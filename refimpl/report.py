@@ -115,20 +115,16 @@ def select_notebooks(names: list[str] | None) -> list[Path]:
 def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
     """``-p NAME=VALUE`` per notebook that declares NAME; ConfigError ("parameters") otherwise."""
     declared = {nb: pm.inspect_notebook(str(nb)) for nb in nbs}
-    out: dict[Path, dict] = {nb: {} for nb in nbs}
+    known, given = {k for d in declared.values() for k in d}, {}
     for pair in pairs:
         name, eq, text = pair.partition("=")
-        if not eq or not any(name in d for d in declared.values()):
-            raise ConfigError("parameters", f"NAME=VALUE, NAME one of {sorted({k for d in declared.values() for k in d})}",
-                              f"got {pair!r}")
+        if not eq or name not in known:
+            raise ConfigError("parameters", f"NAME=VALUE, NAME one of {sorted(known)}", f"got {pair!r}")
         try:
-            value = ast.literal_eval(text)
+            given[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            value = text
-        for nb, d in declared.items():
-            if name in d:
-                out[nb][name] = value
-    return out
+            given[name] = text
+    return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

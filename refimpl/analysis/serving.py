@@ -49,16 +49,17 @@ class ServingStudy(Study):
             self.workload_requests, self.workload_max_tokens, self.wer_max_new_tokens = 4, 8, 8
             self.workload_repeats, self.repeats, self.num_requests, self.max_tokens = 1, 1, 6, 6
 
-    def _paired_spec(self, ladder: str, budget_s: float, **over) -> ServeSpec:
+    def _paired(self, name: str, ladder: str, budget_s: float, **over) -> Result:
+        """``paired_<model>_<name>.json``: the ladder's variants paired in blocks for ``budget_s``."""
         spec = ServeSpec(design="paired", model=MODEL, variants=tuple(ladder.split(",")), **over,
                          num_requests=self.block_requests, max_tokens=self.block_max_tokens,
                          max_num_seqs=max(8, self.block_requests))
-        return spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
+        spec = spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
+        return self.obtain(f"paired_{MODEL}_{name}.json", spec)
 
     def paired(self) -> list[Result]:
         """One paired run per ladder of ``paired_budget_s``: ``paired_<model>_<first>_<last>.json``."""
-        out = [self.obtain(f"paired_{MODEL}_{ladder.split(',')[0]}_{ladder.split(',')[-1]}.json",
-                           self._paired_spec(ladder, budget))
+        out = [self._paired(f"{ladder.split(',')[0]}_{ladder.split(',')[-1]}", ladder, budget)
                for ladder, budget in self.paired_budget_s.items()]
         self.record(paired=self._gains(out))
         return out
@@ -66,8 +67,7 @@ class ServingStudy(Study):
     def encoder_batch(self) -> Result:
         """audios-per-step@N for N in ``encoder_batch_n`` against 0.11.0, paired."""
         ladder = ",".join(["0.11.0"] + [f"audios-per-step@{n}" for n in self.encoder_batch_n])
-        res = self.obtain(f"paired_{MODEL}_audios-per-step_sweep.json",
-                          self._paired_spec(ladder, self.sweep_budget_s, against="first"))
+        res = self._paired("audios-per-step_sweep", ladder, self.sweep_budget_s, against="first")
         self.record(encoder_batch=self._gains([res]))
         return res
 
@@ -116,16 +116,13 @@ class ServingStudy(Study):
 
     def flame_registry(self) -> Optional[Path]:
         """py-spy flame graph of one ``0.10.2`` run, the registry in the hot path (full mode only)."""
-        if self.mode != "full":
-            return None
-        return flamegraph(self.throughput_spec(), "0.10.2", self.out_dir, "flame_throughput_registry")
+        return (flamegraph(self.throughput_spec(), "0.10.2", self.out_dir, "flame_throughput_registry")
+                if self.mode == "full" else None)
 
     def comparison(self, prefix: str) -> list[tuple[str, Result]]:
         """The stored ``<prefix>*.json`` of ``hardware`` beside live runs (none in stored mode)."""
-        if self.mode == "stored":
-            return []
-        return [(f"results/{self.hardware}/{p.name}", Result.load(p))
-                for p in sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))]
+        paths = [] if self.mode == "stored" else sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))
+        return [(f"results/{self.hardware}/{p.name}", Result.load(p)) for p in paths]
 
 
 def is_sweep(res: Result) -> bool:

@@ -1,10 +1,13 @@
 """The start-up study (vLLM PR #17935) of notebook 01: ``StartupStudy``, its figures and summary
-(tables: startup_tables.py)."""
+(tables: startup_tables.py), the real-photo pass."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
+
+import torch
 
 from refimpl.analysis import Study, figure, flamegraph, provenance, save, section_md
 from refimpl.analysis import startup_tables as T
@@ -13,6 +16,9 @@ from refimpl.bench import guard
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import StartupSpec, parse_limits
 from refimpl.bench.two_process import summarize_two_process
+from refimpl.config import ModelConfig
+from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+from refimpl.multimodal.photos import load_sample_photos, pan_video
 from refimpl.stats import median, summarize
 from refimpl.variants import LADDER, STARTUP_VARIANTS
 
@@ -215,3 +221,31 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
                        f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
     return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
                       f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
+
+
+def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
+    """The real-input section: ``n`` photos and a video of real frames through the processor twice.
+    {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, passes), "identical", "tokens"}."""
+    photos = load_sample_photos()[:n]
+    vid = pan_video() if video else None
+    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
+    proc = reg.create_processor(mc)
+    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos)
+    prompt += "<|vision_start|><|video_pad|><|vision_end|>" * int(video) + "Describe."
+    mm_data = {"image": [im for _, im in photos], **({"video": [vid]} if video else {})}
+    reg.reset_processor_cache()
+    outs, passes = [], {}
+    for name in ("pass1", "pass2"):
+        reg.reset_stats()
+        t0 = time.perf_counter()
+        outs.append(proc.apply(prompt, mm_data))
+        st = reg.stats
+        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
+                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
+    a, b = outs
+    same = a.prompt_token_ids == b.prompt_token_ids and all(
+        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
+        for k in x)
+    reg.reset_processor_cache()
+    return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
+            **passes, "identical": same, "tokens": len(a.prompt_token_ids)}

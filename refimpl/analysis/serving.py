@@ -1,5 +1,5 @@
 """The throughput study (vLLM PRs #24866, #24989) of notebook 02: ``ServingStudy``, the workload and
-WER tables and figures (paired gains: paired.py; the unpaired check: throughput.py)."""
+WER tables and figures (the paired gains and the unpaired check: throughput.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -9,8 +9,7 @@ from typing import ClassVar, Optional, Sequence
 import numpy as np
 
 from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md, md_table, provenance, save
-from refimpl.analysis.paired import paired_table, pairs_of, rows
-from refimpl.analysis.throughput import gains
+from refimpl.analysis.throughput import gains, paired_table, pairs_of, rows
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import ServeSpec, WerSpec, command_of
 from refimpl.stats import MIN_PAIRS

@@ -35,12 +35,6 @@ from refimpl.errors import ConfigError
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
 CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
-MODE_NOTES = {
-    "quick": "QUICK mode: small runs that tell the full run's story in direction only; each section states its "
-    "own size and how its runs were made (fresh processes or one process), and no gain or ratio is shown from "
-    "too few pairs or runs. `make report` re-measures at full size.",
-    "stored": "Stored mode: nothing was measured here; the executed notebooks render the committed results "
-    "under results/ (their summary.md files)."}
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
@@ -75,7 +69,14 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
         blocks += ["## Notebooks", md_table(["notebook", "status", "executed notebook"], rows),
                    f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
                    "that finished." if failed else ""]
-    blocks.append(MODE_NOTES.get(mode, ""))
+    if mode == "quick":
+        blocks.append("QUICK mode: small runs that tell the full run's story in direction only; each "
+                      "section states its own size and how its runs were made (fresh processes or one "
+                      "process), and no gain or ratio is shown from too few pairs or runs. `make report` "
+                      "re-measures at full size.")
+    elif mode == "stored":
+        blocks.append("Stored mode: nothing was measured here; the executed notebooks render the committed "
+                      "results under results/ (their summary.md files).")
     results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
                if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
     env = next((r.env for r in results.values()), None)

@@ -55,9 +55,11 @@ def ratio_md(comparisons: dict[str, dict], label: str) -> str:
         for k, c in comparisons.items()])
 
 
-def compare_pairs(res: Result, metric: str, pairs: Iterable[tuple[str, str]], min_n: int = 1) -> dict[str, dict]:
+def compare_pairs(res: Result, metric: str, pairs: Iterable[tuple[str, str]],
+                  min_n: int = 1) -> dict[str, dict]:
     """Per (variant, base), keyed '<variant> / <base>': ``compare`` of ``metric``'s medians."""
-    return {f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n) for v, b in pairs}
+    return {f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n)
+            for v, b in pairs}
 
 
 def partial_note(res: Result) -> str:

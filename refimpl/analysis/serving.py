@@ -197,10 +197,8 @@ def wer_table(res: Result) -> str:
 
 def summary_md(out_dir: Path) -> str:
     """The paired, workload and WER section of summary.md from ``out_dir`` ('' if none)."""
-    def load(pattern: str) -> list[Result]:
-        return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
-    pr, wl = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json")
-    wr = load(f"wer_{MODEL}.json")
+    pr, wl, wr = ([Result.load(p) for p in sorted(Path(out_dir).glob(pattern))] for pattern in (
+        f"paired_{MODEL}_*.json", f"workload_{MODEL}_both_all.json", f"wer_{MODEL}.json"))
     if not (pr or wl or wr):
         return ""
     blocks = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}"]

@@ -113,10 +113,10 @@ class StartupStudy(Study):
         names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in TWO_PROCESS_SCOPES}
         for scope, name in names.items() if self.mode == "full" else ():
             spec = StartupSpec(model=self.model, device=self.device, variants=(AFTER,), repeats=repeats,
-                               warmup=False, max_model_len=max_model_len, process_mode="mp", reset_scope=scope,
-                               limit_mm_per_prompt=parse_limits(self.limits))
-            rows[f"{scope} (this run)"] = {"runs": self.obtain(name, spec).runs(AFTER), "_path":
-                                           f"{self.out_dir / name}, command: {spec.command(output_json=name)}"}
+                               warmup=False, max_model_len=max_model_len, process_mode="mp",
+                               reset_scope=scope, limit_mm_per_prompt=parse_limits(self.limits))
+            path = f"{self.out_dir / name}, command: {spec.command(output_json=name)}"
+            rows[f"{scope} (this run)"] = {"runs": self.obtain(name, spec).runs(AFTER), "_path": path}
         for scope, name in names.items():
             if (res := self.stored(name)) is not None:
                 rows[f"{scope} (stored {name})"] = {"_path": f"results/{self.hardware}/{name}", "runs": [
@@ -209,8 +209,8 @@ def budget_figure(res: Result, out_dir: Path):
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
     n = max(len(r["runs"]) for r in res.variants.values())
-    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per phase:",
-              T.passes_table(res), T.hashing_sentence(res)]
+    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per "
+              "phase:", T.passes_table(res), T.hashing_sentence(res)]
     if budget:
         blocks += ["The reviewer's experiment (successive compute_encoder_budget calls, "
                    f"{T.runs_word(budget)}):", budget_table(budget)]

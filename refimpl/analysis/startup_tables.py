@@ -15,7 +15,7 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
-_MEMORY_COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
+_MEM_COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
 _TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
               ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
 TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
@@ -180,18 +180,18 @@ def _spread(summary: dict, scale: float, fmt: str) -> str:
 def memory_table(records: dict[str, dict]) -> str:
     """Markdown per row: P0's and P1's cache and RSS MiB before -> after the reset, then the transport."""
     head = ["row", "runs", "max_model_len", "limits"] + [
-        f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _MEMORY_COLS]
+        f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _MEM_COLS]
     rows, trows = [], []
     for label, rec in records.items():
         runs = rec["runs"]
         if not runs:
-            rows.append([label, 0, "-", "-"] + ["no runs"] * len(_MEMORY_COLS))
+            rows.append([label, 0, "-", "-"] + ["no runs"] * len(_MEM_COLS))
             continue
         s = summarize_two_process(runs)
         lim = ", ".join(f"{k}={v}" for k, v in (runs[0].get("limit_mm_per_prompt") or {}).items())
         rows.append([label, len(runs), runs[0].get("max_model_len"), lim or "default"] + [
             " -> ".join(_spread(s[f"{p}_{k}_{w}_reset"], 2**20, ".0f") for w in ("before", "after"))
-            for p, k in _MEMORY_COLS])
+            for p, k in _MEM_COLS])
         if "transport_bytes_miss" in s:
             trows.append([label, runs[0]["transport"].get("modality", "audio"),
                           *[_spread(s[f"transport_{k}"], scale, fmt) for k, scale, fmt in _TRANSPORT]])

@@ -51,13 +51,12 @@ def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple
            metric: str, min_pairs: int, where: str, place) -> None:
     """Gains of ``results`` (filled) and ``stored`` (hollow) at x = ``place(r, c, hollow)``, titled."""
     live = "measured here (95% CI)" if where == "here" else f"{where} (95% CI)"
-    for group, hollow in ((list(results), False), ([r for _, r in stored], True)):
-        for r in group:
-            for c in rows([r], metric, min_pairs=min_pairs):
-                ax.errorbar(place(r, c, hollow), 100 * c["gain"], capsize=3, fmt="o",
-                            yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]],
-                            color="C1" if hollow else "C0", mfc="white" if hollow else None,
-                            label=f"stored: {provenance(r)}" if hollow else live)
+    for r, hollow in [(r, False) for r in results] + [(r, True) for _, r in stored]:
+        for c in rows([r], metric, min_pairs=min_pairs):
+            ax.errorbar(place(r, c, hollow), 100 * c["gain"], capsize=3, fmt="o",
+                        yerr=[[100 * (c["gain"] - c["low"])], [100 * (c["high"] - c["gain"])]],
+                        color="C1" if hollow else "C0", mfc="white" if hollow else None,
+                        label=f"stored: {provenance(r)}" if hollow else live)
     shown = rows(results, metric, min_pairs=min_pairs)
     if not ax.get_legend_handles_labels()[0]:
         ax.text(0.5, 0.5, f"no gain shown: fewer than {min_pairs} pairs", ha="center", va="center",

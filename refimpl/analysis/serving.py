@@ -49,7 +49,7 @@ class ServingStudy(Study):
             self.workload_repeats, self.repeats, self.num_requests, self.max_tokens = 1, 1, 6, 6
 
     def _paired(self, name: str, ladder: str, budget_s: float, **over) -> Result:
-        """``paired_<model>_<name>.json``: ``ladder``'s variants in paired blocks, ``budget_s`` timed (QUICK: 2)."""
+        """``paired_<model>_<name>.json``: ``ladder`` in paired blocks for ``budget_s`` (QUICK: 2 rounds)."""
         spec = ServeSpec(design="paired", model=MODEL, variants=tuple(ladder.split(",")), **over,
                          num_requests=self.block_requests, max_tokens=self.block_max_tokens,
                          max_num_seqs=max(8, self.block_requests))

@@ -22,11 +22,11 @@ import nbformat
 import papermill as pm
 from nbconvert import HTMLExporter
 
-from refimpl.analysis import md_table
+from refimpl.analysis import md, md_table
 from refimpl.analysis import serving as SV
 from refimpl.analysis import startup as S
 from refimpl.analysis import throughput as T
-from refimpl.analysis.two_process import memory_table
+from refimpl.analysis.startup_tables import memory_table
 from refimpl.bench.schema import Result
 from refimpl.config import resolve_device
 from refimpl.env import REPO_ROOT
@@ -62,46 +62,45 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
 def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
     """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks."""
-    parts = [f"# refimpl report ({mode} mode, device {device})", ""]
+    blocks = [f"# refimpl report ({mode} mode, device {device})"]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
         rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
-        parts += ["## Notebooks", "", md_table(["notebook", "status", "executed notebook"], rows), ""]
-        if failed:
-            parts += [f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
-                      "that finished.", ""]
+        blocks += ["## Notebooks", md_table(["notebook", "status", "executed notebook"], rows),
+                   f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
+                   "that finished." if failed else ""]
     if mode == "quick":
-        parts += ["QUICK mode: small runs that tell the full run's story in direction only; each section "
-                  "states its own size and how its runs were made (fresh processes or one process), and no "
-                  "gain or ratio is shown from too few pairs or runs. `make report` re-measures at full size.", ""]
+        blocks.append("QUICK mode: small runs that tell the full run's story in direction only; each "
+                      "section states its own size and how its runs were made (fresh processes or one "
+                      "process), and no gain or ratio is shown from too few pairs or runs. `make report` "
+                      "re-measures at full size.")
     elif mode == "stored":
-        parts += ["Stored mode: nothing was measured here; the executed notebooks render the committed "
-                  "results under results/ (their summary.md files).", ""]
+        blocks.append("Stored mode: nothing was measured here; the executed notebooks render the committed "
+                      "results under results/ (their summary.md files).")
     results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
                if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
     env = next((r.env for r in results.values()), None)
     for p, res in results.items():
         if p.name.startswith("startup_"):
             budget = out_dir / p.name.replace("startup_", "budget_")
-            parts += [S.summary_md(res, Result.load(budget) if budget.exists() else None), ""]
+            blocks.append(S.summary_md(res, Result.load(budget) if budget.exists() else None))
     twoproc = {f"{v['runs'][0]['reset_scope']} ({p.name})": {"runs": v["runs"]} for p, res in results.items()
                if p.name.startswith("twoproc_startup_") for v in res.variants.values() if v["runs"]}
     if twoproc:
-        parts += ["## Two processes: each process's memory before -> after reset_mm_cache", "",
-                  "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
-                  "last section; the command is beside the table there).", "", memory_table(twoproc), ""]
-    parts += [x for p, res in results.items() if p.name.startswith("throughput_")
-              and not p.name.startswith(("throughput_sweep", "throughput_hf")) for x in (T.summary_md(res, out_dir), "")]
-    second = SV.summary_md(out_dir)
-    parts += [second, ""] if second else []
+        blocks += ["## Two processes: each process's memory before -> after reset_mm_cache",
+                   "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
+                   "last section; the command is beside the table there).", memory_table(twoproc)]
+    blocks += [T.summary_md(res, out_dir) for p, res in results.items() if p.name.startswith("throughput_")
+               and not p.name.startswith(("throughput_sweep", "throughput_hf"))]
+    blocks.append(SV.summary_md(out_dir))
     if env:
         hw = env["hardware"]
-        parts += ["## Measured on", "", md_table(["", ""], [
+        blocks += ["## Measured on", md_table(["", ""], [
             ["hardware", hw["name"]], ["cpu", f"{hw['cpu']['model']} ({hw['cpu']['logical_cores']} logical cores)"],
             ["gpu", (hw["gpu"] or {}).get("name", "none")], ["RAM GiB", f"{hw['ram_bytes'] / 2**30:.0f}"],
             ["torch threads", env.get("torch_num_threads")], ["date", env.get("date")],
-            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]]), ""]
-    return "\n".join(parts)
+            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]])]
+    return md(*blocks) + "\n"
 
 
 def select_notebooks(names: list[str] | None) -> list[Path]:
@@ -117,20 +116,16 @@ def select_notebooks(names: list[str] | None) -> list[Path]:
 def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
     """``-p NAME=VALUE`` per notebook that declares NAME; ConfigError ("parameters") otherwise."""
     declared = {nb: pm.inspect_notebook(str(nb)) for nb in nbs}
-    out: dict[Path, dict] = {nb: {} for nb in nbs}
+    known, given = {k for d in declared.values() for k in d}, {}
     for pair in pairs:
         name, eq, text = pair.partition("=")
-        if not eq or not any(name in d for d in declared.values()):
-            raise ConfigError("parameters", f"NAME=VALUE, NAME one of {sorted({k for d in declared.values() for k in d})}",
-                              f"got {pair!r}")
+        if not eq or name not in known:
+            raise ConfigError("parameters", f"NAME=VALUE, NAME one of {sorted(known)}", f"got {pair!r}")
         try:
-            value = ast.literal_eval(text)
+            given[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
-            value = text
-        for nb, d in declared.items():
-            if name in d:
-                out[nb][name] = value
-    return out
+            given[name] = text
+    return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -186,12 +181,12 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-class ProgressHandler(logging.Handler):
-    """papermill's records of one notebook as lines on ``stream``: each code cell started, kernel stderr."""
+class ProgressFormatter(logging.Formatter):
+    """papermill's records of notebook ``nb`` as lines: each code cell started, the kernel's stderr."""
 
-    def __init__(self, nb: Path, t0: float, stream: Optional[IO[str]] = None):
-        super().__init__(logging.INFO)
-        self.nb, self.t0, self.stream, self.last = nb.name, t0, stream, ""
+    def __init__(self, nb: Path, t0: float):
+        super().__init__()
+        self.nb, self.t0, self.last = nb.name, t0, ""
         self.labels: list[str | None] = []
         for c in nbformat.read(nb, as_version=4).cells:
             first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
@@ -200,30 +195,28 @@ class ProgressHandler(logging.Handler):
                 self.labels.append("(injected parameters)")
         self.code = [i for i, label in enumerate(self.labels) if label is not None]
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            msg, out = record.getMessage(), []
-            m = CELL_START.match(msg.strip())
-            if m and int(m[1]) - 1 in self.code:
-                i = int(m[1]) - 1
-                out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
-                           f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
-            elif not m and record.levelno >= logging.WARNING:
-                for piece in re.split(r"[\r\n]+", msg):
-                    if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
-                        self.last = piece.rstrip()
-                        out.append(f"  {self.last}")
-            stream = self.stream or sys.stderr
-            stream.write("".join(line + "\n" for line in out))
-            stream.flush()
-        except Exception:  # a progress line must never stop the report
-            self.handleError(record)
+    def format(self, record: logging.LogRecord) -> str:
+        msg, out = record.getMessage(), []
+        m = CELL_START.match(msg.strip())
+        if m and int(m[1]) - 1 in self.code:
+            i = int(m[1]) - 1
+            out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
+                       f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
+        elif not m and record.levelno >= logging.WARNING:
+            for piece in re.split(r"[\r\n]+", msg):
+                if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
+                    self.last = piece.rstrip()
+                    out.append(f"  {self.last}")
+        return "".join(line + "\n" for line in out)
 
 
 @contextlib.contextmanager
 def terminal_progress(nb: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
-    """Progress lines of ``nb`` while in the block (``t0``: the report's perf_counter start)."""
-    logger, handler = logging.getLogger("papermill"), ProgressHandler(nb, t0, stream)
+    """Progress lines of ``nb`` on ``stream`` (stderr) while in the block (``t0``: the report's
+    perf_counter start); a line that fails is logging's handleError, never the report's."""
+    logger, handler = logging.getLogger("papermill"), logging.StreamHandler(stream)
+    handler.setFormatter(ProgressFormatter(nb, t0))
+    handler.terminator = ""
     level, propagate = logger.level, logger.propagate
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)

@@ -75,7 +75,7 @@ def test_call1_ratio_states_resolution(n):
 
 
 def test_memory_table_row_without_runs():
-    from refimpl.analysis.two_process import memory_table
+    from refimpl.analysis.startup_tables import memory_table
     assert _row(memory_table({"v0.9.0 (this run)": {"runs": []}}), "v0.9.0").endswith("| no runs |")
 
 

@@ -165,7 +165,7 @@ def test_unknown_notebook_is_refused_before_anything_runs(tmp_path, monkeypatch,
 def test_ratio_table_never_resolved_below_min_pairs():
     """The unpaired ratio tables follow the paired gains' rule: fewer than MIN_PAIRS runs a
     side is "not resolved" even when the ranges are wholly apart."""
-    from refimpl.analysis import ratio_table
+    from refimpl.analysis import compare_pairs, ratio_md
     from refimpl.bench.schema import Result
     from refimpl.stats import MIN_PAIRS
 
@@ -173,7 +173,8 @@ def test_ratio_table_never_resolved_below_min_pairs():
         runs = {"slow": [2.0 + 0.01 * i for i in range(n)], "fast": [1.0 + 0.01 * i for i in range(n)]}
         return Result("throughput", {}, {}, {v: {"runs": [{"x": x} for x in xs], "summary": {}}
                                              for v, xs in runs.items()})
-    rows = {n: ratio_table(res(n), "x", [("slow", "fast")]).splitlines()[-1] for n in (1, 2, MIN_PAIRS)}
+    rows = {n: ratio_md(compare_pairs(res(n), "x", [("slow", "fast")]), "x").splitlines()[-1]
+            for n in (1, 2, MIN_PAIRS)}
     assert rows[1].endswith("| - | not resolved (1 run a side) |")
     assert rows[2].endswith(f"| not resolved (< {MIN_PAIRS} runs a side) |")
     assert rows[MIN_PAIRS].endswith("| resolved |")

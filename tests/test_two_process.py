@@ -253,7 +253,7 @@ def _run(scope: str, p1_before: int, p1_rss: int) -> dict:
 
 
 def test_memory_table_medians_and_spread_of_both_processes():
-    from refimpl.analysis.two_process import memory_table
+    from refimpl.analysis.startup_tables import memory_table
     from refimpl.bench.startup import summarize_two_process
     mib = 1 << 20
     runs = [_run("v0.9.0", 588 * mib, r * mib) for r in (2100, 2132, 2140)]
@@ -270,10 +270,10 @@ def test_memory_table_medians_and_spread_of_both_processes():
     assert "| 7,000,000 | 2,000 |" in md  # bytes of one request, mirror miss / hit
 
 
-def test_quick_mode_shows_the_committed_runs_of_both_scopes():
+def test_quick_mode_shows_the_committed_runs_of_both_scopes(tmp_path):
     from refimpl.analysis.startup import StartupStudy
-    from refimpl.analysis.two_process import memory_table, run_two_process
-    rows = run_two_process(StartupStudy(mode="quick"))
+    from refimpl.analysis.startup_tables import memory_table
+    rows = StartupStudy(mode="quick", out_dir=tmp_path).two_process()
     assert {label.split()[0] for label in rows} == {"v0.9.0", "all"}
     assert all(r["_path"].startswith("results/") for r in rows.values())
     md = memory_table(rows)

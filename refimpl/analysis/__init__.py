@@ -14,7 +14,7 @@ from refimpl.bench import trial
 from refimpl.bench.common import profile_with_pyspy
 from refimpl.bench.fresh import worker_command
 from refimpl.bench.schema import Result
-from refimpl.bench.specs import Spec
+from refimpl.bench.specs import Spec, command_of
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError
 from refimpl.stats import compare, summarize
@@ -34,6 +34,11 @@ def md_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(fmt(x) for x in r) + " |" for r in rows])
 
 
+def md(*blocks: str) -> str:
+    """Markdown ``blocks`` (paragraphs, tables) a blank line apart, empty ones left out."""
+    return "\n\n".join(b for b in blocks if b)
+
+
 def spread(values: Sequence[float], fmt: str = ".3g") -> str:
     """'median [min, max]' of ``values`` ('-' when empty)."""
     if not values:
@@ -50,11 +55,11 @@ def ratio_md(comparisons: dict[str, dict], label: str) -> str:
         for k, c in comparisons.items()])
 
 
-def ratio_table(res: Result, metric: str, pairs: Sequence[tuple[str, str]], label: str = "",
-                min_n: int = 1) -> str:
-    """Markdown: per (variant, base), ``compare`` of ``metric``'s medians (``ratio_md``)."""
-    return ratio_md({f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n)
-                     for v, b in pairs}, label or metric)
+def compare_pairs(res: Result, metric: str, pairs: Iterable[tuple[str, str]],
+                  min_n: int = 1) -> dict[str, dict]:
+    """Per (variant, base), keyed '<variant> / <base>': ``compare`` of ``metric``'s medians."""
+    return {f"{v} / {b}": compare(res.values(v, metric), res.values(b, metric), v, b, min_n)
+            for v, b in pairs}
 
 
 def partial_note(res: Result) -> str:
@@ -71,6 +76,13 @@ def provenance(res: Result) -> str:
     sha = (git.get("commit") or "unknown")[:7] + ("+dirty" if git.get("dirty") else "")
     how = "one process" if res.env.get("in_process") else "fresh processes"
     return f"{res.hardware_name} ({res.env.get('device', '?')}), commit {sha}, {how}"
+
+
+def section_md(title: str, res: Result, how: str, *blocks: str) -> str:
+    """A summary.md section (``md``): ``title``, 'Measured on <provenance><how>', the command that
+    made ``res``, ``partial_note``, ``blocks``."""
+    cmd = command_of(res.bench, res.params, in_process=res.env.get("in_process", False))
+    return md(title, f"Measured on {provenance(res)}{how}", f"Command: `{cmd}`", partial_note(res), *blocks)
 
 
 def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) -> Result:

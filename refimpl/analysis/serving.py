@@ -1,5 +1,5 @@
 """The throughput study (vLLM PRs #24866, #24989) of notebook 02: ``ServingStudy``, the workload and
-WER tables and figures (paired gains: paired.py; the unpaired check: throughput.py)."""
+WER tables and figures (the paired gains and the unpaired check: throughput.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,9 +8,8 @@ from typing import ClassVar, Optional, Sequence
 
 import numpy as np
 
-from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md_table, provenance, save
-from refimpl.analysis.paired import paired_table, pairs_of, rows
-from refimpl.analysis.throughput import gains
+from refimpl.analysis import RESULTS_DIR, Study, figure, flamegraph, md, md_table, provenance, save
+from refimpl.analysis.throughput import gains, paired_table, pairs_of, rows
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import ServeSpec, WerSpec, command_of
 from refimpl.stats import MIN_PAIRS
@@ -49,16 +48,17 @@ class ServingStudy(Study):
             self.workload_requests, self.workload_max_tokens, self.wer_max_new_tokens = 4, 8, 8
             self.workload_repeats, self.repeats, self.num_requests, self.max_tokens = 1, 1, 6, 6
 
-    def _paired_spec(self, ladder: str, budget_s: float, **over) -> ServeSpec:
+    def _paired(self, name: str, ladder: str, budget_s: float, **over) -> Result:
+        """``paired_<model>_<name>.json``: ``ladder`` in paired blocks for ``budget_s`` (QUICK: 2 rounds)."""
         spec = ServeSpec(design="paired", model=MODEL, variants=tuple(ladder.split(",")), **over,
                          num_requests=self.block_requests, max_tokens=self.block_max_tokens,
                          max_num_seqs=max(8, self.block_requests))
-        return spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
+        spec = spec.replace(repeats=2, warmup=False) if self.quick else spec.replace(budget_s=budget_s)
+        return self.obtain(f"paired_{MODEL}_{name}.json", spec)
 
     def paired(self) -> list[Result]:
         """One paired run per ladder of ``paired_budget_s``: ``paired_<model>_<first>_<last>.json``."""
-        out = [self.obtain(f"paired_{MODEL}_{ladder.split(',')[0]}_{ladder.split(',')[-1]}.json",
-                           self._paired_spec(ladder, budget))
+        out = [self._paired(f"{ladder.split(',')[0]}_{ladder.split(',')[-1]}", ladder, budget)
                for ladder, budget in self.paired_budget_s.items()]
         self.record(paired=self._gains(out))
         return out
@@ -66,8 +66,7 @@ class ServingStudy(Study):
     def encoder_batch(self) -> Result:
         """audios-per-step@N for N in ``encoder_batch_n`` against 0.11.0, paired."""
         ladder = ",".join(["0.11.0"] + [f"audios-per-step@{n}" for n in self.encoder_batch_n])
-        res = self.obtain(f"paired_{MODEL}_audios-per-step_sweep.json",
-                          self._paired_spec(ladder, self.sweep_budget_s, against="first"))
+        res = self._paired("audios-per-step_sweep", ladder, self.sweep_budget_s, against="first")
         self.record(encoder_batch=self._gains([res]))
         return res
 
@@ -116,16 +115,13 @@ class ServingStudy(Study):
 
     def flame_registry(self) -> Optional[Path]:
         """py-spy flame graph of one ``0.10.2`` run, the registry in the hot path (full mode only)."""
-        if self.mode != "full":
-            return None
-        return flamegraph(self.throughput_spec(), "0.10.2", self.out_dir, "flame_throughput_registry")
+        return (flamegraph(self.throughput_spec(), "0.10.2", self.out_dir, "flame_throughput_registry")
+                if self.mode == "full" else None)
 
     def comparison(self, prefix: str) -> list[tuple[str, Result]]:
         """The stored ``<prefix>*.json`` of ``hardware`` beside live runs (none in stored mode)."""
-        if self.mode == "stored":
-            return []
-        return [(f"results/{self.hardware}/{p.name}", Result.load(p))
-                for p in sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))]
+        paths = [] if self.mode == "stored" else sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))
+        return [(f"results/{self.hardware}/{p.name}", Result.load(p)) for p in paths]
 
 
 def is_sweep(res: Result) -> bool:
@@ -201,19 +197,15 @@ def wer_table(res: Result) -> str:
 
 def summary_md(out_dir: Path) -> str:
     """The paired, workload and WER section of summary.md from ``out_dir`` ('' if none)."""
-    def load(pattern: str) -> list[Result]:
-        return [Result.load(p) for p in sorted(Path(out_dir).glob(pattern))]
-    pr, wl = load(f"paired_{MODEL}_*.json"), load(f"workload_{MODEL}_both_all.json")
-    wr = load(f"wer_{MODEL}.json")
+    pr, wl, wr = ([Result.load(p) for p in sorted(Path(out_dir).glob(pattern))] for pattern in (
+        f"paired_{MODEL}_*.json", f"workload_{MODEL}_both_all.json", f"wer_{MODEL}.json"))
     if not (pr or wl or wr):
         return ""
-    parts = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}", ""]
+    blocks = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}"]
     if pr:
-        parts += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr), "",
-                  paired_table(pr, min_pairs=MIN_PAIRS), ""]
-    for r in wl:
-        parts += [f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. `{command(r)}`", "",
-                  workload_table(r), ""]
-    for r in wr:
-        parts += [f"WER: `{command(r)}`", "", wer_table(r), ""]
-    return "\n".join(parts)
+        blocks += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr),
+                   paired_table(pr, min_pairs=MIN_PAIRS)]
+    blocks += [x for r in wl for x in (f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. "
+                                       f"`{command(r)}`", workload_table(r))]
+    blocks += [x for r in wr for x in (f"WER: `{command(r)}`", wer_table(r))]
+    return md(*blocks) + "\n"  # a trailing newline, as summary.md has always had after this section

@@ -1,19 +1,24 @@
 """The start-up study (vLLM PR #17935) of notebook 01: ``StartupStudy``, its figures and summary
-(tables: startup_tables.py)."""
+(tables: startup_tables.py), the real-photo pass."""
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from refimpl.analysis import Study, figure, flamegraph, partial_note, provenance, save
+import torch
+
+from refimpl.analysis import Study, figure, flamegraph, provenance, save, section_md
 from refimpl.analysis import startup_tables as T
 from refimpl.analysis.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
-from refimpl.analysis.two_process import run_two_process
 from refimpl.bench import guard
 from refimpl.bench.schema import Result
-from refimpl.bench.specs import StartupSpec, command_of, parse_limits
+from refimpl.bench.specs import StartupSpec, parse_limits
 from refimpl.bench.startup import summarize_two_process
+from refimpl.config import ModelConfig
+from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+from refimpl.multimodal.photos import load_sample_photos, pan_video
 from refimpl.stats import median, summarize
 from refimpl.variants import LADDER, STARTUP_VARIANTS
 
@@ -22,6 +27,9 @@ from refimpl.variants import LADDER, STARTUP_VARIANTS
 QUICK_MAX_MODEL_LEN = 8192
 QUICK_LIMITS = ("image=0",)
 QUICK_REPEATS = 2
+# two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
+# tokens; the mechanism is the same)
+TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
 
@@ -97,9 +105,22 @@ class StartupStudy(Study):
                             "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
-    def two_process(self) -> dict[str, dict]:
-        """Two-process rows (full: measured here, then the stored ones of ``hardware``)."""
-        rows = run_two_process(self)
+    def two_process(self, repeats: int = TWO_PROCESS_REPEATS,
+                    max_model_len: int = TWO_PROCESS_MAX_MODEL_LEN) -> dict[str, dict]:
+        """{row label: {"runs", "_path"}} of both reset scopes: full mode's runs, measured here, then the
+        committed ones of ``hardware``."""
+        rows: dict[str, dict] = {}
+        names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in TWO_PROCESS_SCOPES}
+        for scope, name in names.items() if self.mode == "full" else ():
+            spec = StartupSpec(model=self.model, device=self.device, variants=(AFTER,), repeats=repeats,
+                               warmup=False, max_model_len=max_model_len, process_mode="mp",
+                               reset_scope=scope, limit_mm_per_prompt=parse_limits(self.limits))
+            path = f"{self.out_dir / name}, command: {spec.command(output_json=name)}"
+            rows[f"{scope} (this run)"] = {"runs": self.obtain(name, spec).runs(AFTER), "_path": path}
+        for scope, name in names.items():
+            if (res := self.stored(name)) is not None:
+                rows[f"{scope} (stored {name})"] = {"_path": f"results/{self.hardware}/{name}", "runs": [
+                    r for v in res.variants.values() for r in v["runs"] if r.get("process_mode") == "mp"]}
         med = {k: summarize_two_process(r["runs"]) for k, r in rows.items() if r["runs"]}
         self.record(two_process={k: {f"{p}_cache_mib_{w}_reset": m[f"{p}_cache_bytes_{w}_reset"]["median"]
                                      / 2**20 for p in ("p0", "p1") for w in ("before", "after")}
@@ -187,20 +208,44 @@ def budget_figure(res: Result, out_dir: Path):
 
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
-    p, k = res.params, len(res.variants)
     n = max(len(r["runs"]) for r in res.variants.values())
-    parts = [f"## Start-up (PR #17935): {p['model']}, {size(res)}", "",
-             f"Measured on {provenance(res)}: {n} {T.runs_word(res)} per variant, {k} variants.",
-             "", f"Command: `{command_of(res.bench, p, in_process=res.env.get('in_process', False))}`",
-             *(["", partial_note(res)] if partial_note(res) else []), "", medians_table(res), "",
-             T.ratios_table(res, 2), "", "HF-processor passes with multimodal data per phase:", "",
-             T.passes_table(res), "", T.hashing_sentence(res)]
+    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per "
+              "phase:", T.passes_table(res), T.hashing_sentence(res)]
     if budget:
-        parts += ["", "The reviewer's experiment (successive compute_encoder_budget calls, "
-                  f"{T.runs_word(budget)}):", "", budget_table(budget)]
+        blocks += ["The reviewer's experiment (successive compute_encoder_budget calls, "
+                   f"{T.runs_word(budget)}):", budget_table(budget)]
         r = call1_ratio(budget, min_n=2)
         if r["estimate"] is not None:
-            parts += ["", f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, "
-                      f"{r['high']:.2f}] (95% bootstrap interval, {r['state']}), min-max ranges "
-                      f"{'overlap' if r['ranges_overlap'] else 'apart'}.", "", T.call1_explained(budget)]
-    return "\n".join(parts)
+            blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
+                       f"(95% bootstrap interval, {r['state']}), min-max ranges "
+                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
+    return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
+                      f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
+
+
+def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
+    """The real-input section: ``n`` photos and a video of real frames through the processor twice.
+    {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, passes), "identical", "tokens"}."""
+    photos = load_sample_photos()[:n]
+    vid = pan_video() if video else None
+    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
+    proc = reg.create_processor(mc)
+    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos)
+    prompt += "<|vision_start|><|video_pad|><|vision_end|>" * int(video) + "Describe."
+    mm_data = {"image": [im for _, im in photos], **({"video": [vid]} if video else {})}
+    reg.reset_processor_cache()
+    outs, passes = [], {}
+    for name in ("pass1", "pass2"):
+        reg.reset_stats()
+        t0 = time.perf_counter()
+        outs.append(proc.apply(prompt, mm_data))
+        st = reg.stats
+        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
+                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
+    a, b = outs
+    same = a.prompt_token_ids == b.prompt_token_ids and all(
+        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
+        for k in x)
+    reg.reset_processor_cache()
+    return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
+            **passes, "identical": same, "tokens": len(a.prompt_token_ids)}

@@ -1,11 +1,12 @@
-"""Notebook 01's tables of start-up and budget Results: per variant, per phase, per measured part
-(``parts_s``: dummy data, hashing, HF calls with and without items, the per-item split, the rest)."""
+"""Notebook 01's tables: start-up and budget Results per variant, per phase, per measured part (``parts_s``:
+dummy data, hashing, HF calls with and without items, the per-item split, the rest); two-process memory."""
 from __future__ import annotations
 
 from typing import Optional
 
-from refimpl.analysis import compare, md_table, ratio_md, spread
+from refimpl.analysis import compare, compare_pairs, md_table, ratio_md, spread
 from refimpl.bench.schema import Result
+from refimpl.bench.startup import summarize_two_process
 from refimpl.stats import median
 from refimpl.variants import STARTUP_VARIANTS
 
@@ -14,6 +15,9 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
+_MEM_COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
+_TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
+              ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
 TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
 # vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
 BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
@@ -34,10 +38,6 @@ def time_key(res: Result) -> str:
     return "cpu_s" if runs and all("cpu_s" in x for x in runs) else "total_s"
 
 
-def _mib(runs: list[dict], key: str) -> str:
-    return spread([x[key] / 2**20 for x in runs if x.get(key) is not None], ".0f")
-
-
 def medians_table(res: Result) -> str:
     """Markdown per variant: start-up s, HF passes and calls, cache hits/misses, cache and RSS MiB."""
     rows = []
@@ -50,7 +50,8 @@ def medians_table(res: Result) -> str:
         rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x.get("hf_mm_passes"),
                      x.get("hf_processor_calls"), f"{x.get('cache_hits')}/{x.get('cache_misses')}",
                      *[f"{x.get(f'cache_bytes_{w}_reset', 0) / 2**20:.0f}" for w in ("before", "after")],
-                     f"{_mib(runs, 'rss_before_reset')} -> {_mib(runs, 'rss_after_reset')}",
+                     " -> ".join(spread([y[k] / 2**20 for y in runs if y.get(k) is not None], ".0f")
+                                 for k in ("rss_before_reset", "rss_after_reset")),
                      spread([y["peak_rss_bytes"] / 2**30 for y in runs])])
     return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes", "HF calls (all)",
                      "cache hits/misses", "cache MiB before reset", "after reset",
@@ -59,11 +60,8 @@ def medians_table(res: Result) -> str:
 
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's."""
-    if BEFORE not in res.variants:
-        return {}
-    key = time_key(res)
-    return {f"{v} / {BEFORE}": compare(res.values(v, key), res.values(BEFORE, key), v, BEFORE, min_n)
-            for v in res.variants if v != BEFORE}
+    pairs = [(v, BEFORE) for v in res.variants if v != BEFORE]
+    return compare_pairs(res, time_key(res), pairs, min_n) if BEFORE in res.variants else {}
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
@@ -172,3 +170,34 @@ def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
             if total else "")
     head = ["part (median s)", den, num, "difference s", "share of difference"]
     return md_table(head, rows) + "\n\n" + line
+
+
+def _spread(summary: dict, scale: float, fmt: str) -> str:
+    lo, med, hi = (summary[k] / scale for k in ("min", "median", "max"))
+    return f"{med:{fmt}}" if lo == hi else f"{med:{fmt}} [{lo:{fmt}}, {hi:{fmt}}]"
+
+
+def memory_table(records: dict[str, dict]) -> str:
+    """Markdown per row: P0's and P1's cache and RSS MiB before -> after the reset, then the transport."""
+    head = ["row", "runs", "max_model_len", "limits"] + [
+        f"{p.upper()} {'cache' if k == 'cache_bytes' else 'RSS'} MiB before -> after" for p, k in _MEM_COLS]
+    rows, trows = [], []
+    for label, rec in records.items():
+        runs = rec["runs"]
+        if not runs:
+            rows.append([label, 0, "-", "-"] + ["no runs"] * len(_MEM_COLS))
+            continue
+        s = summarize_two_process(runs)
+        lim = ", ".join(f"{k}={v}" for k, v in (runs[0].get("limit_mm_per_prompt") or {}).items())
+        rows.append([label, len(runs), runs[0].get("max_model_len"), lim or "default"] + [
+            " -> ".join(_spread(s[f"{p}_{k}_{w}_reset"], 2**20, ".0f") for w in ("before", "after"))
+            for p, k in _MEM_COLS])
+        if "transport_bytes_miss" in s:
+            trows.append([label, runs[0]["transport"].get("modality", "audio"),
+                          *[_spread(s[f"transport_{k}"], scale, fmt) for k, scale, fmt in _TRANSPORT]])
+    out = md_table(head, rows)
+    if trows:
+        out += "\n\nTransport of one real request (median [min, max] over the runs):\n\n" + md_table(
+            ["row", "item", "bytes, mirror miss", "bytes, mirror hit", "serialise ms, miss",
+             "serialise ms, hit", "P1 decode ms, both"], trows)
+    return out

@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Callable, Optional
 
 import tyro
 
+from refimpl.analysis import md
+from refimpl.analysis import serving as SV
+from refimpl.analysis import startup as S
+from refimpl.analysis import throughput as T
 from refimpl.bench import calibrate, trial
-from refimpl.bench.fresh import bench_module
+from refimpl.bench.schema import Result
 from refimpl.bench.specs import SPECS, Spec
 from refimpl.errors import RefimplError
 
@@ -27,6 +31,14 @@ Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result (default: "
                                             "reports/<bench>_<model>_<UTC time>.json)")]
 IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
+
+
+SHOWN: dict[str, Callable[[Result], str]] = {  # a bench's Result as notebooks and summary.md show it
+    "startup": S.summary_md, "budget": S.budget_md, "throughput": T.summary_md,
+    "paired": lambda r: md(T.paired_table([r]), f"Tokens identical across variants and rounds: "
+                                                f"{r.params.get('tokens_identical', 'not recorded')}."),
+    "workload": lambda r: md(SV.workload_table(r), SV.engine_over_hf_sentence(r)),
+    "wer": SV.wer_table, "calibrate": lambda r: "\n".join(calibrate.lines(r))}
 
 
 def _entry(cls: type[Spec]):
@@ -52,7 +64,7 @@ def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> in
     except RefimplError as e:
         print(f"{name}: error: {e}", file=sys.stderr)
         return 2
-    print("\n".join(bench_module(spec).lines(res)))
+    print(SHOWN[res.bench](res))
     p = res.params
     if p["failed"]:
         kept = f"{p['rounds_run']} finished rounds" if "rounds_run" in p else \

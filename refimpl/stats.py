@@ -108,18 +108,3 @@ def compare(a: Sequence[float], b: Sequence[float], a_name: str = "a", b_name: s
                   "state": f"not resolved (< {MIN_PAIRS} runs a side)" if n < MIN_PAIRS
                   else "resolved" if ci.resolved else "unresolved (interval holds 1)"}
 
-
-def ratio_lines(title: str, values: dict[str, list[float]], ratios: bool = True) -> list[str]:
-    """Lines of a bench's end: per label the median [min, max], then each label over the first."""
-    out = [title]
-    for v, xs in values.items():
-        s = summarize(xs) if xs else None
-        out.append(f"  {v}: " + (f"median {s['median']:.4g} [{s['min']:.4g}, {s['max']:.4g}] over {s['n']} runs"
-                                 if s else "no finished run"))
-    first = next(iter(values))
-    for v, xs in list(values.items())[1:] if ratios else ():
-        c = compare(xs, values[first], v, first)
-        ci = f" [{c['low']:.3f}, {c['high']:.3f}] (95% CI)" if c["low"] is not None else ""
-        out.append(f"  {v} / {first}: " + (f"{c['estimate']:.3f}{ci}, " if c["estimate"] is not None else "")
-                   + c["state"])
-    return out

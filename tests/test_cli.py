@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from refimpl.bench import trial
-from refimpl.bench.schema import validate
+from refimpl.bench.schema import Result, validate
 from refimpl.bench.specs import StartupSpec
-from refimpl.cli import main
+from refimpl.cli import SHOWN, main
 from refimpl.errors import UnknownVariantError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,3 +69,17 @@ def test_readme_commands_exist_in_a_clean_clone(tmp_path):
     assert r.returncode == 0 and "--output-json" in r.stdout and "--calls" in r.stdout
     for nb in (clone / "notebooks").glob("*.ipynb"):
         assert '"outputs": []' in nb.read_text() or '"outputs"' not in nb.read_text()
+
+
+SHOWN_RESULTS = [p for p in sorted((ROOT / "results").glob("*/*.json")) if Result.load(p).bench in SHOWN]
+
+
+@pytest.mark.parametrize("path", SHOWN_RESULTS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_bench_shows_its_result_whole_or_without_runs(path):
+    """What `refimpl bench` prints at its end (the notebooks' tables), for each committed Result and
+    for the same Result interrupted before its first run."""
+    res = Result.load(path)
+    assert SHOWN[res.bench](res).strip()
+    none = Result(res.bench, res.env, {**res.params, "interrupted": True},
+                  {v: {"runs": [], "summary": {}} for v in res.variants}, missing=["runs"])
+    assert SHOWN[res.bench](none).strip()

@@ -100,7 +100,8 @@ def test_ctrl_c_keeps_the_runs_marks_them_and_exits_130(runs_until, tmp_path, ca
     (out,) = (tmp_path / "reports").glob("throughput_whisper-tiny_*Z.json")
     assert Result.load(out).params["interrupted"] is True
     io = capsys.readouterr()
-    assert "0.11.0: no finished run" in io.out and f"wrote {out.relative_to(tmp_path)}" in io.out
+    assert "**Partial result** (runs per variant: 0.10.2 1, 0.11.0 0): interrupted" in io.out
+    assert "no runs of 0.11.0" in io.out and f"wrote {out.relative_to(tmp_path)}" in io.out
     assert "interrupted: keeping the runs finished so far" in io.err
 
 

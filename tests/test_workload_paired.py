@@ -7,11 +7,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from refimpl.analysis.throughput import paired_table
 from refimpl.bench import guard, serve, trial
 from refimpl.bench.schema import Result
-from refimpl.bench.serve import abba_sums, gain_line, gains, latency_summary, make_workload
+from refimpl.bench.serve import abba_sums, gains, latency_summary, make_workload
 from refimpl.bench.specs import HF, ServeSpec
 from refimpl.cli import main
+from refimpl.env import REPO_ROOT as ROOT
 from refimpl.errors import InsufficientMemoryError
 from refimpl.stats import MIN_PAIRS
 
@@ -133,14 +135,20 @@ def test_paired_gains():
     assert [round(r["gain"], 6) for r in gains(by, "cpu_s")] == [1.0, 1.0]
 
 
-def test_gain_line_says_resolved_or_why_not():
-    row = {"metric": "cpu_s", "pairing": "round", "variant": "B", "over": "A", "gain": 0.0342,
-           "low": 0.0342, "high": 0.0342, "pairs": 1, "rounds": 1, "resolved": False, "cost_model_gain": 0.0}
-    assert "(95% CI, 1 pair of 1 round, not resolved: < 5 pairs)" in gain_line(row)
+def test_the_gain_table_says_resolved_or_why_not():
+    res = Result.load(ROOT / "results/cpu-amd-epyc-2c/paired_whisper-tiny.en_registry_runner-config.json")
+    row = {"metric": "cpu_s", "pairing": "round", "variant": "0.10.2+#24866", "over": "0.10.2", "gain": 0.0342,
+           "low": 0.0342, "high": 0.0342, "half_width": 0.0, "pairs": 1, "rounds": 1, "resolved": False,
+           "cost_model_gain": 0.0}
+
+    def resolved_cell():
+        res.comparisons = [row]
+        return paired_table([res]).splitlines()[-1].split(" | ")[5]
+    assert resolved_cell() == f"no (< {MIN_PAIRS} pairs)"
     row.update(pairs=MIN_PAIRS, rounds=MIN_PAIRS, low=-0.01)
-    assert f"{MIN_PAIRS} pairs of {MIN_PAIRS} rounds, not resolved: holds 0)" in gain_line(row)
+    assert resolved_cell() == "no (holds 0)"
     row.update(low=0.01, resolved=True)
-    assert gain_line(row).count("resolved") == 1 and ", resolved)" in gain_line(row)
+    assert resolved_cell() == "yes"
 
 
 @pytest.fixture

@@ -144,7 +144,7 @@ def _median_run(runs: list[dict]) -> dict:
 def workload_table(res: Result) -> str:
     """Markdown per engine: req/s, out tok/s, TTFT and E2E p50 / p90 / p99 s (medians over the runs)."""
     out = []
-    for v in res.variants:
+    for v in (v for v in res.variants if res.runs(v)):
         runs = res.runs(v)
         x, rps = _median_run(runs), [y["requests_per_s"] for y in runs]
         out.append([v, int(x["num_requests"]), len(runs),
@@ -191,7 +191,7 @@ def wer_table(res: Result) -> str:
     """Markdown: WER per clip with reference and hypothesis, and the pooled WER."""
     out = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]]
            for v in res.variants for x in res.runs(v)]
-    out.append(["corpus (pooled words)", f"{corpus_wer(res):.3f}", "", ""])
+    out += [["corpus (pooled words)", f"{corpus_wer(res):.3f}", "", ""]] if out else []
     return md_table(["clip", "WER", "reference", "hypothesis"], out)
 
 

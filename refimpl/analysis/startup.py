@@ -206,21 +206,31 @@ def budget_figure(res: Result, out_dir: Path):
     return save(fig, out_dir, "budget_calls")
 
 
+def _budget_blocks(budget: Result) -> list[str]:
+    """The reviewer's experiment: each call's seconds and, with both rows, call 1's ratio explained."""
+    blocks = ["The reviewer's experiment (successive compute_encoder_budget calls, "
+              f"{T.runs_word(budget)}):", budget_table(budget)]
+    r = call1_ratio(budget, min_n=2) if {AFTER, BEFORE} <= set(T.measured(budget)) else {"estimate": None}
+    if r["estimate"] is not None:
+        blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
+                   f"(95% bootstrap interval, {r['state']}), min-max ranges "
+                   f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
+    return blocks
+
+
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
     n = max(len(r["runs"]) for r in res.variants.values())
     blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per "
-              "phase:", T.passes_table(res), T.hashing_sentence(res)]
-    if budget:
-        blocks += ["The reviewer's experiment (successive compute_encoder_budget calls, "
-                   f"{T.runs_word(budget)}):", budget_table(budget)]
-        r = call1_ratio(budget, min_n=2)
-        if r["estimate"] is not None:
-            blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
-                       f"(95% bootstrap interval, {r['state']}), min-max ranges "
-                       f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
+              "phase:", T.passes_table(res), T.hashing_sentence(res), *(_budget_blocks(budget) if budget else [])]
     return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
                       f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
+
+
+def budget_md(budget: Result) -> str:
+    """The budget experiment alone (``refimpl bench startup --calls N``), as summary.md shows it."""
+    return section_md(f"## compute_encoder_budget calls (PR #17935): {budget.params['model']}, {size(budget)}",
+                      budget, ".", *_budget_blocks(budget))
 
 
 def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:

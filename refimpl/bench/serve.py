@@ -20,7 +20,7 @@ from refimpl.engine.llm_engine import LLMEngine
 from refimpl.env import result_env
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.sampling_params import SamplingParams
-from refimpl.stats import MIN_PAIRS, median, paired, ratio_lines, summarize
+from refimpl.stats import MIN_PAIRS, median, paired, summarize
 from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
@@ -237,26 +237,3 @@ def result(spec: ServeSpec, trial, in_process: bool) -> Result:
     return Result(spec.bench, result_env(runs, spec.device, in_process or not spec.fresh), params, variants,
                   comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
 
-
-def lines(res: Result) -> list[str]:
-    """Each variant's requests/s (paired: CPU s) median [min, max]; every ratio or gain."""
-    p, metric = res.params, "cpu_s" if res.bench == "paired" else "requests_per_s"
-    out = ratio_lines(f"{res.bench} {p['model']} on {res.env['device']} ({res.hardware_name}), {metric}: "
-                      f"{p['num_requests']} requests x <= {p['max_tokens']} tokens, batch {p['max_num_seqs']}",
-                      {v: res.values(v, metric) for v in res.variants}, ratios=res.bench == "throughput")
-    for c in res.comparisons:
-        out.append(gain_line(c) if "gain" in c else
-                   f"  {c['variant']} over {c['over']}, {c['metric']}: {c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}] "
-                   f"(95% CI, {c['pairs']} pair(s), {'resolved' if c['resolved'] else 'not resolved'})")
-    return out + ([f"  tokens identical across variants and blocks: {p['tokens_identical']}"] if "tokens_identical" in p else [])
-
-
-def gain_line(r: dict) -> str:
-    """A gain of ``gains`` as one line: gain, 95% interval, pairs, resolved or why not, cost model."""
-    def n(k: int, word: str) -> str:
-        return f"{k} {word}{'' if k == 1 else 's'}"
-    state = ("resolved" if r["resolved"] else f"not resolved: < {MIN_PAIRS} pairs" if r["pairs"] < MIN_PAIRS
-             else "not resolved: holds 0")
-    return (f"  {r['metric']}, {r['pairing']} pairs: {r['variant']} over {r['over']}: {100 * r['gain']:+.2f}% "
-            f"[{100 * r['low']:+.2f}, {100 * r['high']:+.2f}] (95% CI, {n(r['pairs'], 'pair')} of "
-            f"{n(r['rounds'], 'round')}, {state}); cost model {100 * r['cost_model_gain']:+.2f}%")

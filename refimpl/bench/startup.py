@@ -27,7 +27,7 @@ from refimpl.multimodal.cache import item_nbytes
 from refimpl.multimodal.photos import load_sample_photos
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
-from refimpl.stats import ratio_lines, summarize
+from refimpl.stats import summarize
 from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.variants import STARTUP_VARIANTS
 
@@ -206,10 +206,3 @@ def result(spec: StartupSpec, trial, in_process: bool) -> Result:
     return Result(spec.bench, result_env(trial.runs, spec.device, in_process), {**spec.params(), **trial.stop},
                   variants, missing=[] if all(trial.runs.values()) else ["runs"])
 
-
-def lines(res: Result) -> list[str]:
-    """Per variant the median [min, max]; each variant over the first with its 95% interval."""
-    key = "call_1_s" if res.bench == "budget" else "total_s"
-    values = {v: [r["calls_s"][0] if key == "call_1_s" else r[key] for r in res.runs(v)] for v in res.variants}
-    return ratio_lines(f"{res.bench} {res.params['model']} on {res.env['device']} ({res.hardware_name}), "
-                       f"{key} s", values)

@@ -62,8 +62,3 @@ def result(spec: WerSpec, trial, in_process: bool) -> Result:
     return Result("wer", result_env(trial.runs, "cpu", True), {**spec.params(), **trial.stop}, {MODEL: variant},
                   missing=[] if done else ["runs"])
 
-
-def lines(res: Result) -> list[str]:
-    out = [f"{r['clip']:16s} WER {r['wer']:.3f}  ref: {r['reference']}\n{'':26s}hyp: {r['hypothesis']}"
-           for r in res.runs(MODEL)]
-    return out + [f"corpus WER {res.variants[MODEL]['summary']['corpus_wer']:.3f}" if out else "no finished run"]

@@ -174,7 +174,7 @@ def test_the_analysis_reads_a_partial_result(runs_until, tmp_path):
     runs_until(3, TimeoutError("x"))
     res = trial.run(SPEC.replace(variants=("0.10.2", "0.10.2+#24866", "0.11.0")))
     assert "| 0.11.0 / 0.10.2+#24866 | - | - | no runs of 0.11.0 |" in T.summary_md(res, tmp_path)
-    T.throughput_figure(res, None, tmp_path)
+    T.throughput_figure(res, tmp_path)
     srun = {"device": "cpu", "total_s": 2.0, "phases": {"load": 1.0}, "hf_mm_passes": 3, "peak_rss_bytes": 1e9}
     runs_until(99, RuntimeError("never"))
     sres = Result("startup", res.env, {**StartupSpec().params(), "failed": "0.9.0 repeat 1/3: TimeoutError: x"},

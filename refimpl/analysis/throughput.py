@@ -114,14 +114,10 @@ def encoder_batch_figure(res: Result, out_dir: Path, metric: str = "cpu_s", min_
     return save(fig, out_dir, "encoder_batch_sweep")
 
 
-def _items(res: Result, hf: Optional[Result]) -> list[tuple[str, dict]]:
-    return list(res.variants.items()) + (list(hf.variants.items()) if hf else [])
-
-
-def table(res: Result, hf: Optional[Result] = None) -> str:
+def table(res: Result) -> str:
     """Markdown per variant: req/s, tok/s, runs, registry calls and share of wall, steps, ms per step."""
     rows = []
-    for v, r in _items(res, hf):
+    for v, r in res.variants.items():
         runs = r["runs"]
         if not runs:
             rows.append([v, "no runs", "-", 0, "-", "-", "-", "-"])
@@ -145,10 +141,10 @@ def gains_table(res: Result, min_n: int = 1) -> str:
     return ratio_md(gains(res, min_n), "req/s")
 
 
-def throughput_figure(res: Result, hf: Optional[Result], out_dir: Path):
-    """req/s per variant (median, min-max), the generate() baseline beside it when given."""
+def throughput_figure(res: Result, out_dir: Path):
+    """req/s per variant (median, min-max; hf-generate among them when measured)."""
     fig, ax = figure(7, 3.8)
-    items = _items(res, hf)
+    items = list(res.variants.items())
     for i, (_v, r) in enumerate(items):
         xs = [x["requests_per_s"] for x in r["runs"]]
         if xs:

@@ -51,16 +51,13 @@ def cpu_model() -> str:
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
     """``{"commit", "dirty"}`` of the checkout at ``root`` (tracked files only); None outside one."""
     git = shutil.which("git")
-    if not git or not (root / ".git").exists():
-        return {"commit": None, "dirty": None}
-    try:
-        commit = subprocess.run([git, "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10).stdout.strip() or None
-        status = subprocess.run([git, "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                                capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit, "dirty": bool(status.stdout.strip()) if status.returncode == 0 else None}
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        if git and (root / ".git").exists():  # the full hash, "-dirty" when a tracked file changed
+            out = subprocess.run([git, "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"],
+                                 cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+            if out:
+                return {"commit": out.removesuffix("-dirty"), "dirty": out.endswith("-dirty")}
+    return {"commit": None, "dirty": None}
 
 
 def _version(pkg: str) -> Optional[str]:

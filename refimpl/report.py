@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import datetime
 import logging
 import re
 import shutil
@@ -177,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def clock(seconds: float) -> str:
-    s = int(round(seconds))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+    return str(datetime.timedelta(seconds=round(seconds)))  # h:mm:ss
 
 
 class ProgressFormatter(logging.Formatter):

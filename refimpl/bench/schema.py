@@ -93,13 +93,8 @@ class Result:
     comparisons: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"bench": self.bench, "schema_version": self.schema_version,
-                             "env": self.env, "params": self.params, "variants": self.variants}
-        if self.missing:
-            d["missing"] = self.missing
-        if self.comparisons:
-            d["comparisons"] = self.comparisons
-        return d
+        """The schema's keys in order; ``missing`` and ``comparisons`` only when not empty."""
+        return {k: getattr(self, k) for k in _TOP + _OPTIONAL if k in _TOP or getattr(self, k)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":

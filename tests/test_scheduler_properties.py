@@ -124,10 +124,8 @@ def workloads(draw):
     return model, jobs, num_blocks, draw(st.integers(1, 8)), batched
 
 
-@pytest.mark.slow
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(workloads())
-def test_random_workloads_under_pressure_equal_unpressured_run(w):
+def check_pressure_equals_unpressured(w):
+    """Under KV pressure (preemptions, aborts) every finished request has the tokens of a roomy run."""
     model, jobs, num_blocks, max_num_seqs, batched = w
     done, aborted, stats = run_workload(model, jobs, num_blocks, max_num_seqs=max_num_seqs,
                                         max_num_batched_tokens=batched)
@@ -142,6 +140,23 @@ def test_random_workloads_under_pressure_equal_unpressured_run(w):
         rid = f"j{i}-0"
         if rid in done:
             assert len(done[rid]) == j.max_tokens  # ignore_eos: length-capped at max_tokens
+
+
+PRESSURE = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.mark.slow
+@PRESSURE
+@given(workloads())
+def test_random_workloads_under_pressure_equal_unpressured_run(w):
+    check_pressure_equals_unpressured(w)
+
+
+@pytest.mark.soak
+@settings(PRESSURE, max_examples=150)
+@given(workloads())
+def test_random_workloads_under_pressure_soak(w):
+    check_pressure_equals_unpressured(w)
 
 
 def test_workload_strategy_reaches_preemption():

@@ -97,19 +97,6 @@ def test_reset_scope_all_also_clears_p1_cache(engine):
     assert engine.engine_core.memory_stats()["p1"]["cache_bytes"] == 0
 
 
-def test_default_row_resets_both_processes():
-    """LLMEngine's default row (refimpl, as EngineCore's) and its reset scope ("all", vLLM
-    0.11.1 on): start-up leaves neither process's processing cache filled."""
-    e = LLMEngine.from_args("whisper-tiny", device="cpu", max_num_seqs=2, num_gpu_blocks=2 * 97 + 1,
-                            process_mode="mp")
-    try:
-        mem = e.engine_core.startup_memory
-        assert mem["p1_cache_bytes_before_reset"] > 0 == mem["p1_cache_bytes_after_reset"]
-        assert mem["p0_cache_bytes_after_reset"] == 0
-    finally:
-        e.shutdown()
-
-
 def test_refused_request_raises_and_serving_goes_on(engine):
     from refimpl.engine.core_proc import EngineCoreRequest
     from refimpl.errors import InvalidInputError

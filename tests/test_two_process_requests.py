@@ -10,6 +10,8 @@ tests are in tests/test_request_lifecycle.py. whisper-tiny, 2 sequences at most,
   unread or read), also for the ids ``generate()`` picks;
 - kind 4: a value changed after its check is refused by P1's admission and P1 serves on; a
   request whose runner state cannot be set up finishes with "error" while the others finish.
+
+The engine is the default row's, so its start-up also shows that row's reset of both processes.
 """
 from __future__ import annotations
 
@@ -52,6 +54,14 @@ def engine():
 def ref(engine, audios):
     """Audio 0's 12 and audio 1's 7 greedy tokens, each served alone by the fresh engine."""
     return [engine.generate([audio_prompt(a)], greedy(k))[0].output_token_ids for a, k in zip(audios, (12, 7))]
+
+
+def test_default_row_resets_both_processes(engine):
+    """LLMEngine's default row (refimpl, as EngineCore's) and its reset scope ("all", vLLM
+    0.11.1 on): start-up leaves neither process's processing cache filled."""
+    mem = engine.engine_core.startup_memory
+    assert mem["p1_cache_bytes_before_reset"] > 0 == mem["p1_cache_bytes_after_reset"]
+    assert mem["p0_cache_bytes_after_reset"] == 0
 
 
 def p1(engine, method: str, *args):

@@ -31,25 +31,29 @@ def test_unknown_variant_names_the_field_the_bench_and_the_choices(tmp_path, cap
 
 
 @pytest.mark.slow
-def test_budget_calls_in_fresh_processes(tmp_path):
-    out = tmp_path / "budget.json"
-    rc = main(["bench", "startup", "--variants", "0.8.5", "0.9.0", "--calls", "2", "--repeats", "1",
-               "--no-warmup", "--max-model-len", "4096", "--limit-mm-per-prompt", "video", "0",
-               "--mm-processor-kwargs", "max_pixels", str(28 * 28 * 1024), "--output-json", str(out)])
-    assert rc == 0
-    res = validate(json.loads(out.read_text()))
-    assert res["bench"] == "budget" and set(res["variants"]) == {"0.8.5", "0.9.0"}
-    assert res["env"]["versions"]["torch"] and res["env"]["hardware"]["name"] and not res["env"]["in_process"]
-    assert res["params"]["calls"] == 2 and res["params"]["limit_mm_per_prompt"] == {"video": 0}
-    nc, cr = (res["variants"][v]["runs"][0] for v in ("0.8.5", "0.9.0"))
+def test_budget_calls_in_a_fresh_process_and_in_process(tmp_path):
+    """The budget experiment from the command line: 0.9.0 in a fresh worker process, 0.8.5 in this
+    one (the same record either way; one worker keeps the fast suite short)."""
+    flags = ["--calls", "2", "--repeats", "1", "--no-warmup", "--max-model-len", "4096", "--limit-mm-per-prompt",
+             "video", "0", "--mm-processor-kwargs", "max_pixels", str(28 * 28 * 1024)]
+    for variant, where in (("0.9.0", []), ("0.8.5", ["--in-process"])):
+        out = tmp_path / f"{variant}.json"
+        assert main(["bench", "startup", "--variants", variant, *flags, *where, "--output-json", str(out)]) == 0
+    cached, plain = (validate(json.loads((tmp_path / f"{v}.json").read_text())) for v in ("0.9.0", "0.8.5"))
+    for res, in_process in ((cached, False), (plain, True)):
+        assert res["bench"] == "budget" and res["params"]["calls"] == 2
+        assert res["params"]["limit_mm_per_prompt"] == {"video": 0} and res["env"]["in_process"] is in_process
+        assert res["env"]["versions"]["torch"] and res["env"]["hardware"]["name"]
+        # numpy's huge-page madvise is off in the measured process by default, and recorded
+        assert res["params"]["numpy_hugepage"] == "off" and res["env"]["thp"]["numpy_madvise_hugepage"] is False
+    nc, cr = plain["variants"]["0.8.5"]["runs"][0], cached["variants"]["0.9.0"]["runs"][0]
     assert nc["passes"] == [1, 1] and cr["passes"] == [1, 0]
     assert len(nc["calls_s"]) == 2 and nc["budgets"] == cr["budgets"]
-    # numpy's huge-page madvise is off in the workers by default, and recorded
-    assert res["params"]["numpy_hugepage"] == "off" and res["env"]["thp"]["numpy_madvise_hugepage"] is False
     # measured parts: only the cached path adds text-only HF calls; both split the output per item
     assert cr["parts_s"][0]["hf_text_only_s"] > 0 and nc["parts_s"][0]["hf_text_only_s"] == 0
     assert nc["parts_s"][0]["split_s"] > 0 and cr["parts_s"][0]["split_s"] > 0
-    assert res["variants"]["0.8.5"]["summary"]["call_2_s"]["n"] == 1
+    assert cached["variants"]["0.9.0"]["summary"]["call_2_s"]["n"] == 1
+    assert "_fresh_process" in cr and "_fresh_process" not in nc
 
 
 @pytest.mark.slow

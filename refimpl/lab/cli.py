@@ -18,6 +18,7 @@ from refimpl.lab.studies import throughput as T
 
 USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
        refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
+       refimpl report --summary-of results/<hardware>   (rewrite its summary.md from its JSON)
 
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
@@ -28,8 +29,8 @@ USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl
 Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
 
-OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result (default: "
-                                            "reports/<bench>_<model>_<UTC time>.json)")]
+OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result", help_behavior_hint=(
+    "(default: reports/<bench>_<model>_<UTC time>.json; calibrate: results/<hardware>/calibration.json)"))]
 IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
 
 

@@ -104,6 +104,14 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
     return md(*blocks) + "\n"
 
 
+def folder_summary(folder: Path) -> str:
+    """summary.md of a folder of results (``refimpl report --summary-of DIR``): every section from its JSON."""
+    text = summary(folder, "cpu", "full")
+    head = (f"# Summary of {folder.name}\n\nRebuilt from this folder's JSON by `refimpl report --summary-of "
+            f"results/{folder.name}`; each section names the run (machine, commit) and the command that made it.")
+    return head + text[text.index("\n"):]
+
+
 def select_notebooks(names: list[str] | None) -> list[Path]:
     """The numbered notebooks, or those ``names``; ConfigError ("notebooks") for an unknown one."""
     nbs = sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))
@@ -129,7 +137,7 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
     return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refimpl report", description=__doc__)
     p.add_argument("--quick", action="store_true", help='MODE="quick" in every notebook (default "full")')
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
@@ -137,7 +145,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--notebooks", nargs="*", default=None, help="a subset of the notebooks' file names")
     p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
                    help="a notebook parameter, e.g. -p REPEATS=2 -p LIMITS=\"['video=0']\"")
+    p.add_argument("--summary-of", metavar="DIR", help="run nothing: rewrite DIR/summary.md from DIR's JSON "
+                   "(a results/<hardware> folder)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
     args = p.parse_args(argv)
+    if args.summary_of:
+        folder = Path(args.summary_of)
+        (folder / "summary.md").write_text(folder_summary(folder))
+        print(f"[report] wrote {folder / 'summary.md'}")
+        return 0
     try:  # refused before anything is emptied or run
         nbs = select_notebooks(args.notebooks)
         device, extra = resolve_device(args.device), notebook_params(nbs, args.parameter)

@@ -5,12 +5,19 @@ import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Optional
+from typing import Annotated, Any, ClassVar, Optional
+
+import tyro
 
 from refimpl.config.model import SUPPORTED_MODELS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
 HF = "hf-generate"  # transformers' generate() in static batches: the serving benches' baseline
+def default(text: str) -> Any:
+    """A field's ``--help`` default, said in words where its value (None, empty) means something else."""
+    return tyro.conf.arg(help_behavior_hint=f"(default: {text})")
+
+
 LADDER = tuple(n for n, v in ENCODER_LEN_VARIANTS.items() if v.encoder_budget == "encoder-len")
 
 
@@ -74,13 +81,13 @@ class StartupSpec(Spec):
     compute_encoder_budget calls per process instead (the reviewer's experiment)."""
     name: ClassVar[str] = "startup"
     model: str = "qwen2.5-vl-3b"
-    model_path: Optional[str] = None  # local HF directory: config.json, preprocessor_config.json, weights
+    model_path: Annotated[Optional[str], default("the shipped config of --model")] = None  # local HF directory: config.json, preprocessor_config.json, weights
     variants: tuple[str, ...] = tuple(STARTUP_VARIANTS)[:2]  # measured side by side
     repeats: int = 3  # timed runs per variant, each a fresh process
-    calls: Optional[int] = None  # the budget experiment: calls per process
-    max_model_len: Optional[int] = None  # tokens (default: the model's)
-    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)  # e.g. video 0
-    mm_processor_kwargs: dict[str, int] = field(default_factory=dict)  # e.g. max_pixels 1003520
+    calls: Annotated[Optional[int], default("off: start-up per phase")] = None  # the budget experiment: calls per process
+    max_model_len: Annotated[Optional[int], default("the model's")] = None  # tokens
+    limit_mm_per_prompt: Annotated[dict[str, int], default("the model's")] = field(default_factory=dict)  # e.g. video 0
+    mm_processor_kwargs: Annotated[dict[str, int], default("none")] = field(default_factory=dict)  # e.g. max_pixels 1003520
     process_mode: str = "inproc"  # inproc | mp (the engine core in a child process, as vLLM V1)
     reset_scope: str = "v0.9.0"  # mp: what reset_mm_cache clears in the child: v0.9.0 | all
     numpy_hugepage: str = "off"  # numpy's THP madvise in the measured processes: off | on
@@ -107,6 +114,17 @@ DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {  # design: (the Result's benc
 }
 
 
+def per_design(key: str, fallback: str = "") -> Any:
+    """``default`` for a ServeSpec field whose default depends on the design: each value of DESIGNS with
+    the designs that take it."""
+    by: dict[str, list[str]] = {}
+    for design, (_, d) in DESIGNS.items():
+        v = d.get(key)
+        text = fallback if v is None else " ".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        by.setdefault(text, []).append(design)
+    return default(", ".join(f"{v} ({', '.join(ds)})" for v, ds in by.items()))
+
+
 @dataclass(frozen=True, kw_only=True)
 class ServeSpec(Spec):
     """Whisper serving by encoder-length variant (vLLM PRs #24866 / #24989). Designs: fresh (a
@@ -115,19 +133,19 @@ class ServeSpec(Spec):
     name: ClassVar[str] = "serve"
     anchors: ClassVar[tuple[str, ...]] = ("design", "budget_s")
     design: str = "fresh"  # fresh | workload | paired
-    model: Optional[str] = None  # default per design: whisper-tiny (fresh), whisper-tiny.en
-    variants: Optional[tuple[str, ...]] = None  # encoder-length variants, audios-per-step@N, hf-generate
-    repeats: Optional[int] = None  # runs per variant (paired: rounds); default 3, 1, 30
-    budget_s: Optional[float] = None  # fixed time: a round starts only if it fits at the mean round
+    model: Annotated[Optional[str], per_design("model")] = None
+    variants: Annotated[Optional[tuple[str, ...]], per_design("variants")] = None  # encoder-length variants, audios-per-step@N, hf-generate
+    repeats: Annotated[Optional[int], per_design("repeats")] = None  # runs per variant (paired: rounds)
+    budget_s: Annotated[Optional[float], default("off: --repeats")] = None  # fixed time: a round starts only if it fits at the mean round
     against: str = "previous"  # paired: each gain over the previous | first variant
-    num_requests: Optional[int] = None  # per run (paired: per block); default 64, 64, 8
-    max_tokens: Optional[int] = None  # per request (fresh: exactly, ignore_eos); default 32, 96, 16
-    max_num_seqs: Optional[int] = None  # batch size (hf-generate: static batch); default 16, 16, 8
-    num_gpu_blocks: Optional[int] = None  # KV blocks (default: sized by the engine; paired 2000)
+    num_requests: Annotated[Optional[int], per_design("num_requests")] = None  # per run (paired: per block)
+    max_tokens: Annotated[Optional[int], per_design("max_tokens")] = None  # per request (fresh: exactly, ignore_eos)
+    max_num_seqs: Annotated[Optional[int], per_design("max_num_seqs")] = None  # batch size (hf-generate: static batch)
+    num_gpu_blocks: Annotated[Optional[int], per_design("num_gpu_blocks", "sized by the engine")] = None  # KV blocks
     warmup: bool = True  # one untimed run (paired: round) per variant first
-    warmup_requests: Optional[int] = None  # untimed requests each engine serves first; default 4
-    rate: Optional[float] = None  # workload: Poisson arrivals, requests/s (default: all at 0 s)
-    device: Optional[str] = None  # auto | cpu | cuda; default auto (fresh), cpu
+    warmup_requests: Annotated[Optional[int], per_design("warmup_requests")] = None  # untimed requests each engine serves first
+    rate: Annotated[Optional[float], default("all at 0 s")] = None  # workload: Poisson arrivals, requests/s
+    device: Annotated[Optional[str], per_design("device")] = None  # auto | cpu | cuda
 
     @property
     def bench(self) -> str:

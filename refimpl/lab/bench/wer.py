@@ -40,12 +40,13 @@ def transcribe_clips(model=None, max_new_tokens: int = 64) -> dict[str, list[int
 
 
 def word_error_rates(tokens: dict[str, list[int]]) -> dict:
-    """{"clips": [{"clip", "reference", "hypothesis", "wer"}], "corpus_wer" (all words pooled)}."""
+    """{"clips": [{"clip", "reference", "hypothesis", "wer", "tokens" (generated)}], "corpus_wer" (all words
+    pooled)}."""
     tok, refs, rows = get_tokenizer(MODEL), clip_references(), []
     for name, ids in tokens.items():
         hyp = tok.decode(ids, skip_special_tokens=True)
         rows.append({"clip": name, "reference": refs[name], "hypothesis": hyp.strip(),
-                     "wer": jiwer.wer(normalize(refs[name]), normalize(hyp))})
+                     "wer": jiwer.wer(normalize(refs[name]), normalize(hyp)), "tokens": len(ids)})
     corpus = jiwer.wer([normalize(r["reference"]) for r in rows], [normalize(r["hypothesis"]) for r in rows])
     return {"clips": rows, "corpus_wer": corpus}
 

@@ -188,11 +188,24 @@ def workload_figure(res: Result, out_dir: Path):
 
 
 def wer_table(res: Result) -> str:
-    """Markdown: WER per clip with reference and hypothesis, and the pooled WER."""
-    out = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]]
-           for v in res.variants for x in res.runs(v)]
+    """Markdown: WER per clip with reference and hypothesis, the pooled WER, and how many outputs the
+    ``max_new_tokens`` cap cut short (their missing words count as deletions)."""
+    runs = [x for v in res.variants for x in res.runs(v)]
+    out = [[x["clip"], f"{x['wer']:.3f}", x["reference"], x["hypothesis"]] for x in runs]
     out += [["corpus (pooled words)", f"{corpus_wer(res):.3f}", "", ""]] if out else []
-    return md_table(["clip", "WER", "reference", "hypothesis"], out)
+    return md(md_table(["clip", "WER", "reference", "hypothesis"], out), truncation_note(res, runs))
+
+
+def truncation_note(res: Result, runs: list[dict]) -> str:
+    """A sentence naming the clips whose output stopped at the cap rather than at EOS ('' if none)."""
+    cap = res.params.get("max_new_tokens")
+    cut = [x["clip"] for x in runs if cap and x.get("tokens", 0) >= cap]
+    if not cut:
+        return "" if all("tokens" in x for x in runs) else (
+            f"Outputs capped at {cap} new tokens (this run did not record how many each clip generated).")
+    return (f"**Truncated**: {len(cut)} of {len(runs)} outputs stopped at the {cap}-token cap "
+            f"(`--max-new-tokens {cap}`), not at EOS ({', '.join(cut)}): the words cut off count as "
+            "deletions, so this WER measures the cap as much as the model.")
 
 
 def summary_md(out_dir: Path) -> str:

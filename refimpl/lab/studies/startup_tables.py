@@ -15,10 +15,20 @@ PHASE_ORDER = ("config", "runner_init", "load_model", "profile_run", "kv_cache_i
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."
+
+
+def parts_note(res: Result, before: str, after: str) -> Optional[str]:
+    """Why the split of ``after`` against ``before`` cannot be shown (a row not measured, runs without
+    ``parts_s``), or None when it can."""
+    missing = [v for v in (before, after) if v not in measured(res)]
+    if missing:
+        return (f"No split by part: it compares `{after}` with `{before}`, and this run has no runs of "
+                + ", ".join(f"`{v}`" for v in missing) + ".")
+    return None if has_parts(res, (before, after)) else NO_PARTS
 _MEM_COLS = [("p0", "cache_bytes"), ("p0", "rss"), ("p1", "cache_bytes"), ("p1", "rss")]
 _TRANSPORT = (("bytes_miss", 1, ",.0f"), ("bytes_hit", 1, ",.0f"), ("encode_s_miss", 1e-3, ".2f"),
               ("encode_s_hit", 1e-3, ".2f"), ("decode_s", 1e-3, ".2f"))
-TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up s"}
+TIME_LABEL = {"cpu_s": "start-up CPU s", "total_s": "start-up wall s"}
 # vLLM 0.8.5's row (no cache during profiling) and 0.9.0's (the cache, 0.9.0's copying hasher)
 BEFORE = next(v.name for v in STARTUP_VARIANTS.values() if not v.cache_during_profiling)
 AFTER = next(v.name for v in STARTUP_VARIANTS.values()
@@ -39,33 +49,40 @@ def time_key(res: Result) -> str:
 
 
 def medians_table(res: Result) -> str:
-    """Markdown per variant: start-up s, HF passes and calls, cache hits/misses, cache and RSS MiB."""
-    rows = []
+    """Markdown per variant: start-up wall s (and CPU s when every run records it), HF passes and calls,
+    cache hits/misses, cache and RSS MiB."""
+    rows, cpu = [], int(time_key(res) == "cpu_s")
     for v, r in res.variants.items():
         runs = r["runs"]
         if not runs:
-            rows.append([v, "-", 0, "no runs", *["-"] * 6])
+            rows.append([v, "-", *["-"] * cpu, 0, "no runs", *["-"] * 6])
             continue
         x = runs[0]
-        rows.append([v, spread([y["total_s"] for y in runs]), len(runs), x.get("hf_mm_passes"),
+        rows.append([v, spread([y["total_s"] for y in runs]), *([spread([y["cpu_s"] for y in runs])] if cpu else []),
+                     len(runs), x.get("hf_mm_passes"),
                      x.get("hf_processor_calls"), f"{x.get('cache_hits')}/{x.get('cache_misses')}",
                      *[f"{x.get(f'cache_bytes_{w}_reset', 0) / 2**20:.0f}" for w in ("before", "after")],
                      " -> ".join(spread([y[k] / 2**20 for y in runs if y.get(k) is not None], ".0f")
                                  for k in ("rss_before_reset", "rss_after_reset")),
                      spread([y["peak_rss_bytes"] / 2**30 for y in runs])])
-    return md_table(["variant", "total s: median [min, max]", "runs", "HF mm passes", "HF calls (all)",
+    return md_table(["variant", "start-up wall s: median [min, max]", *["CPU s: median [min, max]"] * cpu, "runs", "HF mm passes", "HF calls (all)",
                      "cache hits/misses", "cache MiB before reset", "after reset",
                      "RSS MiB before -> after reset", "peak RSS GiB"], rows)
 
 
+def base_row(res: Result) -> Optional[str]:
+    """The row ratios are taken over: BEFORE (0.8.5) when the run has it, else the first row asked for."""
+    return BEFORE if BEFORE in res.variants else next(iter(res.variants), None)
+
+
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
-    """``compare`` of each variant's start-up seconds (``time_key``) over BEFORE's."""
-    pairs = [(v, BEFORE) for v in res.variants if v != BEFORE]
-    return compare_pairs(res, time_key(res), pairs, min_n) if BEFORE in res.variants else {}
+    """``compare`` of each variant's start-up seconds (``time_key``) over ``base_row``'s."""
+    base = base_row(res)
+    return compare_pairs(res, time_key(res), [(v, base) for v in res.variants if v != base], min_n)
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
-    return ratio_md(ratios(res, min_n), TIME_LABEL[time_key(res)]) if BEFORE in res.variants else ""
+    return ratio_md(ratios(res, min_n), TIME_LABEL[time_key(res)]) if len(res.variants) > 1 else ""
 
 
 def passes_table(res: Result) -> str:
@@ -107,7 +124,7 @@ def parts_table(res: Result) -> str:
             rows.append([v if c is None else f"{v} call {c + 1}", spread(vals["total_s"]),
                          *["-" if None in vals[k] else spread(vals[k]) for _, k in PART_COLUMNS],
                          spread([x["peak_rss_bytes"] / 2**30 for x in runs])])
-    return md_table(["variant", "total s", *[h for h, _ in PART_COLUMNS], "peak RSS GiB"], rows)
+    return md_table(["variant", "total wall s", *[h for h, _ in PART_COLUMNS], "peak RSS GiB"], rows)
 
 
 def runs_word(res: Result) -> str:
@@ -123,8 +140,8 @@ def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict
 
 def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
     """One sentence, from ``hashing_share``: what share of what the cache saved its hashing cost."""
-    if not has_parts(res, (before, after)):
-        return NO_PARTS
+    if (why := parts_note(res, before, after)) is not None:
+        return why
     sh, n = hashing_share(res, before, after), min(len(res.runs(before)), len(res.runs(after)))
     passes = [res.runs(v)[0]["hf_mm_passes"] for v in (after, before)]
     head = (f"Medians of {n} {runs_word(res)}: with {passes[0]} HF passes against {passes[1]}, `{after}` "
@@ -141,7 +158,7 @@ def budget_table(res: Result) -> str:
     n = max((len(r["runs"][0]["calls_s"]) for r in res.variants.values() if r["runs"]), default=0)
     rows = [[v, *([spread(c) for c in zip(*[x["calls_s"] for x in r["runs"]])] or ["-"] * n),
              r["runs"][0]["passes"] if r["runs"] else "no runs"] for v, r in res.variants.items()]
-    return md_table(["variant", *[f"call {i + 1} s: median [min, max]" for i in range(n)],
+    return md_table(["variant", *[f"call {i + 1} wall s: median [min, max]" for i in range(n)],
                      "HF mm passes per call"], rows)
 
 
@@ -153,22 +170,25 @@ def call1_ratio(res: Result, num: str = AFTER, den: str = BEFORE, min_n: int = 1
 
 
 def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
-    """Markdown: per part, call 1 of ``num`` minus ``den`` (medians, s), share, the largest named."""
-    if not has_parts(res, (num, den)):
-        return NO_PARTS
+    """Markdown: per part, call 1 of ``num`` minus ``den`` (medians, wall s); each part's share of the
+    difference and the largest named only when call 1's min-max ranges are apart (a difference within the
+    runs' spread has no meaningful share)."""
+    if (why := parts_note(res, den, num)) is not None:
+        return why
     a, b = part_values(res, num, 0), part_values(res, den, 0)
     diff = {k: median(a[k]) - median(b[k]) for k in a if None not in a[k] + b[k]}
-    total = diff["total_s"]
+    total, apart = diff["total_s"], call1_ratio(res, num, den)["ranges_overlap"] is False
     rows = [[h, f"{median(b[k]):.2f}", f"{median(a[k]):.2f}", f"{diff[k]:+.2f}",
-             f"{100 * diff[k] / total:+.0f}%" if total else "-"] for h, k in PART_COLUMNS if k in diff]
+             f"{100 * diff[k] / total:+.0f}%" if apart else "-"] for h, k in PART_COLUMNS if k in diff]
     rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}",
-                 f"{total:+.2f}", "100%"])
+                 f"{total:+.2f}", "100%" if apart else "-"])
     top_h, top_k = max((hk for hk in PART_COLUMNS if hk[1] in diff), key=lambda hk: diff[hk[1]])
-    line = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
-            f"{len(b['total_s'])} {runs_word(res)}); the largest measured part of that difference is "
-            f"**{top_h[:-2]}** ({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it)."
-            if total else "")
-    head = ["part (median s)", den, num, "difference s", "share of difference"]
+    head = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
+            f"{len(b['total_s'])} {runs_word(res)})")
+    line = (f"{head}; the largest measured part of that difference is **{top_h[:-2]}** "
+            f"({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it)." if apart else
+            f"{head}, within the spread of the runs (their min-max ranges overlap): no part's share of it is shown.")
+    head = ["part (median wall s)", den, num, "difference s", "share of difference"]
     return md_table(head, rows) + "\n\n" + line
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from refimpl.lab import cli, report
-from refimpl.lab.bench import guard
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`]+)`", re.S)

@@ -78,7 +78,8 @@ def base_row(res: Result) -> Optional[str]:
 def ratios(res: Result, min_n: int = 1) -> dict[str, dict]:
     """``compare`` of each variant's start-up seconds (``time_key``) over ``base_row``'s."""
     base = base_row(res)
-    return compare_pairs(res, time_key(res), [(v, base) for v in res.variants if v != base], min_n)
+    return {} if base is None else compare_pairs(res, time_key(res), [(v, base) for v in res.variants
+                                                                       if v != base], min_n)
 
 
 def ratios_table(res: Result, min_n: int = 1) -> str:
@@ -183,11 +184,11 @@ def call1_explained(res: Result, num: str = AFTER, den: str = BEFORE) -> str:
     rows.append(["call 1 (whole)", f"{median(b['total_s']):.2f}", f"{median(a['total_s']):.2f}",
                  f"{total:+.2f}", "100%" if apart else "-"])
     top_h, top_k = max((hk for hk in PART_COLUMNS if hk[1] in diff), key=lambda hk: diff[hk[1]])
-    head = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
+    said = (f"Call 1 of `{num}` takes {total:+.2f} s over `{den}` (medians of {len(a['total_s'])} and "
             f"{len(b['total_s'])} {runs_word(res)})")
-    line = (f"{head}; the largest measured part of that difference is **{top_h[:-2]}** "
+    line = (f"{said}; the largest measured part of that difference is **{top_h[:-2]}** "
             f"({diff[top_k]:+.2f} s, {100 * diff[top_k] / total:.0f}% of it)." if apart else
-            f"{head}, within the spread of the runs (their min-max ranges overlap): no part's share of it is shown.")
+            f"{said}, within the spread of the runs (their min-max ranges overlap): no part's share of it is shown.")
     head = ["part (median wall s)", den, num, "difference s", "share of difference"]
     return md_table(head, rows) + "\n\n" + line
 

@@ -16,7 +16,7 @@ import pytest
 
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.report import execute
-from refimpl.lab.stats import MIN_PAIRS
+from refimpl.lab.stats import MIN_PAIRS, median
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR, compare
 from refimpl.lab.studies.startup import quick_variants
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE
@@ -86,6 +86,8 @@ def test_notebook_01_stored_renders_the_committed_run(tmp_path):
     assert mine["estimate"] == pytest.approx(theirs["estimate"]) and mine["estimate"] > 1
     assert mine["low"] is not None and st["ratio_of"] == "total_s"  # the committed runs: wall seconds
     assert v["budget"]["call1_ratio"]["estimate"] > 1
+    rel = Result.load(REF / "startup_qwen2.5-vl-3b_release-rows.json")  # the README's release table
+    assert v["release_rows"]["total_s_median"] == {k: median(rel.values(k, "total_s")) for k in rel.variants}
     rows = v["two_process"]
     assert rows["v0.9.0 (stored twoproc_startup_qwen2.5-vl-3b_v0.9.0.json)"]["p1_cache_mib_after_reset"] > 0
     assert rows["all (stored twoproc_startup_qwen2.5-vl-3b_all.json)"]["p1_cache_mib_after_reset"] == 0
@@ -132,8 +134,11 @@ def _registry_calls(gains: dict) -> None:
 
 @pytest.mark.slow
 def test_notebook_02_stored_renders_the_committed_runs(tmp_path):
-    _, v = run(NB02, tmp_path)
+    node, v = run(NB02, tmp_path)
     assert v["mode"] == "stored"
+    shown = "".join(o.get("data", {}).get("text/markdown", "") for c in node.cells if c.cell_type == "code"
+                    for o in c.outputs)
+    assert "| +1.50% | [+1.25%, +2.11%] |" in shown and "_840s.json" in shown  # the README's #24989 run
     for name, key in (("registry_runner-config", "0.10.2+#24866 over 0.10.2"),  # v1 files: old names on disk
                       ("runner-config_scheduler-config", "0.11.0 over 0.10.2+#24866")):
         c = next(c for c in Result.load(REF / f"paired_whisper-tiny.en_{name}.json").comparisons

@@ -123,6 +123,7 @@ class Study:
     out_dir: Path = Path("reports/latest")
     values: dict = field(default_factory=dict, repr=False)
     timings: dict = field(default_factory=dict, repr=False)
+    shown: set = field(default_factory=set, repr=False)  # file names of results/<hardware> loaded so far
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -144,6 +145,7 @@ class Study:
         """``results/<hardware>/<name>`` (or its ``legacy_file_name``) as a Result; None when absent."""
         for n in (name, legacy_file_name(name)):
             if (p := RESULTS_DIR / self.hardware / n).exists():
+                self.shown.add(n)
                 return Result.load(p)
         return None
 

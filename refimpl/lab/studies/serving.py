@@ -119,9 +119,10 @@ class ServingStudy(Study):
                 if self.mode == "full" else None)
 
     def comparison(self, prefix: str) -> list[tuple[str, Result]]:
-        """The stored ``<prefix>*.json`` of ``hardware`` beside live runs (none in stored mode)."""
-        paths = [] if self.mode == "stored" else sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))
-        return [(f"results/{self.hardware}/{p.name}", Result.load(p)) for p in paths]
+        """The committed ``<prefix>*.json`` of ``hardware`` not already shown: beside live runs every one,
+        in stored mode the further runs of the same ladders (e.g. the 840 s paired run)."""
+        paths = sorted((RESULTS_DIR / self.hardware).glob(f"{prefix}*.json"))
+        return [(f"results/{self.hardware}/{p.name}", Result.load(p)) for p in paths if p.name not in self.shown]
 
 
 def is_sweep(res: Result) -> bool:

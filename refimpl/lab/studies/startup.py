@@ -105,6 +105,17 @@ class StartupStudy(Study):
                             "call1_ratio": call1_ratio(res, min_n=self.min_n)})
         return res
 
+    def release_ladder(self) -> str:
+        """The committed release-row ladder of ``hardware`` (``startup_<model>_release-rows.json``, the README's
+        table), as summary.md shows it, in every mode; its medians and ratios recorded."""
+        name = f"startup_{self.model}_release-rows.json"
+        if (res := self.stored(name)) is None:
+            return f"No release-row ladder committed in results/{self.hardware}."
+        self.record(release_rows={"file": f"results/{self.hardware}/{name}", "provenance": provenance(res),
+                                  "total_s_median": {v: median(res.values(v, "total_s")) for v in T.measured(res)},
+                                  "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res)})
+        return f"From `results/{self.hardware}/{name}`.\n\n" + summary_md(res)
+
     def two_process(self, repeats: int = TWO_PROCESS_REPEATS,
                     max_model_len: int = TWO_PROCESS_MAX_MODEL_LEN) -> dict[str, dict]:
         """{row label: {"runs", "_path"}} of both reset scopes: full mode's runs, measured here, then the

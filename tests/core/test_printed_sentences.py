@@ -93,3 +93,13 @@ def test_help_shows_each_default_once(bench, capsys):
     twice = [o.split()[0] for o in options if o.count("(default:") > 1]
     assert not twice, twice
     assert "(default: None)" not in " ".join(text.split())
+
+
+def test_no_hashing_share_of_a_saving_inside_the_spread():
+    res = _rows(RELEASE, "0.8.5", "0.9.0")
+    assert T.hashing_share(res)["share"] > 1
+    for run in res.runs("0.9.0"):  # 0.9.0's HF time with items as 0.8.5's: nothing saved beyond the spread
+        run["parts_s"]["hf_processor_s"] = res.runs("0.8.5")[0]["parts_s"]["hf_processor_s"] + (
+            run["parts_s"].get("hf_text_only_s") or 0.0)
+    assert T.hashing_share(res)["share"] is None
+    assert "within the spread of the runs" in T.hashing_sentence(res) and "%" not in T.hashing_sentence(res)

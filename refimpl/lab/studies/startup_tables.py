@@ -133,10 +133,13 @@ def runs_word(res: Result) -> str:
 
 
 def hashing_share(res: Result, before: str = BEFORE, after: str = AFTER) -> dict:
-    """Medians (s): HF time with items saved by ``after`` over ``before``, hashing added, their ratio."""
+    """Medians (s): HF time with items saved by ``after`` over ``before``, hashing added, their ratio (None
+    unless every run of ``after`` spent less in HF calls with items than every run of ``before``: a share of
+    a saving inside the runs' spread says nothing)."""
     a, b = part_values(res, after), part_values(res, before)
     saved, hash_s = median(b["hf_mm_s"]) - median(a["hf_mm_s"]), median(a["hash_s"]) - median(b["hash_s"])
-    return {"hf_saved_s": saved, "hash_s": hash_s, "share": hash_s / saved if saved > 0 else None}
+    apart = max(a["hf_mm_s"]) < min(b["hf_mm_s"])
+    return {"hf_saved_s": saved, "hash_s": hash_s, "share": hash_s / saved if apart else None}
 
 
 def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> str:
@@ -149,7 +152,7 @@ def hashing_sentence(res: Result, before: str = BEFORE, after: str = AFTER) -> s
             f"spent {sh['hf_saved_s']:.1f} s less in HF calls with items than `{before}` and "
             f"{sh['hash_s']:.1f} s more hashing: ")
     if sh["share"] is None:
-        return head + "its cache saved nothing."
+        return head + "the HF time saved lies within the spread of the runs, so no share of it is given."
     return head + (f"the hashing cost {100 * sh['share']:.0f}% of what the cache saved"
                    + (f", so `{after}` loses by it." if sh["share"] > 1 else "."))
 

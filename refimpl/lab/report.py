@@ -71,9 +71,10 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
                    f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
                    "that finished." if failed else ""]
     if mode == "quick":
-        blocks.append("QUICK mode: small runs that tell the full run's story in direction only; each "
-                      "section states its own size and how its runs were made (fresh processes or one "
-                      "process), and no gain or ratio is shown from too few pairs or runs. `make report` "
+        blocks.append("QUICK mode: small runs; each section states its own size and how its runs were made "
+                      "(fresh processes or one process), the start-up section which regime its size is in (the "
+                      "cost model's predicted 0.9.0 / 0.8.5 there, and where it crosses 1) beside the committed "
+                      "full run's ratio, and no gain or ratio is shown from too few pairs or runs. `make report` "
                       "re-measures at full size.")
     elif mode == "stored":
         blocks.append("Stored mode: nothing was measured here; the executed notebooks render the committed "

@@ -11,7 +11,7 @@ from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR, Study, legacy_file_name
-from refimpl.lab.studies.startup import QUICK_MAX_MODEL_LEN, StartupStudy, quick_variants
+from refimpl.lab.studies.startup import StartupStudy, quick_size, quick_variants
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE
 from refimpl.variants import LADDER
 
@@ -79,7 +79,7 @@ def test_quick_start_up_runs_fresh_processes_at_its_size(benches, tmp_path):
     assert [v for _, _, v in flames] == [quick_variants()[-1]]
     assert [(b, in_process) for b, _, in_process in runs] == [("startup", False), ("budget", False)]
     for _, spec, _ in runs:
-        assert isinstance(spec, StartupSpec) and spec.max_model_len == QUICK_MAX_MODEL_LEN
+        assert isinstance(spec, StartupSpec) and spec.max_model_len == quick_size()
         assert spec.limit_mm_per_prompt == {"image": 0} and spec.repeats == 2 and not spec.warmup
         assert spec.process_mode == "inproc"
     assert runs[0][1].variants == quick_variants() and runs[1][1].variants == (BEFORE, AFTER)

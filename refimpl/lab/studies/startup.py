@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Optional
 
@@ -13,25 +14,95 @@ from refimpl.config import ModelConfig
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec, parse_limits
-from refimpl.lab.bench.startup import summarize_two_process
+from refimpl.lab.bench.startup import make_vllm_config, summarize_two_process
 from refimpl.lab.stats import median, summarize
-from refimpl.lab.studies import Study, figure, flamegraph, provenance, save, section_md
+from refimpl.lab.studies import (
+    REFERENCE,
+    RESULTS_DIR,
+    Study,
+    figure,
+    flamegraph,
+    provenance,
+    save,
+    section_md,
+)
 from refimpl.lab.studies import startup_tables as T
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
 from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
 from refimpl.multimodal.photos import load_sample_photos, pan_video
 from refimpl.variants import LADDER, STARTUP_VARIANTS
 
-# QUICK: the smallest int64 dummy video (the same up to ~32k tokens) and no image (whose HF cost
-# does not shrink with max_model_len), so hashing against the HF passes saved keeps the full balance.
-QUICK_MAX_MODEL_LEN = 8192
+# QUICK: no image (whose HF cost does not shrink with max_model_len) and the smallest max_model_len of
+# QUICK_SIZES at which the cost model predicts 0.9.0 / 0.8.5 of at least QUICK_MIN_RATIO: there the full
+# run's finding (0.9.0 slower) holds, at a cost of minutes (at 8192 tokens it does not: 0.9.0 runs 1 HF
+# pass against 4 and its int64 dummy video is small).
+QUICK_SIZES = (8192, 16384, 32768, 65536)
+QUICK_MIN_RATIO = 1.1
 QUICK_LIMITS = ("image=0",)
+CROSSOVER_SIZES = (4096, 8192, 12288, 16384, 24576, 32768, 49152, 65536, 98304, 128000)
 QUICK_REPEATS = 2
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
 # tokens; the mechanism is the same)
 TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
+
+
+@lru_cache(maxsize=None)
+def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = ()) -> float:
+    """The cost model's 0.9.0 / 0.8.5 start-up seconds at this size, priced with the reference machine's
+    calibration (a prediction: ratios travel between machines better than seconds)."""
+    from refimpl.lab.explore.cost_model import Calibration, predict, startup_plan  # the explorer's model
+    cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
+    vc = make_vllm_config(StartupSpec(model=model, max_model_len=max_model_len, device="cpu",
+                                      limit_mm_per_prompt=parse_limits(list(limits))))
+    after, before = (predict(startup_plan(vc, v), cal).total_s for v in (AFTER, BEFORE))
+    return after / before
+
+
+def quick_size(model: str = "qwen2.5-vl-3b", limits: tuple[str, ...] = QUICK_LIMITS) -> int:
+    """The smallest of QUICK_SIZES where ``predicted_ratio`` reaches QUICK_MIN_RATIO (else the largest)."""
+    return next((n for n in QUICK_SIZES if predicted_ratio(model, n, limits) >= QUICK_MIN_RATIO), QUICK_SIZES[-1])
+
+
+def regime(res: Result, hardware: str = REFERENCE) -> dict:
+    """Where ``res`` was measured against the finding: its size, the predicted 0.9.0 / 0.8.5 there, the
+    predicted crossover (the two CROSSOVER_SIZES around the first prediction above 1), the measured ratio
+    and the committed full run's (``startup_<model>.json`` of ``hardware``)."""
+    x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})  # as ``size`` reads them
+    model, mml = res.params["model"], x.get("max_model_len", res.params.get("max_model_len"))
+    lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
+    limits = tuple(f"{k}={n}" for k, n in lim.items())
+    above = [n for n in CROSSOVER_SIZES if predicted_ratio(model, n, limits) > 1]
+    full = Result.load(RESULTS_DIR / hardware / f"startup_{model}.json")
+    return {"size": size(res), "predicted": predicted_ratio(model, mml, limits),
+            "crossover": (CROSSOVER_SIZES[CROSSOVER_SIZES.index(above[0]) - 1], above[0]) if above and
+            above[0] != CROSSOVER_SIZES[0] else None,
+            "measured": T.ratios(res).get(f"{AFTER} / {BEFORE}"), "ratio_of": T.time_key(res),
+            "full": T.ratios(full).get(f"{AFTER} / {BEFORE}"), "full_size": size(full), "full_ratio_of": T.time_key(full),
+            "full_file": f"results/{hardware}/startup_{model}.json"}
+
+
+def _ci(c: dict) -> str:
+    return f"{c['estimate']:.2f}" + (f" [{c['low']:.2f}, {c['high']:.2f}]" if c.get("low") is not None else "")
+
+
+def regime_sentence(res: Result, hardware: str = REFERENCE) -> str:
+    """The regime of ``res`` in words: whether the finding holds at its size (predicted), the measured
+    ratio, and the committed full run's beside it."""
+    r = regime(res, hardware)
+    where = ("above 1: the regime of the full run's finding" if r["predicted"] > 1 else
+             "below 1: at this size 0.9.0's single HF pass saves more than its hashing costs, the opposite "
+             "regime to the full run")
+    out = f"Measured at {r['size']}, where the cost model predicts {AFTER} / {BEFORE} = {r['predicted']:.2f} ({where})"
+    if r["crossover"]:
+        out += (f"; it predicts the ratio crosses 1 between {r['crossover'][0]} and {r['crossover'][1]} tokens "
+                "with these limits")
+    if (m := r["measured"]) and m.get("estimate") is not None:
+        out += f". Measured here: {_ci(m)} ({T.TIME_LABEL[r['ratio_of']]})"
+    if (f := r["full"]) and f.get("estimate") is not None:
+        out += f". The committed full run ({r['full_size']}, `{r['full_file']}`): {_ci(f)} ({T.TIME_LABEL[r['full_ratio_of']]})"
+    return out + "."
 
 
 def quick_variants() -> tuple[str, ...]:
@@ -63,8 +134,8 @@ class StartupStudy(Study):
         super().__post_init__()
         if self.quick:
             self.repeats = self.budget_repeats = QUICK_REPEATS
-            self.max_model_len = self.max_model_len or QUICK_MAX_MODEL_LEN
             self.limits, self.variants = list(self.limits) or list(QUICK_LIMITS), quick_variants()
+            self.max_model_len = self.max_model_len or quick_size(self.model, tuple(self.limits))
 
     def spec(self, variants: Optional[tuple[str, ...]] = None) -> StartupSpec:
         """The start-up bench's spec (no warm-up of its own: ``flamegraphs`` is it)."""
@@ -92,8 +163,13 @@ class StartupStudy(Study):
             "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
             "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res),
             "finding": f"{AFTER} / {BEFORE}",
-            "hashing": T.hashing_share(res) if T.has_parts(res) else None})
+            "hashing": T.hashing_share(res) if T.has_parts(res) else None,
+            **({"regime": regime(res, self.hardware)} if self.mode != "stored" else {})})
         return res
+
+    def regime_md(self, res: Result) -> str:
+        """``regime_sentence`` of a run measured here (stored mode shows the full run itself: '')."""
+        return "" if self.mode == "stored" else regime_sentence(res, self.hardware)
 
     def budget(self, calls: int = 2) -> Result:
         """The reviewer's experiment, ``calls`` budget calls per process: ``budget_<model>.json``."""
@@ -243,7 +319,9 @@ def _budget_blocks(budget: Result) -> list[str]:
 def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     """The start-up section of summary.md: size, how it was measured, the tables."""
     n = max(len(r["runs"]) for r in res.variants.values())
-    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per "
+    explicit = res.params.get("max_model_len") is not None and {AFTER, BEFORE} <= set(T.measured(res))
+    blocks = [medians_table(res), T.ratios_table(res, 2), regime_sentence(res) if explicit else "",
+              "HF-processor passes with multimodal data per "
               "phase:", T.passes_table(res), T.hashing_sentence(res), *(_budget_blocks(budget) if budget else [])]
     return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
                       f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)

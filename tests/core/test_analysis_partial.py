@@ -1,32 +1,20 @@
 """The notebooks' tables and figures on partial results (a variant without runs) and on too few
 runs a side to call a comparison resolved (refimpl.lab.stats.MIN_PAIRS). Synthetic Results
 built from the committed ones: no benchmark runs here."""
-import copy
 
 import matplotlib
 import pytest
 
+from committed_results import STORED, _row, _with_runs
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.stats import MIN_PAIRS
 
 matplotlib.use("Agg")
-STORED = REPO_ROOT / "results/cpu-amd-epyc-2c"
 NOT_RESOLVED = f"not resolved (< {MIN_PAIRS} runs a side)"
 
 
-def _with_runs(name: str, runs_of: dict[str, int], **params) -> Result:
-    """The committed ``name`` with ``runs_of[variant]`` runs per variant (copies of its runs)."""
-    res = Result.load(STORED / name)
-    variants = {}
-    for v, n in runs_of.items():
-        src = res.runs(v)
-        variants[v] = {"runs": [copy.deepcopy(src[i % len(src)]) for i in range(n)], "summary": {}}
-    return Result(res.bench, res.env, {**res.params, **params}, variants)
 
 
-def _row(md: str, start: str) -> str:
-    return next(ln for ln in md.splitlines() if ln.startswith(f"| {start}"))
 
 
 def test_throughput_summary_labels_gains_from_too_few_runs_and_missing_sides(tmp_path):

@@ -2,20 +2,10 @@
 import numpy as np
 import pytest
 
+from qwen_small import qwen
 from refimpl.config import ModelConfig, MultiModalSwitches, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry
-
-# Cheap videos. The worst-case image is not the 224x224 square (64 tokens) but a 3200 x 16
-# strip: smart_resize clamps its short side to 28 and keeps 113 cells on the long side.
-SMALL_PIXELS = {"max_pixels": 28 * 28 * 64}
-
-
-def qwen(max_model_len, small=False, **kw):
-    mc = ModelConfig("qwen2.5-vl-3b", max_model_len=max_model_len, device="cpu", **kw)
-    if small:
-        mc.mm_processor_kwargs = dict(SMALL_PIXELS)  # vLLM's ModelConfig.mm_processor_kwargs
-    return mc
 
 
 def test_video_frames_at_128k_by_formula():

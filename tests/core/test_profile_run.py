@@ -4,41 +4,14 @@ encoder budget, vision / audio encoder, text dummy run, peak memory), KV sizing,
 The stand-in registry tests run without the multimodal package; the real-registry test runs
 Qwen2.5-VL-3B (small scale: real processor, shrunk transformer) once it is importable.
 """
-from types import SimpleNamespace
 
 import pytest
 import torch
 
-from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from profile_stand_in import StandInRegistry, _qwen_config
 from refimpl.errors import ConfigError, EngineStateError
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 from utils import create_vllm_config, patch_registry
-
-
-class StandInRegistry:
-    """Max tokens per item and one small decoder dummy item; records the keyword arguments."""
-
-    def __init__(self, max_tokens, items):
-        self.max_tokens, self.items, self.calls = max_tokens, items, []
-
-    def get_max_tokens_per_item_by_modality(self, model_config, **kw):
-        self.calls.append(("max_tokens", kw))
-        return dict(self.max_tokens)
-
-    def get_decoder_dummy_data(self, model_config, seq_len, mm_counts, **kw):
-        self.calls.append(("dummy", dict(seq_len=seq_len, mm_counts=mm_counts, **kw)))
-        (m,) = mm_counts
-        return SimpleNamespace(prompt_token_ids=[0] * seq_len, multi_modal_data={m: [self.items[m]]})
-
-    def get_encdec_max_encoder_len(self, model_config):
-        return model_config.max_encoder_len
-
-
-def _qwen_config(**sched):
-    return VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", scale="small", max_model_len=20000,
-                                  limit_mm_per_prompt={"video": 0}),
-                      SchedulerConfig(**sched), CacheConfig(kv_cache_memory_bytes=64 << 20))
-
 
 # an (1, 8, 8) patch grid: 64 patches of 3*2*14*14 values -> 16 tokens after the 2x2 merge
 IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[1, 8, 8]])}

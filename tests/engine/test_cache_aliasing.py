@@ -8,34 +8,12 @@ equal the uncached HF output. Small images through the real Qwen2.5-VL processor
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
-from refimpl.config import ModelConfig
-from refimpl.multimodal import MultiModalRegistry
-
-PROMPT = "<|vision_start|><|image_pad|><|vision_end|>"
-_S = {}
-
-
-def _setup():
-    if not _S:
-        mc = ModelConfig("qwen2.5-vl-3b", max_model_len=4096, device="cpu",
-                         limit_mm_per_prompt={"image": 1, "video": 0})
-        reg = MultiModalRegistry()
-        rng = np.random.default_rng(0)
-        _S["images"] = [Image.fromarray(rng.integers(0, 256, (56, 28 * (i + 2), 3), dtype=np.uint8))
-                        for i in range(2)]
-        fresh = reg.create_processor(mc, disable_cache=True)
-        _S["ref"] = [fresh.apply(PROMPT, {"image": im}).mm_kwargs["image"][0] for im in _S["images"]]
-        _S["mc"] = mc
-    reg = MultiModalRegistry()  # a fresh cache per example
-    return reg.create_processor(_S["mc"]), reg.processing_cache
-
+from aliasing_setup import _S, PROMPT, _equal, _setup
 
 ACTIONS = ["mul_", "view_zero_", "detach_add_", "copy_", "pop", "replace", "add_key", "clear", "none"]
 
@@ -60,8 +38,6 @@ def _act(item: dict, action: str) -> None:
         item.clear()
 
 
-def _equal(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
 @settings(max_examples=15, deadline=None, database=None,

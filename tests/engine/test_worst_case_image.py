@@ -8,16 +8,11 @@ Real HF processing runs only on the issue's setting (a 896 x 672 dummy, a 2000 x
 """
 from __future__ import annotations
 
-import math
-
-import numpy as np
 import pytest
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-from refimpl.config import ModelConfig
-from refimpl.multimodal import MultiModalRegistry
+from worst_case_sweep import F, _info, _sweep
 
-F = 28
 # (min_pixels, max_pixels): default, the issue's, vLLM's usual 1280 cells, a prime cell count,
 # fixed size (min == max), tiny maxima where smart_resize's clamp and ceil overshoot.
 SETTINGS = [(3136, 12845056), (3136, 768 * F * F), (3136, 1280 * F * F), (3136, 997 * F * F),
@@ -25,11 +20,6 @@ SETTINGS = [(3136, 12845056), (3136, 768 * F * F), (3136, 1280 * F * F), (3136, 
             (3136, 211 * F * F)]  # 211: prime, yet 1 x 211 cells are reachable (41 x 5895 pixels)
 
 
-def _info(min_pixels, max_pixels, **kw):
-    mc = ModelConfig("qwen2.5-vl-3b", device="cpu", max_model_len=kw.pop("max_model_len", 32768),
-                     mm_processor_kwargs={"min_pixels": min_pixels, "max_pixels": max_pixels}, **kw)
-    reg = MultiModalRegistry()
-    return mc, reg, reg.create_processor(mc).info
 
 
 def _tokens(h, w, mn, mx):
@@ -37,19 +27,6 @@ def _tokens(h, w, mn, mx):
     return (rh // F) * (rw // F)
 
 
-def _sweep(mn, mx):
-    """Input (h, w) sizes: every ratio p/q with p, q <= 24 and ratios 1..200 at 24 scales,
-    plus thin inputs (h <= 30) at every 13th width; the callers try both orientations."""
-    ratios = {p / q for p in range(1, 25) for q in range(1, 25)} | {float(r) for r in range(1, 201)}
-    scales = np.geomspace(1, 3 * math.sqrt(max(mx, mn)), 24)
-    for r in ratios:
-        for s in scales:
-            h, w = max(1, round(s)), max(1, round(s * r))
-            if max(h, w) <= 200 * min(h, w):
-                yield h, w
-    for h in range(1, 31):
-        for w in range(h, 200 * h + 1, 13):
-            yield h, w
 
 
 @pytest.mark.slow

@@ -1,28 +1,15 @@
 """The start-up study's views of a result without runs (slow: renders the figures; the other partial-result views are in tests/core/test_analysis_partial.py)."""
-import copy
 
 import matplotlib
 import pytest
 
-from refimpl.lab.bench.schema import Result
-from refimpl.lab.env import REPO_ROOT
+from committed_results import _row, _with_runs
 
 matplotlib.use("Agg")
-STORED = REPO_ROOT / "results/cpu-amd-epyc-2c"
 
 
-def _with_runs(name: str, runs_of: dict[str, int], **params) -> Result:
-    """The committed ``name`` with ``runs_of[variant]`` runs per variant (copies of its runs)."""
-    res = Result.load(STORED / name)
-    variants = {}
-    for v, n in runs_of.items():
-        src = res.runs(v)
-        variants[v] = {"runs": [copy.deepcopy(src[i % len(src)]) for i in range(n)], "summary": {}}
-    return Result(res.bench, res.env, {**res.params, **params}, variants)
 
 
-def _row(md: str, start: str) -> str:
-    return next(ln for ln in md.splitlines() if ln.startswith(f"| {start}"))
 
 
 @pytest.mark.slow

@@ -7,35 +7,10 @@ import time
 import psutil
 import pytest
 
-from refimpl.lab.bench import guard, trial
+from refimpl.lab.bench import trial
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.bench.specs import ServeSpec, StartupSpec
-
-SPEC = ServeSpec(variants=("0.10.2", "0.11.0"), repeats=3, warmup=False)
-
-
-def fake_run(i: int) -> dict:
-    return {"variant": "x", "device": "cpu", "requests_per_s": 1.0 + i, "output_tokens_per_s": 10.0 + i,
-            "registry_s_total": 0.01, "wall_s": 1.0, "torch_num_threads": 1, "registry_calls": 3, "steps": 5,
-            "step_time_ms_median": 3.0}
-
-
-@pytest.fixture
-def runs_until(monkeypatch):
-    """``runs_until(n, exc)``: fresh-process runs 1..n-1 succeed, run n raises ``exc``."""
-    monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
-
-    def setup(n: int, exc: BaseException):
-        calls = []
-
-        def fake(module, args, timeout_s=None, *, env=None):
-            calls.append(args)
-            if len(calls) == n:
-                raise exc
-            return fake_run(len(calls))
-        monkeypatch.setattr(trial, "run_in_fresh_process", fake)
-        return calls
-    return setup
+from refimpl.lab.bench.specs import StartupSpec
+from trial_fakes import SPEC
 
 
 @pytest.mark.slow

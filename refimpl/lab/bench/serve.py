@@ -159,6 +159,11 @@ class Servers:
         return rec if "cpu_s" in rec else rec | {"cpu_s": time.process_time() - c0}
 
 
+def executor(spec: Resolved) -> Servers:
+    """The trial loop's executor of the A B B A designs (workload, paired): one Servers for all steps."""
+    return Servers(spec)
+
+
 def run_once(spec: Resolved, label: str) -> dict:
     """One run of the fresh design in this process: a new engine (or generate()), one thread."""
     s = Servers(spec.replace(variants=(label,)))

@@ -17,7 +17,6 @@ from refimpl.errors import RefimplError
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.fresh import WORKER, bench_module, run_in_fresh_process
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.bench.serve import Servers
 from refimpl.lab.bench.specs import Spec, spec_to_json
 
 TIMEOUT_S = 1800.0  # per fresh process
@@ -65,10 +64,12 @@ def steps(labels: tuple[str, ...], repeats: int, warmup: bool, abba: bool = Fals
 
 
 def executor(spec: Spec, in_process: bool) -> Callable[[Step], dict]:
-    """Fresh processes (the fresh designs), ``run_once`` here, or serve.Servers."""
+    """Fresh processes (the fresh designs), ``run_once`` here, or the bench's own ``executor`` (the A B B A
+    designs, whose engines live across steps: serve.Servers)."""
+    module = bench_module(spec)
     if not spec.fresh and spec.abba:
-        return Servers(spec)
-    run_once, spec_json = bench_module(spec).run_once, spec_to_json(spec)
+        return module.executor(spec)
+    run_once, spec_json = module.run_once, spec_to_json(spec)
 
     def one(step: Step) -> dict:
         guard.wait_for_memory(spec, step.label)  # others may hold memory now

@@ -17,6 +17,7 @@ from refimpl.bench.startup import make_vllm_config
 from refimpl.bench.trial import Trial
 from refimpl.cli import parse
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.testing.oracles import hf_passes_by_phase
@@ -44,7 +45,7 @@ def test_startup_plan_counts_what_every_committed_run_counted(path):
     res = Result.load(path)
     for v, d in res.variants.items():
         run = d["runs"][0]
-        plan = cm.startup_plan(_vc(path, run, res.params), v)
+        plan = StartupPlan.build(_vc(path, run, res.params), v)
         assert plan.hf_processor_calls == run["hf_processor_calls"], v
         assert {k: n for k, n in plan.hf_passes_by_phase().items() if n} == \
             {k: n for k, n in run["passes_by_phase"].items() if n}, v
@@ -57,7 +58,7 @@ def test_budget_plan_counts_what_every_committed_run_counted(path):
     res = Result.load(path)
     for v, d in res.variants.items():
         run = d["runs"][0]
-        plan = cm.budget_plan(_vc(path, run, res.params, "budget").model_config, v, len(run["calls_s"]))
+        plan = StartupPlan.budget(_vc(path, run, res.params, "budget").model_config, v, len(run["calls_s"]))
         assert [int(bool(s.hf_items)) for s in plan.steps] == run["passes"], v
         assert plan.cache_hits == run["cache_hits"] and plan.hf_processor_calls == run["hf_processor_calls"], v
 
@@ -67,7 +68,7 @@ def test_budget_plan_counts_what_every_committed_run_counted(path):
                                 {"mm_processor_cache_gb": 3.0}, {"mm_processor_kwargs": {"max_pixels": 768 * 28 * 28}}])
 def test_plan_passes_equal_the_oracle(row, kw):
     vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", **kw), SchedulerConfig(), CacheConfig())
-    plan = cm.startup_plan(vc, row)
+    plan = StartupPlan.build(vc, row)
     if plan.failure:
         return
     oracle = hf_passes_by_phase(vc, row)
@@ -76,15 +77,15 @@ def test_plan_passes_equal_the_oracle(row, kw):
 
 def test_oversize_item_fails_start_up_where_the_row_raised():
     vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", mm_processor_cache_gb=1.0), SchedulerConfig(), CacheConfig())
-    assert "value too large" in cm.startup_plan(vc, "0.9.0").failure
-    assert cm.startup_plan(vc, "refimpl").failure is None  # oversize items skipped
+    assert "value too large" in StartupPlan.build(vc, "0.9.0").failure
+    assert StartupPlan.build(vc, "refimpl").failure is None  # oversize items skipped
 
 
 def test_prices_follow_the_formula(cal):
     """0.9.0 at 128k: three lookups and the profile pass hash every item by its 3-copy path;
     the first pass builds the processor; one mm HF call per missing set and the text-only calls."""
     vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu"), SchedulerConfig(), CacheConfig())
-    plan = cm.startup_plan(vc, "0.9.0")
+    plan = StartupPlan.build(vc, "0.9.0")
     pred = cm.predict(plan, cal)
     hashed = sum(s.hashed_bytes for s in plan.steps)
     assert pred.seconds["hash_s"] == pytest.approx(hashed / GiB * 3.0)
@@ -103,7 +104,7 @@ def test_peaks_order_as_the_committed_ladder(cal):
     int64 > uint8 > formula > shape-only."""
     res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b.json")
     vc = _vc("", res.runs("0.9.0")[0], res.params)
-    pred = {v: cm.predict(cm.startup_plan(vc, v), cal).peak_rss_bytes for v in res.variants}
+    pred = {v: cm.predict(StartupPlan.build(vc, v), cal).peak_rss_bytes for v in res.variants}
     meas = {v: statistics.median(r["peak_rss_bytes"] for r in res.runs(v)) for v in res.variants}
     order = lambda d: sorted(d, key=d.get)  # noqa: E731
     assert order(pred)[-1] == order(meas)[-1] == "0.9.0"
@@ -157,7 +158,7 @@ def test_calibrate_measures_in_one_process(tmp_path):
     cal = cm.Calibration.load(tmp_path / "calibration.json")
     assert res.bench == "calibrate" and cal.rates["hash_peak.v0.9.0.ndarray"] > cal.rates["hash_peak.stream.ndarray"]
     vc = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig())
-    pred = cm.predict(cm.startup_plan(vc, "0.9.0"), cal)
+    pred = cm.predict(StartupPlan.build(vc, "0.9.0"), cal)
     assert pred.total_s > 0 and pred.peak_rss_bytes > cal.rates["rss.base"]
 
 
@@ -166,7 +167,7 @@ def test_every_row_predicts(cal):
         vc = VllmConfig(ModelConfig(model, device="cpu", **({"max_model_len": 16384} if model.startswith("qwen") else {})),
                         SchedulerConfig(), CacheConfig())
         for row in STARTUP_VARIANTS:
-            pred = cm.predict(cm.startup_plan(vc, row), cal)
+            pred = cm.predict(StartupPlan.build(vc, row), cal)
             assert pred.total_s > 0 and pred.peak_rss_bytes > GiB, (model, row)
 
 

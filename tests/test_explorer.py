@@ -15,6 +15,7 @@ from refimpl.analysis.explorer import Settings, explore
 from refimpl.analysis.explorer_panels import ExplorerPanel
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
+from refimpl.engine.startup_plan import REGISTRY as PLAN_REGISTRY
 from refimpl.multimodal import MULTIMODAL_REGISTRY
 from refimpl.testing.oracles import hf_passes_by_phase
 
@@ -47,15 +48,15 @@ def no_big_arrays(monkeypatch):
 
 def test_explore_makes_no_hf_pass_and_allocates_nothing_big(cal, no_big_arrays):
     explore(Settings(max_model_len=16384), cal)  # configs read and processors' info built once
-    before = (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-              cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s)
+    before = (PLAN_REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+              PLAN_REGISTRY.stats.dummy_s, PLAN_REGISTRY.stats.hash_s)
     tracemalloc.start()
     outs = [explore(Settings(variant=v, max_model_len=n), cal) for v in ("0.9.0", "0.11.1") for n in (None, 50000)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert all(o.error is None for o in outs)
-    assert (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-            cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s) == before
+    assert (PLAN_REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+            PLAN_REGISTRY.stats.dummy_s, PLAN_REGISTRY.stats.hash_s) == before
     assert peak < 4 * MiB, peak  # the 128k dummy video alone is 3.4 GiB as int64
 
 

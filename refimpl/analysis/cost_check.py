@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from refimpl.analysis import md_table
-from refimpl.analysis.cost_model import PARTS, Calibration, budget_plan, predict, startup_plan
+from refimpl.analysis.cost_model import PARTS, Calibration, predict
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import spec_from_params
 from refimpl.bench.startup import make_vllm_config
@@ -95,12 +96,12 @@ def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
             vc, note = make_vllm_config(spec), _note(Path(path), runs)
             n = vc.model_config.max_model_len
             if res.bench == "startup":
-                pred = predict(startup_plan(vc, variant), cal)
+                pred = predict(StartupPlan.build(vc, variant), cal)
                 total = _med(r["total_s"] for r in runs)
                 rows.append(Row(src, note, n, variant, "total_s", pred.total_s, total,
                                 _miss(pred.seconds, runs, pred.total_s, total)))
             else:
-                plan = budget_plan(vc.model_config, variant, len(runs[0]["calls_s"]))
+                plan = StartupPlan.budget(vc.model_config, variant, len(runs[0]["calls_s"]))
                 pred = predict(plan, cal)
                 for k, (call, predicted) in enumerate(pred.phases.items()):
                     measured = _med(r["calls_s"][k] for r in runs)

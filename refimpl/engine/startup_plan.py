@@ -145,7 +145,6 @@ def _walk(mc, v: StartupVariant, todo: list[tuple[str, str, str, list[Item]]]):
                 step.stored = tuple(i for i in missing if cache.put(
                     repr(i.spec), {}, v.mm.oversize_item, nbytes=i.processed_bytes))
             except CacheItemTooLargeError as e:
-                e.args = (f"{name}: {e}",)
                 return steps, e
         step.cache_after = cache.bytes
     return steps, None
@@ -218,7 +217,8 @@ class StartupPlan:
 
     @property
     def failure(self) -> Optional[str]:
-        return None if self.error is None else str(self.error)
+        """The start-up's error, after the pass that raised it."""
+        return None if self.error is None else f"{self.steps[-1].name}: {self.error}"
 
     @property
     def phases(self) -> tuple[str, ...]:

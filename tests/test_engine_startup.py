@@ -14,9 +14,9 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MULTIMODAL_REGISTRY
-from refimpl.engine.startup_plan import StartupPlan
 from refimpl.multimodal.worst_case import max_tokens_per_item
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 

@@ -23,10 +23,10 @@ from typing import Iterable, Optional
 
 from refimpl.analysis import md_table
 from refimpl.analysis.cost_model import PARTS, Calibration, predict
-from refimpl.engine.startup_plan import StartupPlan
 from refimpl.bench.schema import Result
 from refimpl.bench.specs import spec_from_params
 from refimpl.bench.startup import make_vllm_config
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.env import REPO_ROOT
 
 GOAL = 0.15  # |predicted / measured - 1| the model aims under, per variant

@@ -22,8 +22,8 @@ from refimpl.analysis.cost_model import Calibration, Prediction, predict
 from refimpl.bench.schema import Result
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
-from refimpl.env import REPO_ROOT
 from refimpl.engine.startup_plan import StartupPlan
+from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant

@@ -11,7 +11,7 @@ HF calls, what the reset frees per process, and the peak resident bytes by holde
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal, Optional
+from typing import Literal, Optional, Sequence
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.engine.startup_memory import MemoryRates, peaks
@@ -123,7 +123,7 @@ def cache_on(v: StartupVariant, model_config, phase: str) -> bool:
     return {"off": False, "registry": capacity > 0, "runner": user and phase != "scheduler_init"}[v.profiling_cache]
 
 
-def _walk(mc, v: StartupVariant, todo: list[tuple[str, str, str, list[Item]]]):
+def _walk(mc, v: StartupVariant, todo: Sequence[tuple[str, str, str, list[Item]]]):
     """Steps of ``todo`` (phase, name, kind, items) through one fresh process's ProcessingCache;
     the first CacheItemTooLargeError (an oversize item under ``oversize_item`` "raise") ends them."""
     cache, decoder_only = ProcessingCache(mc.mm_cache_bytes), not mc.is_encoder_decoder

@@ -19,6 +19,7 @@ from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.multimodal.registry import MULTIMODAL_REGISTRY
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
 
+
 @dataclass(frozen=True)
 class ProfileDummy:
     """The profile run's dummy: ``spec`` (e.g. ("video", frames, width, height)) built at ``seq_len``,

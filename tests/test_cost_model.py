@@ -20,8 +20,7 @@ from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.env import REPO_ROOT
 from refimpl.errors import ConfigError, UnknownModelError
-from refimpl.testing.oracles import hf_passes_by_phase
-from refimpl.variants import LADDER, STARTUP_VARIANTS
+from refimpl.variants import STARTUP_VARIANTS
 
 GiB = 1 << 30
 STARTUPS = sorted(glob.glob(str(REPO_ROOT / "results/cpu-*/startup_qwen*.json")))

@@ -96,15 +96,19 @@ def model_rate(rates: dict[str, float], model: str, key: str, fallback: Optional
 
 
 def memory_rates(rates: dict[str, float], model: str) -> MemoryRates:
-    """The StartupPlan's MemoryRates for ``model`` from a calibration's rates."""
+    """The StartupPlan's MemoryRates for ``model`` from a calibration's rates (the defaults where a
+    calibration of other models has none: a Whisper-only one has no video rates)."""
     def m(key: str) -> float:
         return model_rate(rates, model, key)
-    audio = model.startswith("whisper")
+    d, audio = MemoryRates(), model.startswith("whisper")
+    hf = dict(d.hf_per_element) | {k: rates[f"hf.video_peak_per_element.{k}"] for k in VIDEO_DTYPES
+                                   if f"hf.video_peak_per_element.{k}" in rates}
+    if "hf.image_peak_per_pixel" in rates:
+        hf["pil"] = rates["hf.image_peak_per_pixel"]
     return MemoryRates(
         base=int(rates["rss.base"]), weights=int(m("rss")), kv_per_byte=m("kv_rss_per_byte"),
-        hf_per_element=(("int64", rates["hf.video_peak_per_element.int64"]),
-                        ("uint8", rates["hf.video_peak_per_element.uint8"]), ("pil", rates["hf.image_peak_per_pixel"])),
-        hash_peak=tuple((f"{p}.{k}", rates[f"hash_peak.{p}.{k}"]) for p in BYTE_PATHS for k in ("ndarray", "image")),
+        hf_per_element=tuple(hf.items()),
+        hash_peak=tuple((k, rates.get(f"hash_peak.{k}", x)) for k, x in d.hash_peak),
         encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
         encoder_per_audio=m("encoder_peak_per_item") if audio else 0.0, dummy_run=int(m("dummy_run_peak")))
 

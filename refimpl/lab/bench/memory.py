@@ -11,11 +11,11 @@ import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
 from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
-from refimpl.bench.calibrate import default_out, load_rates, memory_rates
 from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
 from refimpl.engine.startup_memory import MemoryRates
 from refimpl.engine.startup_plan import StartupPlan
+from refimpl.lab.bench.calibrate import default_out, load_rates, memory_rates
 from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from refimpl.engine.startup_memory import MemoryRates
-from refimpl.engine.startup_plan import Item, StartupPlan, Step
+from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
 from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, model_rate, this_machine
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
@@ -149,10 +149,9 @@ def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
         kv = plan.kv_bytes / GiB * cal.model_rate(m, "kv_s_per_gib")
         if plan.kv_registry_calls:
             kv += plan.kv_registry_calls * cal.model_rate(m, "registry_call_s")
-        phases = {"runner_init": cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
-                  "load_model": cal.model_rate(m, "load_s"),
-                  "profile_run": cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
-                  "kv_cache_init": kv, "capture_model": 0.0, "scheduler_init": 0.0}
+        phases = dict(zip(PHASES, (cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
+                                   cal.model_rate(m, "load_s"), cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
+                                   kv, 0.0, 0.0)))
         seconds["model_s"] = sum(phases.values()) - seconds["encoder_s"] - seconds["processor_build_s"]
     step_parts = []
     for k, s in enumerate(plan.steps):
@@ -164,6 +163,6 @@ def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
             seconds[p] += parts[p]
         phases[s.phase] = phases.get(s.phase, 0.0) + sum(parts[p] for p in PARTS if p != "hf_text_only_s")
     if not budget and v.reset_at_end:
-        phases["reset_mm_cache"] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
+        phases[RESET_PHASE] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
     peak_at, held = plan.peak_bytes_by_holder(cal.memory_rates(m))
     return Prediction(cal.label, seconds, phases, held, peak_at, plan.failure, step_parts)

@@ -178,9 +178,10 @@ class StartupPlan:
         blocks = cc.num_gpu_blocks or cc.kv_cache_memory_bytes // runner.bytes_per_block()
         kv_calls = (runner.kv_check_encoder_len_reads() * (vllm_config.encoder_len_source("kv_cache") == "registry")
                     + (mc.is_encoder_decoder and vllm_config.encoder_len_source("runner") == "registry"))
-        full = parameter_bytes(mc) - parameter_bytes(replace(mc, scale="small"))
+        full = 0 if mc.scale == "small" or mc.device != "cpu" else \
+            parameter_bytes(mc) - parameter_bytes(replace(mc, scale="small"))  # host weights beyond the small ones
         plan = cls(mc.model, v, [], {}, num_gpu_blocks=blocks, kv_bytes=blocks * runner.bytes_per_block(),
-                   kv_registry_calls=kv_calls, extra_weight_bytes=full if mc.device == "cpu" else 0)
+                   kv_registry_calls=kv_calls, extra_weight_bytes=full)
         if not REGISTRY.supports_multimodal_inputs(mc):
             return plan
         info = REGISTRY.create_processor(mc, disable_cache=True, switches=v.mm).info

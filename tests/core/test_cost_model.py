@@ -162,3 +162,19 @@ def test_comparison_takes_a_50k_run_and_prints_from_the_command_line(tmp_path, c
     assert cal.label in out and "max_model_len 50000, peak RSS" in out
     assert cost_check.main(["--results", str(tmp_path / "none")]) == 2
     assert "no calibration for this machine" in capsys.readouterr().err
+
+
+def test_ratios_to_the_reference_row_for_every_committed_ladder(cal):
+    """Each start-up row's seconds over 0.8.5's in the same Result, predicted and measured; the
+    summary splits seconds by the calibration's day and names each ladder's ratios."""
+    rows = cost_check.compare(cal, [REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows.json"])
+    ratios = cost_check.ratio_rows(rows)
+    totals = {r.variant: r for r in rows if r.metric == "total_s"}
+    r090 = next(r for r in ratios if r.variant == "0.9.0")
+    assert r090.metric == "total_s / 0.8.5" and "0.8.5" not in {r.variant for r in ratios}
+    assert r090.measured == pytest.approx(totals["0.9.0"].measured / totals["0.8.5"].measured)
+    assert r090.predicted == pytest.approx(totals["0.9.0"].predicted / totals["0.8.5"].predicted)
+    lines = cost_check.within_goal(rows + ratios, cal)
+    assert any("ratio to 0.8.5 (results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows.json)" in x for x in lines)
+    assert any("seconds, other days" in x for x in lines)  # the synthetic calibration's day is 2026-01-01
+    assert f"| {r090.measured:.2f}x | {r090.predicted:.2f}x |" in cost_check.comparison_table(ratios, cal)

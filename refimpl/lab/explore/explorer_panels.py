@@ -256,9 +256,13 @@ class ExploreStudy:
             display(Markdown(f"*{self.why_none}: no prediction to check.*"))
             return None
         rows = cost_check.compare(self.calibration)
-        self.values["comparison"] = [dict(r.__dict__, error=r.error) for r in rows]
+        ratios = cost_check.ratio_rows(rows)
+        self.values["comparison"] = [dict(r.__dict__, error=r.error) for r in rows + ratios]
         table = cost_check.comparison_table(rows, self.calibration)
-        display(Markdown(table))
+        ratio_table = cost_check.comparison_table(ratios, self.calibration)
+        summary = "\n".join(f"- {x}" for x in cost_check.within_goal(rows + ratios, self.calibration))
+        display(Markdown(table + "\n\nEach row's start-up over 0.8.5's, per committed ladder (ratios drift less "
+                         "between days than seconds):\n\n" + ratio_table + "\n\n" + summary))
         return table
 
     def record(self) -> Path:

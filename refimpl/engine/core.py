@@ -20,7 +20,7 @@ from typing import ClassVar, Optional
 from refimpl.config import VllmConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
 from refimpl.core.sched.scheduler import Scheduler
-from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan
+from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan, cache_on
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.request import RequestStatus
 from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
@@ -28,6 +28,7 @@ from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_vari
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
 logger = logging.getLogger(__name__)
+
 
 @dataclass
 class StartupReport:
@@ -103,12 +104,12 @@ class EngineCore:
         mc, sc = cfg.model_config, cfg.scheduler_config
         reg.reset_stats()
         fresh = reg.cache_bytes() == 0  # the plan is of a fresh process
-        # The profiling cache per row: none (0.8.5), the registry's even when the user turned it
-        # off (0.9.0 to 0.10.0), the runner's only when the user has one (0.10.1 on), and then
-        # the scheduler's lookup passes none.
-        disable = {"off": True, "registry": False, "runner": mc.disable_mm_preprocessor_cache}[v.profiling_cache]
-        formula = v.uses_formula(mc.model)
         runner_init, load_model, profile_run, kv_cache_init, capture_model, scheduler_init = PHASES
+        # The profiling cache per row (startup_plan.cache_on): none (0.8.5), the registry's even
+        # when the user turned it off (0.9.0 to 0.10.0), the runner's only when the user has one
+        # (0.10.1 on), and then the scheduler's lookup passes none.
+        disable = not cache_on(v, mc, profile_run)
+        formula = v.uses_formula(mc.model)
         with self._phase(runner_init):
             self.model_runner = runner = GPUModelRunner(cfg)  # reads the config's registry (set above)
             if reg.supports_multimodal_inputs(mc):
@@ -127,7 +128,7 @@ class EngineCore:
             runner.capture_model()
         with self._phase(scheduler_init):
             enc_budget, enc_cache = compute_encoder_budget(
-                mc, sc, reg, disable_cache=disable or v.profiling_cache == "runner", use_formula=formula)
+                mc, sc, reg, disable_cache=not cache_on(v, mc, scheduler_init), use_formula=formula)
             # the kit's default admits no item larger than the one its profile run encoded
             covered = runner.profile_tokens_per_item if v.profile_seq_len == "per-item-max" else None
             self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,

@@ -9,12 +9,10 @@ No vLLM counterpart (vLLM sizes the KV cache from free GPU memory after its prof
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Optional
 
+from refimpl.engine.startup_plan import Item, StartupPlan, Step
 from refimpl.multimodal.hasher import HASH_COPIES
-
-if TYPE_CHECKING:
-    from refimpl.engine.startup_plan import Item, StartupPlan, Step
 
 GiB = 1 << 30
 
@@ -38,7 +36,7 @@ class MemoryRates:
     encoder_per_audio: float = 0.0
     dummy_run: int = 0
 
-    def hf_working_set(self, i: "Item") -> float:
+    def hf_working_set(self, i: Item) -> float:
         """Bytes the HF call holds for item ``i`` beyond the item itself (audio: its float64
         copy and the features twice)."""
         if i.modality == "audio":
@@ -46,12 +44,12 @@ class MemoryRates:
         per = dict(self.hf_per_element)["pil" if i.modality == "image" else i.dtype]
         return (i.elements // 3 if i.modality == "image" else i.elements) * per
 
-    def hash_bytes(self, i: "Item", byte_path: str) -> float:
+    def hash_bytes(self, i: Item, byte_path: str) -> float:
         """Bytes the hasher holds for item ``i`` at once on ``byte_path``."""
         return i.nbytes * dict(self.hash_peak)[f"{byte_path}.{i.kind}"]
 
 
-def _step(s: "Step", plan: "StartupPlan", r: MemoryRates) -> dict[str, float]:
+def _step(s: Step, plan: StartupPlan, r: MemoryRates) -> dict[str, float]:
     """What a step holds beyond the base at its peak: hashing and the HF call run one after the other."""
     if s.built == "processed":
         return {"dummy arrays": sum(i.processed_bytes for i in s.items)}
@@ -62,7 +60,7 @@ def _step(s: "Step", plan: "StartupPlan", r: MemoryRates) -> dict[str, float]:
     return {"dummy arrays": live, "hash copies" if hashing > hf else "HF working set": max(hashing, hf)}
 
 
-def _encoder(plan: "StartupPlan", r: MemoryRates) -> dict[str, float]:
+def _encoder(plan: StartupPlan, r: MemoryRates) -> dict[str, float]:
     """The profile run's encoder: its input batch (torch.cat of the item) and activations, and the
     processed item itself when no cache kept it."""
     i, n = plan.profile_item, plan.encoder_items
@@ -74,7 +72,7 @@ def _encoder(plan: "StartupPlan", r: MemoryRates) -> dict[str, float]:
             "encoder batch and activations": act + (0 if kept else i.processed_bytes)}
 
 
-def peaks(plan: "StartupPlan", r: MemoryRates) -> list[tuple[str, dict[str, int]]]:
+def peaks(plan: StartupPlan, r: MemoryRates) -> list[tuple[str, dict[str, int]]]:
     """(moment, resident bytes by holder) of every step, the profile run's encoder and text dummy
     run, and the end of start-up (before the reset); a budget experiment: its calls only."""
     budget = plan.calls is not None
@@ -96,3 +94,13 @@ def peaks(plan: "StartupPlan", r: MemoryRates) -> list[tuple[str, dict[str, int]
     if not out:
         out.append(("start", {"base (imports)": r.base}))
     return [(name, {k: int(x) for k, x in held.items() if x}) for name, held in out]
+
+
+def peak_bytes_by_holder(plan: StartupPlan, rates: Optional[MemoryRates] = None) -> tuple[str, dict[str, int]]:
+    """The largest of ``peaks`` (default rates: MemoryRates()): (moment, bytes by holder); the sum
+    of its values is the predicted peak RSS."""
+    return max(peaks(plan, rates or MemoryRates()), key=lambda p: sum(p[1].values()))
+
+
+def peak_bytes(plan: StartupPlan, rates: Optional[MemoryRates] = None) -> int:
+    return sum(peak_bytes_by_holder(plan, rates)[1].values())

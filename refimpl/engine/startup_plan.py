@@ -5,8 +5,8 @@ everyone. ``EngineCore`` checks its start-up against it phase by phase; the orac
 refimpl.testing, the benches' memory guard and the cost model read it. Pure: no HF pass, nothing
 full-size allocated; the processing cache is the kit's own ``ProcessingCache`` fed with sizes.
 Each step's items (shape, dtype, bytes), hashes and their copies, cache hits, misses and stores,
-HF calls, what the reset frees per process, and the peak resident bytes by holder
-(``peak_bytes_by_holder``, with a MemoryRates). Assumes a fresh process (an empty cache).
+HF calls, what the reset frees per process; its peak resident bytes by holder:
+startup_memory.peak_bytes_by_holder. Assumes a fresh process (an empty cache).
 """
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
-from refimpl.engine.startup_memory import MemoryRates, peaks
 from refimpl.errors import CacheItemTooLargeError
 from refimpl.multimodal import worst_case as wc
 from refimpl.multimodal.cache import ProcessingCache
@@ -293,14 +292,3 @@ class StartupPlan:
         """Where a StartupReport differs from ``expected_report`` ("field: plan X, engine Y")."""
         return [f"{k}: plan {want}, engine {getattr(report, k)}" for k, want in self.expected_report().items()
                 if getattr(report, k) != want]
-
-    def peaks(self, rates: Optional[MemoryRates] = None) -> list[tuple[str, dict[str, int]]]:
-        """(moment, resident bytes by holder) at each moment a peak can fall (startup_memory.py)."""
-        return peaks(self, rates or MemoryRates())
-
-    def peak_bytes_by_holder(self, rates: Optional[MemoryRates] = None) -> tuple[str, dict[str, int]]:
-        """The largest of ``peaks``: (moment, bytes by holder); ``sum(...values())`` is the peak RSS."""
-        return max(self.peaks(rates), key=lambda p: sum(p[1].values()))
-
-    def peak_bytes(self, rates: Optional[MemoryRates] = None) -> int:
-        return sum(self.peak_bytes_by_holder(rates)[1].values())

@@ -4,6 +4,7 @@ available (refimpl/lab/bench/memory.py estimates, refimpl/lab/bench/guard.py ref
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.startup_memory import peak_bytes
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, InsufficientMemoryError
 from refimpl.lab.bench import guard, memory, startup, trial
@@ -163,7 +164,7 @@ def test_the_guard_refuses_at_the_plans_peak_naming_the_setting_and_the_figure()
     (the explorer's figure), its holders named."""
     mc = ModelConfig("qwen2.5-vl-3b", device="cpu")
     rates, _ = memory.startup_rates(mc.model)
-    plan_peak = StartupPlan.build(VllmConfig(mc), V["0.9.0"]).peak_bytes(rates)
+    plan_peak = peak_bytes(StartupPlan.build(VllmConfig(mc), V["0.9.0"]), rates)
     assert check_startup_memory(mc, [V["0.9.0"]], available=plan_peak) == plan_peak
     with pytest.raises(InsufficientMemoryError, match=rf"needs about {plan_peak / GiB:.1f} GiB \(predicted peak RSS at "):
         check_startup_memory(mc, [V["0.9.0"]], available=plan_peak - 1)

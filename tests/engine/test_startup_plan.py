@@ -14,6 +14,7 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
+from refimpl.engine.startup_memory import peak_bytes, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan
 from refimpl.errors import CacheItemTooLargeError
 from refimpl.multimodal import MultiModalRegistry
@@ -81,8 +82,8 @@ def test_the_plan_is_pure_and_names_every_phase():
     video = next(i for i in plan.steps[0].items if i.modality == "video")
     assert (video.shape, video.dtype, video.nbytes) == ((12, 3584, 3584, 3), "int64", 12 * 3584 * 3584 * 3 * 8)
     assert plan.reset_frees()["P1 engine core (mp)"] == (plan.cache_bytes_before_reset, 0)  # reset_scope v0.9.0
-    at, held = plan.peak_bytes_by_holder()
-    assert held["hash copies"] == 3 * video.nbytes and plan.peak_bytes() == sum(held.values())
+    at, held = peak_bytes_by_holder(plan)
+    assert held["hash copies"] == 3 * video.nbytes and peak_bytes(plan) == sum(held.values())
 
 
 def test_an_engine_on_a_used_registry_is_not_checked(caplog):

@@ -1,7 +1,7 @@
 """What a run will hold in memory (bytes), estimated from its configs alone; guard.py refuses.
-Start-up: the engine's StartupPlan's peak (``StartupPlan.peak_bytes_by_holder``) with this
-machine's calibrated MemoryRates (results/<hardware>/calibration.json), or the plan's default
-rates without one: the figure the explorer and the cost model show. No vLLM counterpart (vLLM
+Start-up: the engine's StartupPlan's peak (``startup_memory.peak_bytes_by_holder``) with this
+machine's calibrated MemoryRates (results/<hardware>/calibration.json), or the default rates
+without one: the figure the explorer and the cost model show. No vLLM counterpart (vLLM
 sizes the KV cache from free GPU memory)."""
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from refimpl.attention.cross_attention import dense_copy_bytes
 from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
 from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
-from refimpl.engine.startup_memory import MemoryRates
+from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.calibrate import default_out, load_rates, memory_rates
 from refimpl.variants import StartupVariant
@@ -35,7 +35,7 @@ def startup_peak(model_config, v: StartupVariant, max_num_batched_tokens: int = 
                  rates: Optional[MemoryRates] = None) -> tuple[str, dict[str, int]]:
     """(moment, bytes by holder) of the peak RSS of one start-up of row ``v`` (its StartupPlan)."""
     vc = VllmConfig(model_config, SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens), CacheConfig())
-    return StartupPlan.build(vc, v).peak_bytes_by_holder(rates or startup_rates(model_config.model)[0])
+    return peak_bytes_by_holder(StartupPlan.build(vc, v), rates or startup_rates(model_config.model)[0])
 
 
 def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192,

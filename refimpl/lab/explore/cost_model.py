@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from refimpl.engine.startup_memory import MemoryRates
+from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
 from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, model_rate, this_machine
 from refimpl.lab.bench.schema import Result
@@ -164,5 +164,5 @@ def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
         phases[s.phase] = phases.get(s.phase, 0.0) + sum(parts[p] for p in PARTS if p != "hf_text_only_s")
     if not budget and v.reset_at_end:
         phases[RESET_PHASE] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
-    peak_at, held = plan.peak_bytes_by_holder(cal.memory_rates(m))
+    peak_at, held = peak_bytes_by_holder(plan, cal.memory_rates(m))
     return Prediction(cal.label, seconds, phases, held, peak_at, plan.failure, step_parts)

@@ -17,6 +17,7 @@ from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.errors import CacheItemTooLargeError
 from refimpl.multimodal import worst_case as wc
 from refimpl.multimodal.cache import ProcessingCache
+from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.gpu_model_runner import GPUModelRunner
@@ -260,6 +261,11 @@ class StartupPlan:
     @property
     def cache_bytes_after_reset(self) -> int:
         return 0 if self.variant.reset_at_end else self.cache_bytes_before_reset
+
+    def hash_copy_bytes(self, step: Step) -> int:
+        """Bytes ``step``'s hashing copies on the row's byte path (hasher.HASH_COPIES per item kind)."""
+        copies = HASH_COPIES[self.variant.mm.hash_byte_path]
+        return sum(i.nbytes * copies[i.kind] for i in step.items) if step.hashed else 0
 
     @property
     def profile_encoder_tokens(self) -> int:

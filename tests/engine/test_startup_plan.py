@@ -84,6 +84,8 @@ def test_the_plan_is_pure_and_names_every_phase():
     assert plan.reset_frees()["P1 engine core (mp)"] == (plan.cache_bytes_before_reset, 0)  # reset_scope v0.9.0
     at, held = peak_bytes_by_holder(plan)
     assert held["hash copies"] == 3 * video.nbytes and peak_bytes(plan) == sum(held.values())
+    image = next(i for i in plan.steps[0].items if i.modality == "image")
+    assert plan.hash_copy_bytes(plan.steps[0]) == 3 * video.nbytes + 6 * image.nbytes  # hasher.HASH_COPIES
 
 
 def test_an_engine_on_a_used_registry_is_not_checked(caplog):

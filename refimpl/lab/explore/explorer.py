@@ -213,7 +213,7 @@ def render(o: Outputs) -> str:
     copies = HASH_COPIES[plan.variant.mm.hash_byte_path]
     rows = [[s.phase, s.name, "shape-only" if s.built == "processed" else f"{sum(s.hits)}/{len(s.hits)}",
              len(s.hf_items), _b(s.hashed_bytes),
-             _b(sum(i.nbytes * copies[i.kind] for i in s.items) if s.hashed else 0),
+             _b(plan.hash_copy_bytes(s)),
              _b(sum(i.processed_bytes for i in s.hf_items)), _b(s.cache_after)] for s in plan.steps]
     parts.append(f"<b>Per pass</b> (hash byte path {plan.variant.mm.hash_byte_path}: copies per ndarray "
                  f"{copies['ndarray']}, per image {copies['image']})" + _table(

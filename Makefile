@@ -14,7 +14,10 @@
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
 #   make lab           JupyterLab at the repository root, opening notebooks/ (the executed reports are
 #                      under reports/; LAB_FLAGS=... adds flags; --allow-root as root)
-#   make explore       notebooks/00_explore.ipynb as a standalone page (voila, 127.0.0.1:8866)
+#   make explore       notebooks/00_explore.ipynb as a standalone page (voila, 127.0.0.1:8866), with
+#                      notebooks/voila.json: a closed tab shuts its kernel (voila's shutdown beacon
+#                      carries no _xsrf token, so the page's server, on 127.0.0.1 only, does not
+#                      check one) and kernels idle 5 minutes with no tab open are culled
 #   make calibrate     the cost model's rates on this machine (about a minute; run it on a quiet
 #                      machine) -> results/<hardware>/calibration.json; make cost-check prints the
 #                      predicted-against-measured table of the committed start-up and budget runs
@@ -114,7 +117,7 @@ lab: $(STAMP)
 		$(ALLOW_ROOT) $(LAB_FLAGS)
 
 explore: $(STAMP)
-	$(BIN)/voila notebooks/00_explore.ipynb --Voila.ip=127.0.0.1 --port=8866 --no-browser
+	$(BIN)/voila notebooks/00_explore.ipynb --Voila.ip=127.0.0.1 --port=8866 --no-browser --Voila.config_file_paths=notebooks
 
 calibrate: $(STAMP)
 	$(BIN)/refimpl bench calibrate

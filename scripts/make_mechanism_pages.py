@@ -257,7 +257,7 @@ def startup_sections(page: Page, sources) -> list[str]:
             "budget video: frames, tokens", "profile dummy: frames, tokens, items", "largest dummy video (GB)"]
     out += ["", "## HF-processor passes by start-up phase", "",
             "Qwen2.5-VL-3B at 128,000 tokens, one image and one video per prompt, default `max_pixels`, "
-            "`max_num_batched_tokens` 8192 (`refimpl.multimodal.worst_case.hf_passes_by_phase`, the "
+            "`max_num_batched_tokens` 8192 (`refimpl.engine.startup_plan.StartupPlan.hf_passes_by_phase`, the "
             f"pass table of {BG}):", ""]
     passes = [make_pass_table.pass_row(n, mc, sc) for n in page.rows]
     out += _table(["row"] + cols, [[p["row"]] + [p[c] for c in cols] for p in passes])

@@ -35,15 +35,12 @@ def configs():
 
 def pass_row(name: str, mc, sc) -> dict[str, str]:
     """The pass table's cells for start-up row ``name``, computed."""
-    from refimpl.multimodal.worst_case import (
-        hf_passes_by_phase,
-        lookup_specs,
-        max_tokens_per_item,
-        profile_dummy,
-    )
+    from refimpl.config import VllmConfig
+    from refimpl.engine.startup_plan import StartupPlan
+    from refimpl.multimodal.worst_case import lookup_specs, max_tokens_per_item, profile_dummy
     from refimpl.variants import get_startup_variant
     v = get_startup_variant(name)
-    passes = hf_passes_by_phase(mc, sc, v)
+    passes = StartupPlan.build(VllmConfig(mc, sc), v).hf_passes_by_phase()
     per_item, dummy = max_tokens_per_item(mc, v), profile_dummy(mc, sc, v)
     lookup_video = next(s for s in lookup_specs(mc, v) if s[0] == "video")
     built = ([] if v.uses_formula(mc.model) else [lookup_video]) + ([dummy.spec] if not v.mm.shape_only else [])

@@ -1,28 +1,33 @@
 """EngineCore: start-up in vLLM V1's order, each phase timed, and ``reset_mm_cache``.
 
 Mirrors ``vllm/v1/engine/core.py`` with the start-up paths of ``v1/worker/gpu_model_runner.py`` and
-``v1/core/sched/scheduler.py``, as a start-up row says. Phases (passes of STARTUP_STEPS):
-runner_init [#1], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
-scheduler_init [#5], reset_mm_cache. Left out: multi-process executors, tensor parallelism
-(each worker repeats #1-#3), the TPU precompile path.
+``v1/core/sched/scheduler.py``, as a start-up row says. Phases (startup_plan.PHASES; passes of
+STARTUP_STEPS): runner_init [#1], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
+scheduler_init [#5], reset_mm_cache. Each phase is checked against the engine's StartupPlan
+(``report.plan_mismatches``). Left out: multi-process executors, tensor parallelism (each worker
+repeats #1-#3), the TPU precompile path.
 """
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Optional
 
 from refimpl.config import VllmConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
 from refimpl.core.sched.scheduler import Scheduler
+from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan, cache_on
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.request import RequestStatus
 from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
 from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_variant
 from refimpl.worker.gpu_model_runner import GPUModelRunner
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,7 +49,11 @@ class StartupReport:
     num_gpu_blocks: int = 0
     max_tokens_per_item: dict[str, int] = field(default_factory=dict)
     profile_tokens_per_item: int = 0
+    profile_encoder_tokens: int = 0
     passes_by_phase: dict[str, int] = field(default_factory=dict)
+    cache_bytes_by_phase: dict[str, int] = field(default_factory=dict)  # held after each phase
+    # where start-up differed from its StartupPlan (None: not checked, the cache was not empty)
+    plan_mismatches: Optional[list[str]] = None
 
     @property
     def total_s(self) -> float:
@@ -72,6 +81,7 @@ class EngineCore:
         # per-step seconds of serving, newest last; bounded so a long-running engine stays small
         self.step_timings: deque[StepTimings] = deque(maxlen=100_000)
         check_encoder_len(vllm_config)
+        self.plan = StartupPlan.build(vllm_config, self.switches)
         try:
             self._startup()
         except BaseException:
@@ -87,35 +97,38 @@ class EngineCore:
         finally:
             self.report.phases[name] = time.perf_counter() - t0
             self.report.passes_by_phase[name] = stats.hf_mm_passes - passes0
+            self.report.cache_bytes_by_phase[name] = self.mm_registry.cache_bytes()
 
     def _startup(self) -> None:
         cfg, rep, reg, v = self.vllm_config, self.report, self.mm_registry, self.switches
         mc, sc = cfg.model_config, cfg.scheduler_config
         reg.reset_stats()
-        # The profiling cache per row: none (0.8.5), the registry's even when the user turned it
-        # off (0.9.0 to 0.10.0), the runner's only when the user has one (0.10.1 on), and then
-        # the scheduler's lookup passes none.
-        disable = {"off": True, "registry": False, "runner": mc.disable_mm_preprocessor_cache}[v.profiling_cache]
+        fresh = reg.cache_bytes() == 0  # the plan is of a fresh process
+        runner_init, load_model, profile_run, kv_cache_init, capture_model, scheduler_init = PHASES
+        # The profiling cache per row (startup_plan.cache_on): none (0.8.5), the registry's even
+        # when the user turned it off (0.9.0 to 0.10.0), the runner's only when the user has one
+        # (0.10.1 on), and then the scheduler's lookup passes none.
+        disable = not cache_on(v, mc, profile_run)
         formula = v.uses_formula(mc.model)
-        with self._phase("runner_init"):
+        with self._phase(runner_init):
             self.model_runner = runner = GPUModelRunner(cfg)  # reads the config's registry (set above)
             if reg.supports_multimodal_inputs(mc):
                 runner.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
                     mc, disable_cache=disable, use_formula=formula))
             enabled = {m: n for m, n in runner.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
             runner.encoder_compute_budget, runner.encoder_cache_size = compute_mm_encoder_budget(sc, enabled)
-        with self._phase("load_model"):
+        with self._phase(load_model):
             runner.load_model()
-        with self._phase("profile_run"):
+        with self._phase(profile_run):
             runner.profile_run(disable_cache=disable, use_formula=formula, variant=v)
-        with self._phase("kv_cache_init"):
+        with self._phase(kv_cache_init):
             num_blocks = runner.determine_num_blocks()
             runner.initialize_kv_cache(num_blocks)
-        with self._phase("capture_model"):
+        with self._phase(capture_model):
             runner.capture_model()
-        with self._phase("scheduler_init"):
+        with self._phase(scheduler_init):
             enc_budget, enc_cache = compute_encoder_budget(
-                mc, sc, reg, disable_cache=disable or v.profiling_cache == "runner", use_formula=formula)
+                mc, sc, reg, disable_cache=not cache_on(v, mc, scheduler_init), use_formula=formula)
             # the kit's default admits no item larger than the one its profile run encoded
             covered = runner.profile_tokens_per_item if v.profile_seq_len == "per-item-max" else None
             self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,
@@ -125,6 +138,7 @@ class EngineCore:
         rep.num_gpu_blocks = num_blocks
         rep.max_tokens_per_item = dict(runner.max_tokens_per_item)
         rep.profile_tokens_per_item = runner.profile_tokens_per_item
+        rep.profile_encoder_tokens = runner.profile_encoder_tokens
         stats = reg.stats
         rep.hf_processor_calls, rep.hf_mm_passes = stats.hf_processor_calls, stats.hf_mm_passes
         rep.cache_hits, rep.cache_misses = stats.cache_hits, stats.cache_misses
@@ -132,10 +146,15 @@ class EngineCore:
         rep.rss_before_reset = rss_bytes()
         rep.peak_rss_bytes = peak_rss_bytes()
         if v.reset_at_end:
-            with self._phase("reset_mm_cache"):
+            with self._phase(RESET_PHASE):
                 self.reset_mm_cache()
         rep.cache_bytes_after_reset = reg.cache_bytes()
         rep.rss_after_reset = rss_bytes()
+        if fresh:
+            rep.plan_mismatches = self.plan.mismatches(rep)
+            if rep.plan_mismatches:
+                logger.warning("start-up of %s differed from its plan: %s", self.variant,
+                               "; ".join(rep.plan_mismatches))
 
     def shutdown(self) -> None:
         """Nothing to end in-process (vLLM ``EngineCore.shutdown`` stops the executor)."""

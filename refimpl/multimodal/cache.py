@@ -161,11 +161,12 @@ class ProcessingCache:
         del self._versions[key]
         self.bytes -= sz
 
-    def put(self, key: str, value: Item, oversize: str = "skip") -> bool:
+    def put(self, key: str, value: Item, oversize: str = "skip", *, nbytes: Optional[int] = None) -> bool:
         """Store ``value``; True if stored. An item alone larger than the capacity is not stored and
         evicts nothing: ``oversize="skip"`` returns False, ``"raise"`` raises CacheItemTooLargeError
-        (a ValueError("value too large ..."), as 0.9.0's cachetools cache)."""
-        size = item_nbytes(value)
+        (a ValueError("value too large ..."), as 0.9.0's cachetools cache). ``nbytes`` (ours) sizes
+        the entry instead of its tensors: a start-up plan stores ``{}`` of the processed size."""
+        size = item_nbytes(value) if nbytes is None else nbytes
         with self._lock:
             if size > self.capacity_bytes:
                 self.rejected += 1

@@ -1,5 +1,5 @@
-"""The worst case per start-up row without processing: max tokens per item, the profile
-dummy, and the HF-processor passes per phase (the pass table as data).
+"""The worst case per start-up row without processing: max tokens per item, the lookups'
+dummy items and the profile dummy (refimpl/engine/startup_plan.py walks start-up over them).
 
 No HF pass, no dummy array: the size functions the dummy builders use (tests/core/test_release_rows.py
 checks them against real start-ups). Mirrors ``vllm/multimodal/profiling.py``,
@@ -11,39 +11,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal, Optional
+from typing import Optional
 
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
-from refimpl.multimodal.cache import value_too_large
 from refimpl.multimodal.registry import MULTIMODAL_REGISTRY
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
-
-PHASES = ("runner_init", "profile_run", "scheduler_init")
-
-
-@dataclass(frozen=True)
-class StartupStep:
-    """One step of the pass table: its ``EngineCore`` phase, vLLM's caller, and ``kind``: ``lookup``
-    (max tokens per item, one item per enabled modality at max_model_len) or ``dummy`` (the profile
-    run's item). ``when``: the StartupVariant flag it needs (None: every row)."""
-    phase: str
-    pass_no: str
-    caller: str
-    kind: Literal["lookup", "dummy"]
-    when: Optional[str] = None
-
-
-STARTUP_STEPS = (
-    StartupStep("runner_init", "#1", "GPUModelRunner.__init__: compute_encoder_budget "
-                "(MultiModalBudget from 0.10.1)", "lookup"),
-    StartupStep("profile_run", "#2", "profile_run: the lookup again, to pick the largest "
-                "modality (until 0.10.0)", "lookup", when="profile_run_lookup"),
-    StartupStep("profile_run", "#3", "profile_run: get_decoder_dummy_data, replicated up to "
-                "the encoder budget and encoded", "dummy"),
-    StartupStep("scheduler_init", "#5", "Scheduler.__init__: compute_encoder_budget", "lookup"),
-)
 
 
 @dataclass(frozen=True)
@@ -123,46 +97,6 @@ def lookup_specs(model_config, variant: str | StartupVariant = "refimpl", mm_reg
     counts = _lookup_counts(proc.info)
     specs = proc.dummy_inputs.get_dummy_item_specs(model_config.max_model_len, counts)
     return [s for m in specs for s in specs[m]]
-
-
-def hf_passes_by_phase(model_config, scheduler_config, variant: str | StartupVariant = "refimpl",
-                       *, mm_registry=None) -> dict[str, int]:
-    """HF-processor passes with multimodal items per start-up phase (``PHASES``), from
-    ``STARTUP_STEPS``: a lookup costs none under the row's formula, the dummy none under shape-only,
-    and a step none when the profiling cache it uses (registry: one for every phase; runner:
-    runner_init and profile_run, absent when the user disabled it) holds every item it needs
-    (an item larger than the cache is not stored, or under ``oversize_item="raise"`` raises
-    CacheItemTooLargeError as that start-up step does)."""
-    v = _row(variant)
-    proc = _processor(model_config, v, mm_registry)
-    dummy = profile_dummy(model_config, scheduler_config, v, mm_registry=mm_registry)
-    out = dict.fromkeys(PHASES, 0)
-    if dummy is None:
-        return out
-    lookup = lookup_specs(model_config, v, mm_registry)
-    user_cache = not model_config.disable_mm_preprocessor_cache and model_config.mm_processor_cache_gb > 0
-    capacity = model_config.mm_cache_bytes
-    cached: set[tuple] = set()
-    for step in STARTUP_STEPS:
-        if step.when and not getattr(v, step.when):
-            continue
-        if step.kind == "lookup" and v.uses_formula(model_config.model):
-            continue
-        if step.kind == "dummy" and v.mm.shape_only:
-            continue
-        items = lookup if step.kind == "lookup" else [dummy.spec]
-        on = {"off": False, "registry": capacity > 0,
-              "runner": user_cache and step.phase != "scheduler_init"}[v.profiling_cache]
-        if on and set(items) <= cached:
-            continue
-        if on:
-            sizes = {s: proc.info.get_processed_item_bytes(s) for s in items if s not in cached}
-            too_large = [n for n in sizes.values() if n > capacity]
-            if too_large and v.mm.oversize_item == "raise":  # start-up aborts here (issue #52835)
-                raise value_too_large(too_large[0], capacity)
-            cached |= {s for s, n in sizes.items() if n <= capacity}
-        out[step.phase] += 1
-    return out
 
 
 @lru_cache(maxsize=64)

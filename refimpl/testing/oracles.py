@@ -1,7 +1,7 @@
 """Oracles: what the engine would compute, without an HF-processor pass or the dummy tensors.
 
-The answers come from the mechanism (multimodal/worst_case.py, the dummy builders with shape
-records, the shape-only builder on meta tensors, ``compute_encoder_budget``) on a registry of
+The answers come from the mechanism (the engine's StartupPlan, multimodal/worst_case.py, the
+dummy builders with shape records, the shape-only builder on meta tensors) on a registry of
 their own. ``variant``: a start-up row (default ``refimpl``); ``worst_case``: the image rule
 alone (WORST_CASES). The first call builds the processor; later ones take milliseconds.
 """
@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from refimpl.config import ModelConfig, VllmConfig
-from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MultiModalRegistry
 from refimpl.multimodal import worst_case as worst_case_lib
@@ -67,23 +67,10 @@ def max_tokens_per_item(model: ModelArg, variant: str = "refimpl", *, worst_case
                                               worst_case=worst_case, mm_registry=_REGISTRY)  # type: ignore[arg-type]
 
 
-class _RowRegistry:
-    """What compute_encoder_budget asks a registry, answered by ``max_tokens_per_item``."""
-
-    def __init__(self, variant: str):
-        self.variant = variant
-
-    def supports_multimodal_inputs(self, model_config) -> bool:
-        return _REGISTRY.supports_multimodal_inputs(model_config)
-
-    def get_max_tokens_per_item_by_nonzero_modality(self, model_config, **kw) -> dict[str, int]:
-        return max_tokens_per_item(model_config, self.variant)
-
-
 def encoder_budget(vllm_config: VllmConfig, variant: str = "refimpl") -> tuple[int, int]:
-    """(encoder_compute_budget, encoder_cache_size) in tokens, as start-up computes them under ``variant``."""
-    return compute_encoder_budget(vllm_config.model_config, vllm_config.scheduler_config,
-                                  _RowRegistry(variant))
+    """(encoder_compute_budget, encoder_cache_size) in tokens, as start-up computes them under
+    ``variant`` (the StartupPlan's)."""
+    return StartupPlan.build(vllm_config, variant).encoder_budget
 
 
 def cross_attention_blocks(vllm_config: VllmConfig) -> int:
@@ -129,25 +116,16 @@ def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len:
 
 
 # ------------------------------------------------------------------------ start-up passes
-ENGINE_PHASES = ("runner_init", "load_model", "profile_run", "kv_cache_init", "capture_model", "scheduler_init")
-
-
 def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, int]:
-    """HF-processor passes per start-up phase of ``EngineCore(vllm_config, variant)`` without building
-    it (``worst_case.hf_passes_by_phase``), plus an encoder-decoder row's uncached registry calls in
-    kv_cache_init. Raises UnknownVariantError, and CacheItemTooLargeError where that start-up raises
-    it (a release row whose processing cache is smaller than one dummy item)."""
-    v = get_startup_variant(variant)
-    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
-    passes = dict.fromkeys(ENGINE_PHASES, 0)
-    passes.update(worst_case_lib.hf_passes_by_phase(mc, sc, v, mm_registry=_REGISTRY))
-    if mc.is_encoder_decoder:
-        kv_reads = mc.hf_config_dict["decoder_layers"] + 1
-        passes["kv_cache_init"] = (kv_reads * (vllm_config.encoder_len_source("kv_cache") == "registry")
-                                   + (vllm_config.encoder_len_source("runner") == "registry"))
-    if v.reset_at_end:
-        passes["reset_mm_cache"] = 0
-    return passes
+    """HF-processor passes per start-up phase of ``EngineCore(vllm_config, variant)`` in a fresh
+    process, without building it: its StartupPlan's (an encoder-decoder row's uncached registry
+    reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). Raises
+    UnknownVariantError, and CacheItemTooLargeError where that start-up raises it (a release row
+    whose processing cache is smaller than one dummy item)."""
+    plan = StartupPlan.build(vllm_config, variant)
+    if plan.error is not None:
+        raise plan.error
+    return plan.hf_passes_by_phase()
 
 
 __all__ = ["ROWS", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",

@@ -183,18 +183,21 @@ class GPUModelRunner:
         budget = int(total * self.cache_config.gpu_memory_utilization) - dense_copy_bytes(self.vllm_config)
         return max(0, budget - peak - non_torch)
 
+    def kv_check_encoder_len_reads(self) -> int:
+        """Encoder-length reads of the start-up KV check: one per cross-attention layer
+        (``CrossAttentionSpec.max_memory_usage_bytes``) and one for the concurrency log; 0 without."""
+        return self.get_kv_cache_shape()[0] + 1 if self.model_config.is_encoder_decoder else 0
+
     def determine_num_blocks(self) -> int:
         """KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when one request of
         ``max_model_len`` (with cross and null blocks) will not fit."""
         cc, mc = self.cache_config, self.model_config
         user_blocks = cc.num_gpu_blocks
         num = user_blocks or self.determine_available_memory() // self.bytes_per_block()
-        # the start-up KV memory check: in vLLM 0.10.2 a registry call per cross-attention layer
-        # (CrossAttentionSpec.max_memory_usage_bytes) plus one for the concurrency log
+        # the start-up KV memory check: in vLLM 0.10.2 each read is a registry call
         enc = None
-        if mc.is_encoder_decoder:
-            for _ in range(self.get_kv_cache_shape()[0] + 1):
-                enc = self.vllm_config.get_encoder_len("kv_cache")
+        for _ in range(self.kv_check_encoder_len_reads()):
+            enc = self.vllm_config.get_encoder_len("kv_cache")
         need = blocks_for_one_request(self.vllm_config, enc)
         if num < need:  # name the setting the user gave, with its limit in its own unit
             what = f"{num} KV blocks cannot hold one request of max_model_len={mc.max_model_len} ({need} blocks)"

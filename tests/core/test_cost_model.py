@@ -8,6 +8,7 @@ import pytest
 
 from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.calibrate import hardware_folder, lines, result
@@ -19,8 +20,7 @@ from refimpl.lab.cli import parse
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore import cost_model as cm
-from refimpl.testing.oracles import hf_passes_by_phase
-from refimpl.variants import LADDER, STARTUP_VARIANTS
+from refimpl.variants import STARTUP_VARIANTS
 
 GiB = 1 << 30
 STARTUPS = sorted(glob.glob(str(REPO_ROOT / "results/cpu-*/startup_qwen*.json")))
@@ -44,7 +44,7 @@ def test_startup_plan_counts_what_every_committed_run_counted(path):
     res = Result.load(path)
     for v, d in res.variants.items():
         run = d["runs"][0]
-        plan = cm.startup_plan(_vc(path, run, res.params), v)
+        plan = StartupPlan.build(_vc(path, run, res.params), v)
         assert plan.hf_processor_calls == run["hf_processor_calls"], v
         assert {k: n for k, n in plan.hf_passes_by_phase().items() if n} == \
             {k: n for k, n in run["passes_by_phase"].items() if n}, v
@@ -57,34 +57,22 @@ def test_budget_plan_counts_what_every_committed_run_counted(path):
     res = Result.load(path)
     for v, d in res.variants.items():
         run = d["runs"][0]
-        plan = cm.budget_plan(_vc(path, run, res.params, "budget").model_config, v, len(run["calls_s"]))
+        plan = StartupPlan.budget(_vc(path, run, res.params, "budget").model_config, v, len(run["calls_s"]))
         assert [int(bool(s.hf_items)) for s in plan.steps] == run["passes"], v
         assert plan.cache_hits == run["cache_hits"] and plan.hf_processor_calls == run["hf_processor_calls"], v
 
 
-@pytest.mark.parametrize("row", LADDER)
-@pytest.mark.parametrize("kw", [{}, {"max_model_len": 16384}, {"limit_mm_per_prompt": {"video": 0}},
-                                {"mm_processor_cache_gb": 3.0}, {"mm_processor_kwargs": {"max_pixels": 768 * 28 * 28}}])
-def test_plan_passes_equal_the_oracle(row, kw):
-    vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", **kw), SchedulerConfig(), CacheConfig())
-    plan = cm.startup_plan(vc, row)
-    if plan.failure:
-        return
-    oracle = hf_passes_by_phase(vc, row)
-    assert {k: n for k, n in plan.hf_passes_by_phase().items() if n} == {k: n for k, n in oracle.items() if n}
-
-
 def test_oversize_item_fails_start_up_where_the_row_raised():
     vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu", mm_processor_cache_gb=1.0), SchedulerConfig(), CacheConfig())
-    assert "value too large" in cm.startup_plan(vc, "0.9.0").failure
-    assert cm.startup_plan(vc, "refimpl").failure is None  # oversize items skipped
+    assert "value too large" in StartupPlan.build(vc, "0.9.0").failure
+    assert StartupPlan.build(vc, "refimpl").failure is None  # oversize items skipped
 
 
 def test_prices_follow_the_formula(cal):
     """0.9.0 at 128k: three lookups and the profile pass hash every item by its 3-copy path;
     the first pass builds the processor; one mm HF call per missing set and the text-only calls."""
     vc = VllmConfig(ModelConfig("qwen2.5-vl-3b", device="cpu"), SchedulerConfig(), CacheConfig())
-    plan = cm.startup_plan(vc, "0.9.0")
+    plan = StartupPlan.build(vc, "0.9.0")
     pred = cm.predict(plan, cal)
     hashed = sum(s.hashed_bytes for s in plan.steps)
     assert pred.seconds["hash_s"] == pytest.approx(hashed / GiB * 3.0)
@@ -103,7 +91,7 @@ def test_peaks_order_as_the_committed_ladder(cal):
     int64 > uint8 > formula > shape-only."""
     res = Result.load(REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b.json")
     vc = _vc("", res.runs("0.9.0")[0], res.params)
-    pred = {v: cm.predict(cm.startup_plan(vc, v), cal).peak_rss_bytes for v in res.variants}
+    pred = {v: cm.predict(StartupPlan.build(vc, v), cal).peak_rss_bytes for v in res.variants}
     meas = {v: statistics.median(r["peak_rss_bytes"] for r in res.runs(v)) for v in res.variants}
     order = lambda d: sorted(d, key=d.get)  # noqa: E731
     assert order(pred)[-1] == order(meas)[-1] == "0.9.0"
@@ -153,7 +141,7 @@ def test_every_row_predicts(cal):
         vc = VllmConfig(ModelConfig(model, device="cpu", **({"max_model_len": 16384} if model.startswith("qwen") else {})),
                         SchedulerConfig(), CacheConfig())
         for row in STARTUP_VARIANTS:
-            pred = cm.predict(cm.startup_plan(vc, row), cal)
+            pred = cm.predict(StartupPlan.build(vc, row), cal)
             assert pred.total_s > 0 and pred.peak_rss_bytes > GiB, (model, row)
 
 
@@ -174,3 +162,19 @@ def test_comparison_takes_a_50k_run_and_prints_from_the_command_line(tmp_path, c
     assert cal.label in out and "max_model_len 50000, peak RSS" in out
     assert cost_check.main(["--results", str(tmp_path / "none")]) == 2
     assert "no calibration for this machine" in capsys.readouterr().err
+
+
+def test_ratios_to_the_reference_row_for_every_committed_ladder(cal):
+    """Each start-up row's seconds over 0.8.5's in the same Result, predicted and measured; the
+    summary splits seconds by the calibration's day and names each ladder's ratios."""
+    rows = cost_check.compare(cal, [REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows.json"])
+    ratios = cost_check.ratio_rows(rows)
+    totals = {r.variant: r for r in rows if r.metric == "total_s"}
+    r090 = next(r for r in ratios if r.variant == "0.9.0")
+    assert r090.metric == "total_s / 0.8.5" and "0.8.5" not in {r.variant for r in ratios}
+    assert r090.measured == pytest.approx(totals["0.9.0"].measured / totals["0.8.5"].measured)
+    assert r090.predicted == pytest.approx(totals["0.9.0"].predicted / totals["0.8.5"].predicted)
+    lines = cost_check.within_goal(rows + ratios, cal)
+    assert any("ratio to 0.8.5 (results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows.json)" in x for x in lines)
+    assert any("seconds, other days" in x for x in lines)  # the synthetic calibration's day is 2026-01-01
+    assert f"| {r090.measured:.2f}x | {r090.predicted:.2f}x |" in cost_check.comparison_table(ratios, cal)

@@ -12,6 +12,7 @@ from PIL import Image
 from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
+from refimpl.engine.startup_plan import REGISTRY as PLAN_REGISTRY
 from refimpl.lab.explore import cost_model as cm
 from refimpl.lab.explore.explorer import Settings, explore
 from refimpl.lab.explore.explorer_panels import ExplorerPanel
@@ -47,15 +48,15 @@ def no_big_arrays(monkeypatch):
 
 def test_explore_makes_no_hf_pass_and_allocates_nothing_big(cal, no_big_arrays):
     explore(Settings(max_model_len=16384), cal)  # configs read and processors' info built once
-    before = (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-              cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s)
+    before = (PLAN_REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+              PLAN_REGISTRY.stats.dummy_s, PLAN_REGISTRY.stats.hash_s)
     tracemalloc.start()
     outs = [explore(Settings(variant=v, max_model_len=n), cal) for v in ("0.9.0", "0.11.1") for n in (None, 50000)]
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert all(o.error is None for o in outs)
-    assert (cm.REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
-            cm.REGISTRY.stats.dummy_s, cm.REGISTRY.stats.hash_s) == before
+    assert (PLAN_REGISTRY.stats.hf_processor_calls, MULTIMODAL_REGISTRY.stats.hf_processor_calls,
+            PLAN_REGISTRY.stats.dummy_s, PLAN_REGISTRY.stats.hash_s) == before
     assert peak < 4 * MiB, peak  # the 128k dummy video alone is 3.4 GiB as int64
 
 
@@ -125,3 +126,25 @@ def test_local_hf_directory(panel, tmp_path):
 def test_without_a_calibration_nothing_is_predicted():
     o = explore(Settings(variant="0.11.1"), None, no_calibration="no calibration for this machine")
     assert o.prediction is None and o.summary()["predicted"] is None and o.plan is not None
+
+
+def test_the_chart_stacks_every_row_by_part_with_ratios_and_measured_points(cal):
+    """Every release row and ours for the settings, parts summing to each total, the reference
+    row at 1.00x; at the committed settings the measured medians stand beside the bars."""
+    from refimpl.lab.explore import explorer_chart as ec
+    rows = ec.ladder(Settings(), cal)
+    assert [r.row for r in rows] == list(ec.CHART_ROWS)
+    assert all(abs(sum(r.parts.values()) - r.total_s) < 1e-9 for r in rows)
+    assert ec.ratio(rows, "0.8.5")["0.8.5"] == 1.0 and ec.ratio(rows, "0.9.0")["0.9.0"] == 1.0
+    assert all(r.measured_s for r in rows)  # the committed 128k ladder
+    assert not any(r.measured_s for r in ec.ladder(Settings(max_model_len=33333), cal))
+    fig = ec.ladder_figure(rows, cal, "0.8.5")
+    assert len(fig.axes[0].patches) == len(rows) * len(ec.CHART_PARTS)
+    assert "2026-01-01" in ec.ladder_table(rows, cal) and "predicted / 0.8.5" in ec.ladder_table(rows, cal)
+
+
+def test_the_panel_draws_the_chart_and_checks_a_path_when_the_field_is_left(panel):
+    assert panel.chart.value[:4] == b"\x89PNG" and 'id="explorer-ladder"' in panel.ladder_html.value
+    assert panel.controls["model_path"].continuous_update is False
+    panel.set(reference="0.9.0")
+    assert "predicted / 0.9.0" in panel.ladder_html.value

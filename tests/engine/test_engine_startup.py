@@ -5,7 +5,7 @@ Real start-ups of Qwen2.5-VL at the small model scale (real processor) and a sma
 image only with ``max_pixels`` of 1024 patches of 28x28 (a 1024-token dummy image instead of
 the 16384-token 3584x3584 one; ~1-3 s each) for every row, and image plus video (256-cell
 frames, max_model_len 2048, 1024 batched tokens) for the rows where the video's frames decide
-a pass. The expected passes come from ``refimpl.multimodal.worst_case.hf_passes_by_phase``,
+a pass. The expected passes come from the engine's StartupPlan (``hf_passes_by_phase``),
 which docs/background.md's pass table also uses (tests/core/test_release_rows.py).
 """
 import dataclasses
@@ -14,9 +14,10 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MULTIMODAL_REGISTRY
-from refimpl.multimodal.worst_case import PHASES, hf_passes_by_phase, max_tokens_per_item
+from refimpl.multimodal.worst_case import max_tokens_per_item
 from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
 
 pytestmark = pytest.mark.slow  # engine start-ups
@@ -55,8 +56,8 @@ def video_startups():
 @pytest.mark.parametrize("variant", list(STARTUP_VARIANTS))
 def test_pass_counts_match_the_pass_table(startups, variant):
     cfg, rep = qwen_config(), startups[variant]
-    want = hf_passes_by_phase(cfg.model_config, cfg.scheduler_config, variant)
-    assert {k: rep.passes_by_phase[k] for k in PHASES} == want
+    want = StartupPlan.build(cfg, variant).hf_passes_by_phase()
+    assert rep.passes_by_phase == want
     assert rep.hf_mm_passes == sum(want.values())
 
 
@@ -64,8 +65,7 @@ def test_pass_counts_with_video_match_the_pass_table(video_startups):
     cfg = video_config()
     for name, rep in video_startups.items():
         v = PROCESSED if name == PROCESSED.name else name
-        assert {k: rep.passes_by_phase[k] for k in PHASES} == hf_passes_by_phase(
-            cfg.model_config, cfg.scheduler_config, v), name
+        assert rep.passes_by_phase == StartupPlan.build(cfg, v).hf_passes_by_phase(), name
     # 0.9.0: the lookup's video (image tokens taken out: 14 frames) and the profile run's
     # (1024 tokens: 8 frames) differ, so the profile run misses; from 0.11.0 they are one item
     assert video_startups["0.9.0"].passes_by_phase["profile_run"] == 1

@@ -1,6 +1,8 @@
 """The explorer as a person opens it: notebooks/00_explore.ipynb served by voila on 127.0.0.1,
 driven by a real headless chromium (Debian's chromium and chromedriver, via selenium): the page
-renders, a control changes, the output changes; a screenshot goes to reports/explorer/.
+renders, a control changes, the output changes, the chart is drawn; ten visits leave at most one
+kernel and a flat server RSS (notebooks/voila.json: the kernel is shut when the tab closes, idle
+ones are culled); screenshots go to reports/explorer/.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (``make browser-deps`` installs them with apt);
 without them the test is skipped and says so. The kernel imports torch and transformers and
@@ -13,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
@@ -24,6 +27,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOK = ROOT / "notebooks" / "00_explore.ipynb"
 SHOT = ROOT / "reports" / "explorer" / "explorer.png"
+CHART_SHOT = ROOT / "reports" / "explorer" / "chart.png"
+VOILA_CONFIG = ["--Voila.config_file_paths=" + str(ROOT / "notebooks")]  # as `make explore` passes it
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 PAGE_S = 150  # the kernel's start and the notebook's cells, on a loaded 2-core machine
@@ -45,7 +50,7 @@ def page(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "voila", str(NOTEBOOK), "--no-browser", f"--port={port}",
-                                 "--Voila.ip=127.0.0.1", "--ServerApp.root_dir=" + str(ROOT)],
+                                 "--Voila.ip=127.0.0.1", "--ServerApp.root_dir=" + str(ROOT), *VOILA_CONFIG],
                                 stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
     url = f"http://127.0.0.1:{port}/"
     try:
@@ -58,7 +63,7 @@ def page(tmp_path_factory):
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"voila did not start: {log.read_text()[-2000:]}")
                 time.sleep(0.5)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:
@@ -86,7 +91,7 @@ def _control(driver, label: str):
 
 
 def test_the_page_answers_a_changed_control(page, browser):
-    browser.get(page)
+    browser.get(page[0])
     wait = WebDriverWait(browser, PAGE_S, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(EC.presence_of_element_located((By.ID, "explorer-passes")))
     before = wait.until(lambda d: d.find_element(By.ID, "explorer-passes").text)
@@ -100,3 +105,38 @@ def test_the_page_answers_a_changed_control(page, browser):
     assert "computed in" in wait.until(lambda d: d.find_element(By.ID, "explorer-elapsed").text)
     SHOT.parent.mkdir(parents=True, exist_ok=True)
     assert browser.save_screenshot(str(SHOT)) and SHOT.stat().st_size > 10_000
+
+
+def _kernels(server: subprocess.Popen) -> list[psutil.Process]:
+    return [p for p in psutil.Process(server.pid).children(recursive=True)
+            if any("ipykernel" in a for a in p.cmdline())]
+
+
+def _visit(browser, url: str) -> None:
+    browser.get(url)
+    wait = WebDriverWait(browser, PAGE_S, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(EC.presence_of_element_located((By.ID, "explorer-ladder")))
+
+
+def test_the_chart_is_drawn_and_ten_visits_leave_at_most_one_kernel(page, browser):
+    """Each visit starts a kernel (~870 MiB); leaving the page shuts it (voila's shutdown beacon,
+    accepted under notebooks/voila.json). After ten visits at most one kernel remains and the
+    server's RSS is flat (within 64 MiB of the second visit's)."""
+    url, server = page
+    _visit(browser, url)
+    chart = browser.find_element(By.CSS_SELECTOR, ".widget-image img, img")
+    browser.execute_script("arguments[0].scrollIntoView();", chart)
+    CHART_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    assert chart.screenshot(str(CHART_SHOT)) and CHART_SHOT.stat().st_size > 10_000
+    rss, kernels = [], []
+    for _ in range(10):
+        _visit(browser, url)
+        browser.get("about:blank")  # the tab leaves the page: beforeunload sends the shutdown
+        deadline = time.monotonic() + 30
+        while len(_kernels(server)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        kernels.append(len(_kernels(server)))
+        assert kernels[-1] <= 1, kernels  # stop before leaked kernels fill the machine
+        rss.append(psutil.Process(server.pid).memory_info().rss)
+    assert rss[-1] - rss[1] < 64 << 20, [r >> 20 for r in rss]
+    print(f"kernels after each of 10 visits: {kernels}; server RSS MiB: {[r >> 20 for r in rss]}")

@@ -2,6 +2,7 @@
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.explore import cost_model as cm
 
@@ -15,5 +16,5 @@ def test_calibrate_measures_in_one_process(tmp_path):
     cal = cm.Calibration.load(tmp_path / "calibration.json")
     assert res.bench == "calibrate" and cal.rates["hash_peak.v0.9.0.ndarray"] > cal.rates["hash_peak.stream.ndarray"]
     vc = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig())
-    pred = cm.predict(cm.startup_plan(vc, "0.9.0"), cal)
+    pred = cm.predict(StartupPlan.build(vc, "0.9.0"), cal)
     assert pred.total_s > 0 and pred.peak_rss_bytes > cal.rates["rss.base"]

@@ -39,12 +39,14 @@ import re
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 from PIL import Image
 
+from refimpl.config import SUPPORTED_MODELS
+from refimpl.engine.startup_memory import MemoryRates
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
@@ -76,6 +78,44 @@ def this_machine() -> dict:
 def default_out() -> Path:
     """results/<this machine's folder>/calibration.json"""
     return REPO_ROOT / "results" / hardware_folder(this_machine()) / "calibration.json"
+
+
+def model_rate(rates: dict[str, float], model: str, key: str, fallback: Optional[str] = None) -> float:
+    """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``, a key with a dot
+    ``<key>.<model>``), else that of the calibrated model of its family (whisper-tiny for
+    whisper-large-v3, both at the small scale), else ``fallback``. Raises KeyError naming it."""
+    def name_of(m: str) -> str:
+        return f"rss.model.{m}" if key == "rss" else f"{key}.{m}" if "." in key else f"model.{m}.{key}"
+    for m in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
+        if name_of(m) in rates:
+            return rates[name_of(m)]
+    name = fallback or name_of(model)
+    if name not in rates:
+        raise KeyError(f"the calibration has no rate {name!r}: rerun refimpl bench calibrate")
+    return rates[name]
+
+
+def memory_rates(rates: dict[str, float], model: str) -> MemoryRates:
+    """The StartupPlan's MemoryRates for ``model`` from a calibration's rates (the defaults where a
+    calibration of other models has none: a Whisper-only one has no video rates)."""
+    def m(key: str) -> float:
+        return model_rate(rates, model, key)
+    d, audio = MemoryRates(), model.startswith("whisper")
+    hf = dict(d.hf_per_element) | {k: rates[f"hf.video_peak_per_element.{k}"] for k in VIDEO_DTYPES
+                                   if f"hf.video_peak_per_element.{k}" in rates}
+    if "hf.image_peak_per_pixel" in rates:
+        hf["pil"] = rates["hf.image_peak_per_pixel"]
+    return MemoryRates(
+        base=int(rates["rss.base"]), weights=int(m("rss")), kv_per_byte=m("kv_rss_per_byte"),
+        hf_per_element=tuple(hf.items()),
+        hash_peak=tuple((k, rates.get(f"hash_peak.{k}", x)) for k, x in d.hash_peak),
+        encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
+        encoder_per_audio=m("encoder_peak_per_item") if audio else 0.0, dummy_run=int(m("dummy_run_peak")))
+
+
+def load_rates(path: str | Path) -> dict[str, float]:
+    """The medians of a calibration Result's rates."""
+    return {k: v["median"] for k, v in Result.load(path).variants["rates"]["summary"].items()}
 
 
 def _status(key: str) -> int:

@@ -187,16 +187,22 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
 
 def check_startup_memory(model_config, variants: list, max_num_batched_tokens: int = 8192,
                          available: Optional[int] = None) -> int:
-    """The largest start-up need (bytes) of ``variants``; InsufficientMemoryError ("max_model_len")."""
+    """The largest start-up need (bytes) of ``variants``: their StartupPlans' predicted peak RSS
+    (memory.startup_peak, the explorer's figure); InsufficientMemoryError ("max_model_len")."""
     avail = psutil.virtual_memory().available if available is None else available
-    need, worst = max((memory.startup_bytes(model_config, v, max_num_batched_tokens), v.name) for v in variants)
+    rates, source = memory.startup_rates(model_config.model)
+    peaks = [(sum(h.values()), v.name, at, h) for v in variants
+             for at, h in [memory.startup_peak(model_config, v, max_num_batched_tokens, rates)]]
+    need, worst, at, held = max(peaks, key=lambda p: p[0])
     if need <= avail:
         return need
     fits = next((n for n in range(model_config.max_model_len - 8192, 0, -8192) if memory.startup_bytes(
-        dataclasses.replace(model_config, max_model_len=n), STARTUP_VARIANTS[worst], max_num_batched_tokens) <= avail), None)
+        dataclasses.replace(model_config, max_model_len=n), STARTUP_VARIANTS[worst], max_num_batched_tokens,
+        rates) <= avail), None)
+    top = ", ".join(f"{k} {b / GiB:.1f}" for k, b in sorted(held.items(), key=lambda kv: -kv[1])[:3])
     raise InsufficientMemoryError("max_model_len", avail, (
         f"variant {worst} at max_model_len {model_config.max_model_len} needs about {need / GiB:.1f} GiB "
-        f"(dummy video and its copies), {avail / GiB:.1f} GiB available"
+        f"(predicted peak RSS at {at}: {top} GiB; {source}), {avail / GiB:.1f} GiB available"
         + (f"; --max-model-len {fits} would fit" if fits else "")))
 
 

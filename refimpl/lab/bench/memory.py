@@ -1,62 +1,47 @@
 """What a run will hold in memory (bytes), estimated from its configs alone; guard.py refuses.
-Start-up: ``BASE_BYTES + E * bytes_per_element``, E the largest dummy video's elements. No vLLM
-counterpart (vLLM sizes the KV cache from free GPU memory)."""
+Start-up: the engine's StartupPlan's peak (``startup_memory.peak_bytes_by_holder``) with this
+machine's calibrated MemoryRates (results/<hardware>/calibration.json), or the default rates
+without one: the figure the explorer and the cost model show. No vLLM counterpart (vLLM
+sizes the KV cache from free GPU memory)."""
 from __future__ import annotations
 
-from dataclasses import replace
+from typing import Optional
 
 import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
 from refimpl.audio import SAMPLE_RATE, WHISPER_WINDOW_S
-from refimpl.config import SchedulerConfig
+from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
-from refimpl.multimodal.registry import MultiModalRegistry
-from refimpl.multimodal.worst_case import lookup_specs, profile_dummy
+from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
+from refimpl.engine.startup_plan import StartupPlan
+from refimpl.lab.bench.calibrate import default_out, load_rates, memory_rates
 from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 
 GiB = 1 << 30
-# interpreter, torch, transformers, the small engine, the dummy image and its copies; calibrated on
-# peak RSS (`bench startup --calls 2` at max_model_len 50000): 0.9.0 at 128k then estimates 17.7 GiB
-BASE_BYTES = 9 * GiB // 4
-HASH_COPIES = {"v0.8.5": 1, "v0.9.0": 3, "v0.9.2": 2, "stream": 0}
 SERVING_MARGIN_BYTES = GiB // 2  # one step's activations and encoder output
 
 
-def dummy_video_elements(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
-    """Elements of the largest dummy video of row ``v``'s start-up (lookups and profile run)."""
-    reg = MultiModalRegistry()
-    if not reg.supports_multimodal_inputs(model_config):
-        return 0
-    dummy = profile_dummy(model_config, SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens), v,
-                          mm_registry=reg)
-    specs = ([] if v.uses_formula(model_config.model) else lookup_specs(model_config, v, reg)) + \
-        ([dummy.spec] if dummy else [])
-    return max([t * w * h * 3 for kind, t, w, h in (s for s in specs if s[0] == "video")], default=0)
+def startup_rates(model: str) -> tuple[MemoryRates, str]:
+    """(MemoryRates, where they come from): this machine's calibration, else the plan's defaults."""
+    path = default_out()
+    if path.exists():
+        return memory_rates(load_rates(path), model), f"rates of {path.parent.name}/{path.name}"
+    return MemoryRates(), "default rates (no calibration for this machine)"
 
 
-def bytes_per_element(v: StartupVariant) -> int:
-    item = 8 if v.mm.dummy_video_dtype == "int64" else 1
-    hf = 2 * item + 10
-    if not v.cache_during_profiling and not v.mm.hash_uncached:
-        return hf
-    return max(hf, item * (1 + HASH_COPIES[v.mm.hash_byte_path]) + 4)
+def startup_peak(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192,
+                 rates: Optional[MemoryRates] = None) -> tuple[str, dict[str, int]]:
+    """(moment, bytes by holder) of the peak RSS of one start-up of row ``v`` (its StartupPlan)."""
+    vc = VllmConfig(model_config, SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens), CacheConfig())
+    return peak_bytes_by_holder(StartupPlan.build(vc, v), rates or startup_rates(model_config.model)[0])
 
 
-def extra_weight_bytes(model_config) -> int:
-    """Host bytes of full-scale weights on the CPU beyond the small ones in BASE_BYTES (0 on CUDA)."""
-    if model_config.device != "cpu" or model_config.scale == "small":
-        return 0
-    return parameter_bytes(model_config) - parameter_bytes(replace(model_config, scale="small"))
-
-
-def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192) -> int:
-    """Peak RSS of one start-up of row ``v``: base plus its largest dummy video's bytes."""
-    base = BASE_BYTES + extra_weight_bytes(model_config)
-    if v.mm.shape_only:
-        return base
-    return base + dummy_video_elements(model_config, v, max_num_batched_tokens) * bytes_per_element(v)
+def startup_bytes(model_config, v: StartupVariant, max_num_batched_tokens: int = 8192,
+                  rates: Optional[MemoryRates] = None) -> int:
+    """Peak RSS of one start-up of row ``v`` (bytes): the sum of ``startup_peak``'s holders."""
+    return sum(startup_peak(model_config, v, max_num_batched_tokens, rates)[1].values())
 
 
 def serving_parts(vllm_config) -> tuple[dict[str, int], int]:

@@ -1,14 +1,14 @@
 """The start-up cost model's prices: predicted seconds and peak resident bytes per part, per
-start-up row, from a plan (refimpl/lab/explore/cost_plan.py) and the rates of ``refimpl bench
-calibrate`` (docs/cost-model.md). ``predict(plan, calibration)``:
+start-up row, from the engine's StartupPlan (refimpl/engine/startup_plan.py) and the rates of
+``refimpl bench calibrate`` (docs/cost-model.md). It only prices: what start-up does, and the
+peak's holders (engine/startup_memory.py), are the plan's. ``predict(plan, calibration)``:
 
     seconds  = fixed (runner, load_model, text dummy run, encoder, KV) + sum over steps of
                dummy bytes x fill s/GiB[dtype] + hashed bytes x hash s/GiB[byte path, kind]
                + HF (text-only calls x s + image MP x s/MP + video input and padded output
                frame-MP x s/MP[dtype] + audio items x s) + split bytes x copy s/GiB
                + the processor's first build (the first pass that needs it) + reset bytes x free s/GiB
-    peak RSS = base (imports, weights) + max over steps of (cache held + KV held + dummy arrays
-               + max(hash copies, HF working set)) or of the encoder's batch and working set
+    peak RSS = the plan's peak_bytes_by_holder with the calibration's MemoryRates
 
 Every predicted number is labelled ``calibration.label``; refimpl/lab/explore/cost_check.py puts
 them beside the committed Results. Left out: transparent huge pages, the two-process transport,
@@ -20,14 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-from refimpl.config import SUPPORTED_MODELS
-from refimpl.lab.bench.calibrate import hardware_folder, this_machine
+from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
+from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
+from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, model_rate, this_machine
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.explore.cost_plan import REGISTRY, Item, Plan, Step, budget_plan, startup_plan
 
-__all__ = ["PARTS", "FIXED", "REGISTRY", "Calibration", "Item", "Plan", "Prediction", "Step", "budget_plan",
-           "predict", "startup_plan", "step_seconds"]
+__all__ = ["PARTS", "FIXED", "Calibration", "Prediction", "predict", "step_seconds"]
 GiB = 1 << 30
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")  # the benches' parts
 FIXED = ("processor_build_s", "model_s", "encoder_s", "reset_s", "import_s")  # the rest of the seconds
@@ -47,7 +46,7 @@ class Calibration:
 
     @classmethod
     def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
-        rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
+        rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}  # as calibrate.load_rates
         return cls(rates, hardware_folder(res.env["hardware"]), str(res.env.get("date", ""))[:10] or "undated", path)
 
     @classmethod
@@ -66,15 +65,12 @@ class Calibration:
         return self.rates[key]
 
     def model_rate(self, model: str, key: str, fallback: Optional[str] = None) -> float:
-        """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``, a key with a dot
-        ``<key>.<model>``), else that of the calibrated model of its family (whisper-tiny for
-        whisper-large-v3, both at the small scale), else ``fallback``."""
-        def name_of(m: str) -> str:
-            return f"rss.model.{m}" if key == "rss" else f"{key}.{m}" if "." in key else f"model.{m}.{key}"
-        for m in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
-            if name_of(m) in self.rates:
-                return self.rates[name_of(m)]
-        return self[fallback or name_of(model)]
+        """The rate ``key`` of ``model`` (calibrate.model_rate)."""
+        return model_rate(self.rates, model, key, fallback)
+
+    def memory_rates(self, model: str) -> MemoryRates:
+        """The plan's MemoryRates for ``model`` from this calibration."""
+        return memory_rates(self.rates, model)
 
 
 @dataclass
@@ -106,15 +102,7 @@ def _hf_item_s(i: Item, cal: Calibration, model: str) -> float:
     return cal.model_rate(model, "hf.audio_s_per_item")
 
 
-def _hf_working(i: Item, cal: Calibration) -> float:
-    if i.modality == "image":
-        return i.elements / 3 * cal["hf.image_peak_per_pixel"]
-    if i.modality == "video":
-        return i.elements * cal[f"hf.video_peak_per_element.{i.dtype}"]
-    return i.nbytes + 2 * i.processed_bytes
-
-
-def step_seconds(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
+def step_seconds(s: Step, plan: StartupPlan, cal: Calibration) -> dict[str, float]:
     """The benches' parts (PARTS) of one step, in seconds."""
     out = dict.fromkeys(PARTS, 0.0)
     if s.built == "processed":
@@ -134,7 +122,7 @@ def step_seconds(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
     return out
 
 
-def _encoder_s(plan: Plan, cal: Calibration) -> float:
+def _encoder_s(plan: StartupPlan, cal: Calibration) -> float:
     i, n = plan.profile_item, plan.encoder_items
     if i is None:
         return 0.0
@@ -145,38 +133,13 @@ def _encoder_s(plan: Plan, cal: Calibration) -> float:
     return n * (per_item + i.processed_bytes / GiB * cal["copy_s_per_gib"])  # torch.cat of the batch
 
 
-def _step_peak(s: Step, plan: Plan, cal: Calibration) -> dict[str, float]:
-    """What a step holds beyond the base at its peak: hashing and the HF call run one after the other."""
-    if s.built == "processed":
-        return {"dummy arrays": sum(i.processed_bytes for i in s.items)}
-    live = sum({i.spec: i.nbytes for i in s.items}.values())
-    path = plan.variant.mm.hash_byte_path
-    hashing = max((i.nbytes * cal[f"hash_peak.{path}.{i.kind}"] for i in s.items), default=0.0) if s.hashed else 0.0
-    hf = sum(_hf_working(i, cal) for i in s.hf_items)
-    return {"dummy arrays": live, "hash copies" if hashing > hf else "HF working set": max(hashing, hf)}
-
-
-def _encoder_peak(plan: Plan, cal: Calibration) -> dict[str, float]:
-    """The profile run's encoder: its input batch (torch.cat of the item) and activations, and the
-    processed item itself when no cache kept it."""
-    i, n = plan.profile_item, plan.encoder_items
-    assert i is not None
-    prof = [s for s in plan.steps if s.phase == "profile_run"]
-    kept = bool(prof) and prof[-1].cache_on and prof[-1].cache_after >= i.processed_bytes
-    act = n * (cal.model_rate(plan.model, "encoder_peak_per_item") if i.modality == "audio" else
-               i.tokens * cal.model_rate(plan.model, "encoder_peak_per_token") + i.processed_bytes)
-    return {"processing cache held": prof[-1].cache_after if prof else 0,
-            "encoder batch and activations": act + (0 if kept else i.processed_bytes)}
-
-
-def predict(plan: Plan, cal: Calibration) -> Prediction:
+def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
     """Price ``plan`` with ``cal``'s rates (see the module docstring and docs/cost-model.md)."""
     v, m, budget = plan.variant, plan.model, plan.calls is not None
     seconds = dict.fromkeys(PARTS + FIXED, 0.0)
     build = cal[f"first_use.processor_build_s.{m}"]
     first_in_dummy = bool(plan.steps) and not v.uses_formula(m)  # else the formula's lookup builds it
     seconds["processor_build_s"] = 0.0 if first_in_dummy else build
-    base, weights = cal["rss.base"], cal.model_rate(m, "rss")
     if budget:
         seconds["import_s"] = cal[f"first_use.import_s.{m}"]
         phases = {f"call_{k + 1}": 0.0 for k in range(plan.calls or 0)}
@@ -186,12 +149,10 @@ def predict(plan: Plan, cal: Calibration) -> Prediction:
         kv = plan.kv_bytes / GiB * cal.model_rate(m, "kv_s_per_gib")
         if plan.kv_registry_calls:
             kv += plan.kv_registry_calls * cal.model_rate(m, "registry_call_s")
-        phases = {"runner_init": cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
-                  "load_model": cal.model_rate(m, "load_s"),
-                  "profile_run": cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
-                  "kv_cache_init": kv, "capture_model": 0.0, "scheduler_init": 0.0}
+        phases = dict(zip(PHASES, (cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
+                                   cal.model_rate(m, "load_s"), cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
+                                   kv, 0.0, 0.0)))
         seconds["model_s"] = sum(phases.values()) - seconds["encoder_s"] - seconds["processor_build_s"]
-    peaks: list[tuple[float, str, dict]] = []
     step_parts = []
     for k, s in enumerate(plan.steps):
         parts = step_seconds(s, plan, cal)
@@ -201,23 +162,7 @@ def predict(plan: Plan, cal: Calibration) -> Prediction:
         for p in PARTS:
             seconds[p] += parts[p]
         phases[s.phase] = phases.get(s.phase, 0.0) + sum(parts[p] for p in PARTS if p != "hf_text_only_s")
-        loaded = not budget and s.phase != "runner_init"
-        held = {"base (imports, weights)" if loaded else "base (imports)": base + (weights if loaded else 0),
-                "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte") if s.phase == "scheduler_init" else 0,
-                "processing cache held": s.cache_before, **_step_peak(s, plan, cal)}
-        peaks.append((sum(held.values()), s.name, held))
-    if not budget:
-        w = {"base (imports, weights)": base + weights}
-        if plan.profile_item is not None:
-            peaks.append((0, "profile_run encoder", {**w, **_encoder_peak(plan, cal)}))
-        prof = [s.cache_after for s in plan.steps if s.phase == "profile_run"]
-        peaks.append((0, "profile_run text dummy run", {**w, "processing cache held": prof[-1] if prof else 0,
-                                                         "text dummy run": cal.model_rate(m, "dummy_run_peak")}))
-        peaks.append((0, "end of start-up", {**w, "KV cache": plan.kv_bytes * cal.model_rate(m, "kv_rss_per_byte"),
-                                             "processing cache held": plan.cache_bytes_before_reset}))
-        peaks = [(sum(h.values()), name, h) for _, name, h in peaks]
     if not budget and v.reset_at_end:
-        phases["reset_mm_cache"] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
-    top = max(peaks, key=lambda x: x[0]) if peaks else (base, "start", {"base (imports)": base})
-    return Prediction(cal.label, seconds, phases, {k: int(x) for k, x in top[2].items() if x}, top[1],
-                      plan.failure, step_parts)
+        phases[RESET_PHASE] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
+    peak_at, held = peak_bytes_by_holder(plan, cal.memory_rates(m))
+    return Prediction(cal.label, seconds, phases, held, peak_at, plan.failure, step_parts)

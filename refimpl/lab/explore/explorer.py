@@ -20,13 +20,12 @@ from typing import Any, Optional
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_preprocessor_dict
-from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.explore.cost_model import REGISTRY, Calibration, Plan, Prediction, predict, startup_plan
-from refimpl.multimodal import worst_case as wc
-from refimpl.testing.oracles import ENGINE_PHASES
+from refimpl.lab.explore.cost_model import Calibration, Prediction, predict
+from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant
 
 GiB, MiB = 1 << 30, 1 << 20
@@ -62,14 +61,13 @@ class Outputs:
     reproduces: str = ""
     max_tokens_per_item: dict = field(default_factory=dict)
     encoder_budget: tuple = (0, 0)
-    plan: Optional[Plan] = None
+    plan: Optional[StartupPlan] = None
     prediction: Optional[Prediction] = None
     calibration: Optional[str] = None  # its label, or why there is none
     measured: Optional[dict] = None  # a committed run of these very settings
 
     def hf_passes_by_phase(self) -> dict[str, int]:
-        got = self.plan.hf_passes_by_phase() if self.plan else {}
-        return {p: got.get(p, 0) for p in ENGINE_PHASES}
+        return self.plan.hf_passes_by_phase() if self.plan else {}
 
     def summary(self) -> dict[str, Any]:
         """The values a test or the notebook's values file holds (JSON-ready)."""
@@ -165,10 +163,8 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
             v = replace(v, mm=replace(v.mm, max_frames_per_video=s.frames))
         mc = vc.model_config
         out.model, out.reproduces = mc.model, v.reproduces
-        out.max_tokens_per_item = wc.max_tokens_per_item(mc, v, mm_registry=REGISTRY)
-        enabled = {m: n for m, n in out.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
-        out.encoder_budget = compute_mm_encoder_budget(vc.scheduler_config, enabled)
-        out.plan = startup_plan(vc, v)
+        out.plan = StartupPlan.build(vc, v)
+        out.max_tokens_per_item, out.encoder_budget = out.plan.max_tokens_per_item, out.plan.encoder_budget
         if calibration is not None:
             out.prediction, out.calibration = predict(out.plan, calibration), calibration.label
             default = s.frames is None and not s.limit_mm_per_prompt and s.min_pixels is None and \
@@ -182,13 +178,6 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
         out.plan = None
     out.elapsed_s = time.perf_counter() - t0
     return out
-
-
-def _shape(item) -> str:
-    spec = item.spec
-    shape = (spec[2], spec[1], 3) if spec[0] == "image" else (spec[1], spec[3], spec[2], 3) \
-        if spec[0] == "video" else (spec[1],)
-    return "(" + ", ".join(map(str, shape)) + ")"
 
 
 def _b(n: float) -> str:
@@ -214,17 +203,17 @@ def render(o: Outputs) -> str:
     parts.append(f'<p>tokens per item: <b id="explorer-tokens">{tok}</b>; encoder budget '
                  f'<b id="explorer-budget">{o.encoder_budget[0]}</b>, encoder cache size <b>{o.encoder_budget[1]}</b> '
                  f"tokens; profile run encodes {plan.encoder_items} item(s) at once</p>")
-    items = [[s.name, i.modality, _shape(i), i.dtype, _b(i.nbytes), i.tokens, _b(i.processed_bytes)]
+    items = [[s.name, i.modality, "(" + ", ".join(map(str, i.shape)) + ")", i.dtype, _b(i.nbytes), i.tokens, _b(i.processed_bytes)]
              for s in plan.steps for i in s.items]
     parts.append("<b>Dummy items each pass builds</b>" + (_table(
         ["pass", "modality", "shape", "dtype", "bytes", "tokens", "processed bytes"], items, "explorer-items")
         if items else "<p>none: every lookup answered by formula, no profile dummy</p>"))
     passes = o.hf_passes_by_phase()
     parts.append("<b>HF-processor passes by phase</b>" + _table(list(passes), [list(passes.values())], "explorer-passes"))
-    copies = plan.hash_copies
+    copies = HASH_COPIES[plan.variant.mm.hash_byte_path]
     rows = [[s.phase, s.name, "shape-only" if s.built == "processed" else f"{sum(s.hits)}/{len(s.hits)}",
              len(s.hf_items), _b(s.hashed_bytes),
-             _b(sum(i.nbytes * copies[i.kind] for i in s.items) if s.hashed else 0),
+             _b(plan.hash_copy_bytes(s)),
              _b(sum(i.processed_bytes for i in s.hf_items)), _b(s.cache_after)] for s in plan.steps]
     parts.append(f"<b>Per pass</b> (hash byte path {plan.variant.mm.hash_byte_path}: copies per ndarray "
                  f"{copies['ndarray']}, per image {copies['image']})" + _table(

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -27,21 +27,22 @@ from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer import LOCAL, ROWS, Outputs, Settings, explore, render
+from refimpl.lab.explore.explorer_chart import CHART_ROWS, RowSeconds, ladder, ladder_figure, ladder_table
 from refimpl.lab.studies import whisper_sites as ws
 from refimpl.variants import RELEASE_ROWS
 
 MODES = ("stored", "quick", "full")
-STYLE = {"description_width": "170px"}
+STYLE = {"description_width": "230px"}  # the longest label ("limit_mm_per_prompt video") whole
 
 
 def _box(c: W.Widget) -> W.Widget:
-    c.style, c.layout = STYLE, W.Layout(width="430px")
+    c.style, c.layout = STYLE, W.Layout(width="480px")
     return c
 
 
 def _column(controls: dict[str, W.Widget]) -> W.VBox:
     """The controls one under the other, never squeezed by the output beside them."""
-    return W.VBox(list(controls.values()), layout=W.Layout(min_width="440px", flex="0 0 auto"))
+    return W.VBox(list(controls.values()), layout=W.Layout(min_width="490px", flex="0 0 auto"))
 
 
 class ExplorerPanel:
@@ -57,8 +58,9 @@ class ExplorerPanel:
         self.controls = {k: _box(c) for k, c in {
             "variant": W.Dropdown(options=ROWS, value=settings.variant, description="release row / variant"),
             "model": W.Dropdown(options=(*SUPPORTED_MODELS, LOCAL), value=settings.model, description="model"),
+            # checked when the field is left (or on Enter), not at every keystroke
             "model_path": W.Text(value=settings.model_path or "", description="local HF directory",
-                                 placeholder="config.json + preprocessor_config.json"),
+                                 placeholder="config.json + preprocessor_config.json", continuous_update=False),
             "max_model_len": W.IntText(value=settings.max_model_len or 0, description="max_model_len (0: model's)"),
             "image": W.IntText(value=lim.get("image", 1), description="limit_mm_per_prompt image"),
             "video": W.IntText(value=lim.get("video", 1), description="limit_mm_per_prompt video"),
@@ -68,12 +70,15 @@ class ExplorerPanel:
             "frames": W.IntText(value=settings.frames or 0, description="video frames cap (0: row's)"),
             "mm_processor_cache_gb": W.FloatText(value=settings.mm_processor_cache_gb,
                                                  description="processing cache (GiB)"),
+            "reference": W.Dropdown(options=CHART_ROWS, value="0.8.5", description="chart: ratios to row"),
         }.items()}
         for name, c in self.controls.items():
             c.observe(lambda change, name=name: self.update(name), names="value")
-        self.html = W.HTML()
+        self.html, self.chart, self.ladder_html = W.HTML(), W.Image(format="png"), W.HTML()
+        self._ladder_key: Optional[Settings] = None
+        self.ladder: list[RowSeconds] = []
         self.update(None)
-        self.widget = W.HBox([_column(self.controls), self.html])
+        self.widget = W.VBox([W.HBox([_column(self.controls), self.html]), self.chart, self.ladder_html])
 
     def settings(self) -> Settings:
         c = {k: w.value for k, w in self.controls.items()}
@@ -88,9 +93,26 @@ class ExplorerPanel:
         t0 = time.perf_counter()
         self.outputs = explore(self.settings(), self.calibration, no_calibration=self.no_calibration)
         self.html.value = render(self.outputs)
+        self.draw_ladder()
         if control is not None:
             self.timings.append((control, time.perf_counter() - t0))
         return self.outputs
+
+    def draw_ladder(self) -> None:
+        """The chart of every row for these settings (recomputed when a setting other than the
+        row changes) and its table, or why there is none."""
+        if self.calibration is None or self.outputs.error:
+            self.chart.layout.display = "none"
+            self.ladder_html.value = "" if self.outputs.error else f"<p><i>{self.no_calibration}: no chart</i></p>"
+            return
+        key = replace(self.settings(), variant="")
+        ref = self.controls["reference"].value
+        if key != self._ladder_key:
+            self.ladder, self._ladder_key = ladder(key, self.calibration), key
+        buf = io.BytesIO()
+        ladder_figure(self.ladder, self.calibration, ref).savefig(buf, format="png", dpi=80)
+        self.chart.value, self.chart.layout.display = buf.getvalue(), None
+        self.ladder_html.value = ladder_table(self.ladder, self.calibration, ref)
 
     def set(self, **values: Any) -> Outputs:
         """Set controls as a person would, one change after the other; the latest Outputs."""
@@ -234,9 +256,13 @@ class ExploreStudy:
             display(Markdown(f"*{self.why_none}: no prediction to check.*"))
             return None
         rows = cost_check.compare(self.calibration)
-        self.values["comparison"] = [dict(r.__dict__, error=r.error) for r in rows]
+        ratios = cost_check.ratio_rows(rows)
+        self.values["comparison"] = [dict(r.__dict__, error=r.error) for r in rows + ratios]
         table = cost_check.comparison_table(rows, self.calibration)
-        display(Markdown(table))
+        ratio_table = cost_check.comparison_table(ratios, self.calibration)
+        summary = "\n".join(f"- {x}" for x in cost_check.within_goal(rows + ratios, self.calibration))
+        display(Markdown(table + "\n\nEach row's start-up over 0.8.5's, per committed ladder (ratios drift less "
+                         "between days than seconds):\n\n" + ratio_table + "\n\n" + summary))
         return table
 
     def record(self) -> Path:

@@ -1,0 +1,300 @@
+"""StartupPlan: what one engine start-up will do, step by step, from its configs alone.
+
+Ours, in the role of vLLM's ``MultiModalBudget`` (``v1/worker/utils.py``): computed once, read by
+everyone. ``EngineCore`` checks its start-up against it phase by phase; the oracles of
+refimpl.testing, the benches' memory guard and the cost model read it. Pure: no HF pass, nothing
+full-size allocated; the processing cache is the kit's own ``ProcessingCache`` fed with sizes.
+Each step's items (shape, dtype, bytes), hashes and their copies, cache hits, misses and stores,
+HF calls, what the reset frees per process; its peak resident bytes by holder:
+startup_memory.peak_bytes_by_holder. Assumes a fresh process (an empty cache).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, Optional, Sequence
+
+from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.errors import CacheItemTooLargeError
+from refimpl.multimodal import worst_case as wc
+from refimpl.multimodal.cache import ProcessingCache
+from refimpl.multimodal.hasher import HASH_COPIES
+from refimpl.multimodal.registry import MultiModalRegistry
+from refimpl.variants import StartupVariant, get_startup_variant
+from refimpl.worker.gpu_model_runner import GPUModelRunner
+from refimpl.worker.model_loader import parameter_bytes
+
+GiB = 1 << 30
+# EngineCore's phases in order; reset_mm_cache follows them under a row that resets
+PHASES = ("runner_init", "load_model", "profile_run", "kv_cache_init", "capture_model", "scheduler_init")
+RESET_PHASE = "reset_mm_cache"
+REGISTRY = MultiModalRegistry(cache_bytes=0)  # processors for the item sizes; no cache, nothing global
+
+
+@dataclass(frozen=True)
+class StartupStep:
+    """One step of the pass table: its phase, vLLM's caller, and ``kind``: ``lookup`` (max tokens
+    per item, one item per enabled modality at max_model_len) or ``dummy`` (the profile run's
+    item). ``when``: the StartupVariant flag it needs (None: every row)."""
+    phase: str
+    pass_no: str
+    caller: str
+    kind: Literal["lookup", "dummy"]
+    when: Optional[str] = None
+
+
+STARTUP_STEPS = (
+    StartupStep("runner_init", "#1", "GPUModelRunner.__init__: compute_encoder_budget "
+                "(MultiModalBudget from 0.10.1)", "lookup"),
+    StartupStep("profile_run", "#2", "profile_run: the lookup again, to pick the largest "
+                "modality (until 0.10.0)", "lookup", when="profile_run_lookup"),
+    StartupStep("profile_run", "#3", "profile_run: get_decoder_dummy_data, replicated up to "
+                "the encoder budget and encoded", "dummy"),
+    StartupStep("scheduler_init", "#5", "Scheduler.__init__: compute_encoder_budget", "lookup"),
+)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One dummy item: ``spec`` (worst_case's tuple), ``shape`` and ``dtype`` as built (PIL RGB
+    image (H, W, 3) uint8, video (T, H, W, 3) in the row's dtype, audio (N,)), ``nbytes``; ``kind``
+    of its hash byte path; megapixels in and out of the HF processor (video: frames, then frames
+    padded to the temporal patch); ``elements``; ``processed_bytes``; placeholder ``tokens``."""
+    spec: tuple
+    shape: tuple[int, ...]
+    dtype: str
+    nbytes: int
+    kind: Literal["ndarray", "image"]
+    in_mp: float
+    out_mp: float
+    elements: int
+    processed_bytes: int
+    tokens: int
+
+    @property
+    def modality(self) -> str:
+        return self.spec[0]
+
+
+@dataclass
+class Step:
+    """What one pass does: ``built`` "raw" (dummy data), "processed" (shape-only zeros); ``hits``
+    per item; ``hf_items`` processed by its one HF call; ``stored`` items the cache took; cache
+    bytes before and after (bytes)."""
+    phase: str
+    name: str
+    items: tuple[Item, ...]
+    built: Literal["raw", "processed"]
+    cache_on: bool
+    hashed: bool
+    hits: tuple[bool, ...] = ()
+    hf_items: tuple[Item, ...] = ()
+    stored: tuple[Item, ...] = ()
+    text_only_calls: int = 0
+    cache_before: int = 0
+    cache_after: int = 0
+
+    @property
+    def hashed_bytes(self) -> int:
+        return sum(i.nbytes for i in self.items) if self.hashed else 0
+
+
+def _item(info, spec: tuple, v: StartupVariant) -> Item:
+    if spec[0] == "audio":
+        adt: str = v.mm.dummy_audio_dtype
+        return Item(spec, (spec[1],), adt, spec[1] * (8 if adt == "float64" else 4), "ndarray", 0.0, 0.0, spec[1],
+                    info.get_processed_item_bytes(spec), info.get_item_tokens(spec))
+    frames, w, h = (1, *spec[1:]) if spec[0] == "image" else spec[1:]
+    (rw, rh), tokens = info.get_vision_info(w, h, frames)
+    dt = "uint8" if spec[0] == "image" else v.mm.dummy_video_dtype
+    tps = info._vision()[2]
+    padded = tps if spec[0] == "image" else -(-frames // tps) * tps
+    shape = (h, w, 3) if spec[0] == "image" else (frames, h, w, 3)
+    return Item(spec, shape, dt, frames * w * h * 3 * (8 if dt == "int64" else 1),
+                "image" if spec[0] == "image" else "ndarray", frames * w * h / 1e6, padded * rw * rh / 1e6,
+                frames * w * h * 3, info.get_processed_item_bytes(spec), tokens)
+
+
+def cache_on(v: StartupVariant, model_config, phase: str) -> bool:
+    """Whether ``phase``'s passes use a processing cache under row ``v``: never (0.8.5), the
+    registry's whenever it has room (0.9.0 to 0.10.0), the runner's when the user has one, not in
+    the scheduler's lookup (0.10.2 on)."""
+    capacity = model_config.mm_cache_bytes
+    user = not model_config.disable_mm_preprocessor_cache and capacity > 0
+    return {"off": False, "registry": capacity > 0, "runner": user and phase != "scheduler_init"}[v.profiling_cache]
+
+
+def _walk(mc, v: StartupVariant, todo: Sequence[tuple[str, str, str, list[Item]]]):
+    """Steps of ``todo`` (phase, name, kind, items) through one fresh process's ProcessingCache;
+    the first CacheItemTooLargeError (an oversize item under ``oversize_item`` "raise") ends them."""
+    cache, decoder_only = ProcessingCache(mc.mm_cache_bytes), not mc.is_encoder_decoder
+    steps: list[Step] = []
+    for phase, name, kind, items in todo:
+        if kind == "dummy" and v.mm.shape_only:
+            steps.append(Step(phase, name, tuple(items), "processed", False, False,
+                              cache_before=cache.bytes, cache_after=cache.bytes))
+            continue
+        on = cache_on(v, mc, phase)
+        held = cache.bytes
+        hits = tuple(on and cache.get(repr(i.spec)) is not None for i in items)
+        missing = tuple(i for i, hit in zip(items, hits) if not hit)
+        step = Step(phase, name, tuple(items), "raw", on, on or v.mm.hash_uncached, hits, missing, (),
+                    (decoder_only + (not missing)) if on else 0, held, held)
+        steps.append(step)
+        if on:
+            try:
+                step.stored = tuple(i for i in missing if cache.put(
+                    repr(i.spec), {}, v.mm.oversize_item, nbytes=i.processed_bytes))
+            except CacheItemTooLargeError as e:
+                return steps, e
+        step.cache_after = cache.bytes
+    return steps, None
+
+
+@dataclass
+class StartupPlan:
+    """A start-up (``calls`` None) or a budget experiment of ``calls`` lookups, step by step.
+    ``error``: the CacheItemTooLargeError that start-up raises (steps end there)."""
+    model: str
+    variant: StartupVariant
+    steps: list[Step]
+    max_tokens_per_item: dict[str, int]
+    encoder_budget: tuple[int, int] = (0, 0)
+    encoder_items: int = 0
+    profile_item: Optional[Item] = None
+    num_gpu_blocks: int = 0
+    kv_bytes: int = 0
+    kv_registry_calls: int = 0
+    extra_weight_bytes: int = 0
+    calls: Optional[int] = None
+    error: Optional[CacheItemTooLargeError] = None
+
+    @classmethod
+    def build(cls, vllm_config, variant: str | StartupVariant = "refimpl") -> "StartupPlan":
+        """The plan of ``EngineCore(vllm_config, variant)``. Raises UnknownVariantError."""
+        v = get_startup_variant(variant) if isinstance(variant, str) else variant
+        mc, sc = vllm_config.model_config, vllm_config.scheduler_config
+        runner = GPUModelRunner(vllm_config)  # its KV arithmetic only: no model, nothing allocated
+        cc = vllm_config.cache_config
+        blocks = cc.num_gpu_blocks or cc.kv_cache_memory_bytes // runner.bytes_per_block()
+        kv_calls = (runner.kv_check_encoder_len_reads() * (vllm_config.encoder_len_source("kv_cache") == "registry")
+                    + (mc.is_encoder_decoder and vllm_config.encoder_len_source("runner") == "registry"))
+        full = 0 if mc.scale == "small" or mc.device != "cpu" else \
+            parameter_bytes(mc) - parameter_bytes(replace(mc, scale="small"))  # host weights beyond the small ones
+        plan = cls(mc.model, v, [], {}, num_gpu_blocks=blocks, kv_bytes=blocks * runner.bytes_per_block(),
+                   kv_registry_calls=kv_calls, extra_weight_bytes=full)
+        if not REGISTRY.supports_multimodal_inputs(mc):
+            return plan
+        info = REGISTRY.create_processor(mc, disable_cache=True, switches=v.mm).info
+        per_item = wc.max_tokens_per_item(mc, v, mm_registry=REGISTRY)
+        plan.max_tokens_per_item, plan.encoder_budget = per_item, compute_mm_encoder_budget(sc, per_item)
+        dummy = wc.profile_dummy(mc, sc, v, mm_registry=REGISTRY)
+        if dummy is None:
+            return plan
+        lookup = [_item(info, s, v) for s in wc.lookup_specs(mc, v, REGISTRY)]
+        plan.profile_item, plan.encoder_items = _item(info, dummy.spec, v), dummy.items
+        todo = [(st.phase, f"{st.pass_no} {st.caller.split(':')[0]}", st.kind,
+                 lookup if st.kind == "lookup" else [plan.profile_item]) for st in STARTUP_STEPS
+                if not (st.when and not getattr(v, st.when)) and not (st.kind == "lookup" and v.uses_formula(mc.model))]
+        plan.steps, plan.error = _walk(mc, v, todo)
+        return plan
+
+    @classmethod
+    def budget(cls, model_config, variant: str | StartupVariant, calls: int = 2) -> "StartupPlan":
+        """``calls`` successive ``compute_encoder_budget`` lookups in one fresh process (the
+        reviewer's experiment, ``refimpl bench startup --calls N``); none under the row's formula."""
+        v = get_startup_variant(variant) if isinstance(variant, str) else variant
+        info = REGISTRY.create_processor(model_config, disable_cache=True, switches=v.mm).info
+        lookup = [_item(info, s, v) for s in wc.lookup_specs(model_config, v, REGISTRY)]
+        todo = [] if v.uses_formula(model_config.model) else \
+            [(f"call_{i + 1}", f"call {i + 1}", "lookup", lookup) for i in range(calls)]
+        row = replace(v, profiling_cache="registry" if v.cache_during_profiling else "off")
+        steps, error = _walk(model_config, row, todo)
+        return cls(model_config.model, v, steps, {}, calls=calls, error=error)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def family(self) -> str:
+        return "qwen2.5-vl-3b" if self.model.startswith("qwen") else "whisper-tiny"
+
+    @property
+    def failure(self) -> Optional[str]:
+        """The start-up's error, after the pass that raised it."""
+        return None if self.error is None else f"{self.steps[-1].name}: {self.error}"
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        return PHASES + ((RESET_PHASE,) if self.variant.reset_at_end and self.calls is None else ())
+
+    def hf_passes_by_phase(self) -> dict[str, int]:
+        """HF-processor passes with items per phase (every phase, 0 included): the steps' passes and,
+        in kv_cache_init, an encoder-decoder row's uncached registry reads (one pass each)."""
+        out = dict.fromkeys(self.phases if self.calls is None else (), 0)
+        for s in self.steps:
+            out[s.phase] = out.get(s.phase, 0) + bool(s.hf_items)
+        if self.calls is None:
+            out["kv_cache_init"] += self.kv_registry_calls
+        return out
+
+    def cache_bytes_after(self, phase: str) -> int:
+        """Processing-cache bytes after ``phase`` (0 after the reset)."""
+        if phase == RESET_PHASE:
+            return 0
+        upto = self.phases[:self.phases.index(phase) + 1] if self.calls is None else (phase,)
+        return next((s.cache_after for s in reversed(self.steps) if s.phase in upto), 0)
+
+    @property
+    def hf_processor_calls(self) -> int:
+        return sum(bool(s.hf_items) + s.text_only_calls for s in self.steps) + self.kv_registry_calls
+
+    @property
+    def cache_hits(self) -> int:
+        return sum(sum(s.hits) for s in self.steps if s.cache_on)
+
+    @property
+    def cache_misses(self) -> int:
+        return sum(len(s.hits) - sum(s.hits) for s in self.steps if s.cache_on)
+
+    @property
+    def cache_bytes_before_reset(self) -> int:
+        return self.steps[-1].cache_after if self.steps else 0
+
+    @property
+    def cache_bytes_after_reset(self) -> int:
+        return 0 if self.variant.reset_at_end else self.cache_bytes_before_reset
+
+    def hash_copy_bytes(self, step: Step) -> int:
+        """Bytes ``step``'s hashing copies on the row's byte path (hasher.HASH_COPIES per item kind)."""
+        copies = HASH_COPIES[self.variant.mm.hash_byte_path]
+        return sum(i.nbytes * copies[i.kind] for i in step.items) if step.hashed else 0
+
+    @property
+    def profile_encoder_tokens(self) -> int:
+        """Encoder tokens of the profile run's batch (items x tokens per item)."""
+        return self.encoder_items * self.profile_item.tokens if self.profile_item else 0
+
+    def reset_frees(self) -> dict[str, tuple[int, int]]:
+        """(cache bytes before the reset, bytes the reset frees) per process: in-process, and with
+        V1 multiprocessing the front end (P0: no profiling) and the engine core (P1: the
+        profiling passes' cache, freed only under reset_scope "all")."""
+        b, v = self.cache_bytes_before_reset, self.variant
+        return {"in-process engine": (b, b if v.reset_at_end else 0), "P0 front end (mp)": (0, 0),
+                "P1 engine core (mp)": (b, b if v.reset_at_end and v.reset_scope == "all" else 0)}
+
+    def expected_report(self) -> dict[str, object]:
+        """What ``EngineCore``'s StartupReport holds after this start-up (its field names)."""
+        item = self.profile_item
+        return {"passes_by_phase": self.hf_passes_by_phase(),
+                "cache_bytes_by_phase": {p: self.cache_bytes_after(p) for p in self.phases},
+                "hf_processor_calls": self.hf_processor_calls, "hf_mm_passes": sum(self.hf_passes_by_phase().values()),
+                "cache_hits": self.cache_hits, "cache_misses": self.cache_misses,
+                "cache_bytes_before_reset": self.cache_bytes_before_reset,
+                "cache_bytes_after_reset": self.cache_bytes_after_reset,
+                "encoder_compute_budget": self.encoder_budget[0], "encoder_cache_size": self.encoder_budget[1],
+                "max_tokens_per_item": self.max_tokens_per_item, "num_gpu_blocks": self.num_gpu_blocks,
+                "profile_tokens_per_item": item.tokens if item else 0,
+                "profile_encoder_tokens": self.profile_encoder_tokens}
+
+    def mismatches(self, report) -> list[str]:
+        """Where a StartupReport differs from ``expected_report`` ("field: plan X, engine Y")."""
+        return [f"{k}: plan {want}, engine {getattr(report, k)}" for k, want in self.expected_report().items()
+                if getattr(report, k) != want]

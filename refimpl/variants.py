@@ -3,11 +3,13 @@
 A release row (``"0.9.0"``) behaves as that release did, switch by switch (the release where a
 switch changed is beside the field; docs/mechanisms/ has a page per change); a one-change row
 (``"0.9.0+#19484"``) adds one PR to a release; ``refimpl``, ``shape-only`` and
-``audios-per-step`` are ours. ``LEGACY_NAMES`` labels older results. Raises
+``audios-per-step`` are ours. ``LEGACY_NAMES``: the 0.1.0 names, accepted with a
+DeprecationWarning until 0.3.0 (``current_row_name``), and labels of older results. Raises
 UnknownVariantError naming the choices for an unknown name.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Literal, Optional
 
@@ -246,15 +248,43 @@ def legacy_name(name: str) -> str:
     return LEGACY_NAMES.get(base, base) + at + n
 
 
+SHAPE_ONLY_BEFORE_0_2 = LEGACY_NAMES["shape-only"]  # what "shape-only" named in 0.1.0
+
+
+def current_row_name(name: str, *, stacklevel: int = 2) -> str:
+    """The row an old name (``LEGACY_NAMES``, accepted until 0.3.0) now is, with a
+    DeprecationWarning naming it; any other name is returned as it is. ``"shape-only"`` is a
+    current row that named another one in 0.1.0: it is returned as it is, with a warning saying
+    which row it now means and the name of the row it meant. An ``@N`` suffix is kept."""
+    base, at, n = name.partition("@")
+    if base == "shape-only":
+        warnings.warn(f"row name 'shape-only' now means refimpl's shape-only row (the kit's default "
+                      f"with the profile run's inputs at their processed shape); in 0.1.0 it meant "
+                      f"{SHAPE_ONLY_BEFORE_0_2!r}: pass that name for the old row", DeprecationWarning,
+                      stacklevel=stacklevel + 1)
+    elif base in LEGACY_NAMES:
+        new = LEGACY_NAMES[base] + at + n
+        warnings.warn(f"row name {base!r} is deprecated since 0.2.0 (removed in 0.3.0): it is row "
+                      f"{new!r}", DeprecationWarning, stacklevel=stacklevel + 1)
+        return new
+    return name
+
+
 def get_startup_variant(name: str) -> StartupVariant:
-    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
+    UnknownVariantError naming the choices."""
+    if name not in STARTUP_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
+        name = current_row_name(name, stacklevel=3)
     if name not in STARTUP_VARIANTS:
         raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {name!r}")
     return STARTUP_VARIANTS[name]
 
 
 def get_encoder_len_variant(name: str) -> EncoderLenVariant:
-    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
+    UnknownVariantError naming the choices."""
+    if name not in ENCODER_LEN_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
+        name = current_row_name(name, stacklevel=3)
     if name not in ENCODER_LEN_VARIANTS:
         raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
                                   f"unknown variant {name!r}")

@@ -11,8 +11,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
-ENDS_TESTS=${ENDS_TESTS:-tests/test_engine_startup.py tests/test_release_rows.py tests/test_llm_engine.py
-  tests/test_registry_isolation.py tests/test_bad_inputs.py tests/test_testing_api.py}
+ENDS_TESTS=${ENDS_TESTS:-tests/engine/test_engine_startup.py tests/engine/test_llm_engine.py
+  tests/engine/test_registry_isolation.py tests/core/test_release_rows.py tests/core/test_bad_inputs.py
+  tests/core/test_testing_api.py}
 ends=("$@"); [ ${#ends[@]} -gt 0 ] || ends=(newest lowest)
 
 rm -rf build/wheel && mkdir -p build

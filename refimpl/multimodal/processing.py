@@ -102,8 +102,7 @@ class BaseMultiModalProcessor:
     @contextmanager
     def _hf_pass(self, items: Items) -> Iterator[None]:
         """Count and time one HF processor pass (``items`` empty: a text-only pass)."""
-        self.stats.hf_processor_calls += 1
-        self.stats.hf_mm_passes += bool(items)
+        self.stats.count_hf_pass(bool(items))
         t0 = time.perf_counter()
         try:
             yield

@@ -21,10 +21,21 @@ from refimpl.core.kv_cache_utils import blocks_for_one_request, cross_attention_
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MultiModalRegistry
 from refimpl.multimodal import worst_case as worst_case_lib
-from refimpl.variants import STARTUP_VARIANTS, current_row_name, get_startup_variant
+from refimpl.variants import (
+    ENCODER_LEN_SITES,
+    ENCODER_LEN_VARIANTS,
+    STARTUP_VARIANTS,
+    EncoderLenSite,
+    EncoderLenSource,
+    current_row_name,
+    get_encoder_len_variant,
+    get_startup_variant,
+)
 
 WORST_CASES: tuple[str, ...] = ("square", "factor-pair", "true-max")
 ROWS: tuple[str, ...] = tuple(STARTUP_VARIANTS)
+# Whisper's encoder-length rows (VllmConfig.encoder_len_variant) and the call sites that read it
+ENCODER_LEN_ROWS: tuple[str, ...] = tuple(ENCODER_LEN_VARIANTS)
 _REGISTRY = MultiModalRegistry(cache_bytes=0)  # the oracles' own: processors built once, no cache
 ModelArg = Union[str, ModelConfig]
 
@@ -103,10 +114,18 @@ def cross_attention_blocks(vllm_config: VllmConfig, variant: Optional[str] = Non
     if not vllm_config.model_config.is_encoder_decoder:
         return 0
     if variant is not None and variant != vllm_config.encoder_len_variant:
-        sc = dataclasses.replace(vllm_config.scheduler_config, max_num_encoder_input_tokens=None,
-                                 encoder_cache_size=None)  # re-derived for the row
+        derived: dict[str, Any] = dict(max_num_encoder_input_tokens=None, encoder_cache_size=None)
+        sc = dataclasses.replace(vllm_config.scheduler_config, **derived)  # re-derived for the row
         vllm_config = dataclasses.replace(vllm_config, scheduler_config=sc, encoder_len_variant=variant)
     return cross_attention_sizing(vllm_config).scheduler_blocks
+
+
+def encoder_len_sources(row: str) -> dict[EncoderLenSite, EncoderLenSource]:
+    """Where each call site (ENCODER_LEN_SITES) reads Whisper's encoder length under encoder-length
+    row ``row``: "registry" (an uncached registry call), "config" (max_num_encoder_input_tokens)
+    or "per-item" (encoder_len_per_item). Raises UnknownVariantError."""
+    v = get_encoder_len_variant(row)
+    return {site: v.source(site) for site in ENCODER_LEN_SITES}
 
 
 def _default_counts(mc: ModelConfig, processor, mm_counts: Optional[dict[str, int]]) -> dict[str, int]:
@@ -165,6 +184,6 @@ def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dic
     return passes
 
 
-__all__ = ["ROWS", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
+__all__ = ["ROWS", "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
            "dummy_input_specs", "dummy_processed_specs", "encoder_budget", "hf_passes_by_phase",
            "max_tokens_per_item"]

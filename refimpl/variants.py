@@ -20,7 +20,7 @@ HashBytePath = Literal["v0.8.5", "v0.9.0", "v0.9.2", "stream"]
 _CHOICES = {"dummy_video_dtype": ("int64", "uint8"), "dummy_audio_dtype": ("float64", "float32"),
             "hash_byte_path": ("v0.8.5", "v0.9.0", "v0.9.2", "stream"),
             "oversize_item": ("raise", "skip"), "worst_case_image": ("square", "factor-pair", "true-max"),
-            "frame_fit": ("minus-images", "whole-seq")}
+            "frame_fit": ("minus-images", "whole-seq"), "frame_share": ("vllm", "whole-patches")}
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,9 @@ class MultiModalSwitches:
     worst_case_image   square to 0.12; factor-pair (#29692, 0.13.0); true-max ours.
     max_frames_per_video  16, 14 from 0.11.0; None ours.
     frame_fit          minus-images: image tokens leave ``seq_len`` first (to 0.10.1); whole-seq.
+    frame_share        several videos: vllm, each the floor of the frames over the videos (every
+                       release read; odd shares padded by the HF processor); whole-patches ours,
+                       rounded down to a multiple of temporal_patch_size.
     Raises UnknownVariantError (a ConfigError) on a bad value."""
     dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
     dummy_audio_dtype: Literal["float64", "float32"] = "float32"
@@ -47,6 +50,7 @@ class MultiModalSwitches:
     worst_case_image: WorstCaseImage = "true-max"
     max_frames_per_video: Optional[int] = None
     frame_fit: Literal["minus-images", "whole-seq"] = "whole-seq"
+    frame_share: Literal["vllm", "whole-patches"] = "whole-patches"
 
     def __post_init__(self):
         for name, allowed in _CHOICES.items():
@@ -113,7 +117,7 @@ _V085 = StartupVariant(
     profile_seq_len="max_num_batched_tokens", profile_items="cdiv",
     mm=MultiModalSwitches(dummy_video_dtype="int64", dummy_audio_dtype="float64",
                           hash_byte_path="v0.8.5", oversize_item="raise", worst_case_image="square",
-                          max_frames_per_video=16, frame_fit="minus-images"))
+                          max_frames_per_video=16, frame_fit="minus-images", frame_share="vllm"))
 _V090 = _row(_V085, "0.9.0", "vLLM 0.9.0 (PR #17935: cache on during profiling, reset at the end)",
              "0.9.0", profiling_cache="registry", reset_at_end=True, mm=dict(hash_byte_path="v0.9.0"))
 _V092 = _row(_V090, "0.9.2", "vLLM 0.9.2 (PR #19484 hasher without tobytes, PR #19756 Qwen2/2.5-VL "
@@ -134,7 +138,7 @@ _OURS = _row(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the t
              "skipped, float32 dummy audio, Whisper's formula", formula_models=("qwen2", "whisper"),
              profile_seq_len="per-item-max",
              mm=dict(worst_case_image="true-max", max_frames_per_video=None, oversize_item="skip",
-                     dummy_audio_dtype="float32", hash_uncached=False))
+                     dummy_audio_dtype="float32", hash_uncached=False, frame_share="whole-patches"))
 # The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
 _OLD = _row(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
             "the uint8 dummy video", mm=dict(hash_byte_path="stream", dummy_video_dtype="uint8"))

@@ -69,8 +69,10 @@ def test_max_tokens_oracle():
     assert set(rt.ROWS) >= {"0.8.5", "0.9.0", "0.13.0", "refimpl", "shape-only"}
     with pytest.raises(UnknownVariantError, match="worst_case"):
         rt.max_tokens_per_item("whisper-tiny", worst_case="vllm-0.9.0")
-    with pytest.raises(UnknownVariantError, match="variant"):  # the old names label old results only
-        rt.max_tokens_per_item("whisper-tiny", "cache-reset")
+    with pytest.raises(UnknownVariantError, match="variant"):
+        rt.max_tokens_per_item("whisper-tiny", "no-such-row")
+    with pytest.warns(DeprecationWarning, match="it is row '0.9.0'"):  # 0.1.0's names, until 0.3.0
+        assert rt.max_tokens_per_item("whisper-tiny", "cache-reset") == {"audio": 1500}
 
 
 def test_max_tokens_and_budget_oracles_equal_processing_the_dummy_item():
@@ -133,7 +135,7 @@ def test_pass_oracle_raises_where_start_up_does(row):
     assert oracle == engine
     assert isinstance(engine, str) == (row != "refimpl"), engine
     with pytest.raises(UnknownVariantError, match="variant"):
-        rt.hf_passes_by_phase(tiny(), "cache-reset")
+        rt.hf_passes_by_phase(tiny(), "no-such-row")
 
 
 # ------------------------------------------------------------------------ cache reference model

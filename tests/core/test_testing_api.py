@@ -248,3 +248,14 @@ def test_strategies_without_hypothesis_say_what_to_install(monkeypatch):
     monkeypatch.delitem(sys.modules, "refimpl.testing.strategies")
     with pytest.raises(ImportError, match=r"needs hypothesis: pip install 'refimpl\[lab\]'"):
         importlib.import_module("refimpl.testing.strategies")
+
+
+def test_several_videos_get_vllms_frame_share():
+    """vLLM's get_num_frames_with_most_features: the floor of the frames that fit over the
+    videos, odd shares kept (the HF processor pads them); refimpl's row rounds a share down to
+    whole temporal patches. 980x980 frames (square rule), 16384 tokens, 2 videos: 26 frames fit."""
+    kw = dict(seq_len=16384, mm_counts={"video": 2}, mm_processor_kwargs={"max_pixels": 1003520},
+              limit_mm_per_prompt={"video": 2})
+    frames = {row: {s.shape[0] for s in rt.dummy_input_specs(rt.QWEN, row, **kw)["video"]}
+              for row in ("0.9.0", "0.11.0", "refimpl")}
+    assert frames == {"0.9.0": {13}, "0.11.0": {13}, "refimpl": {12}}

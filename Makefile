@@ -6,6 +6,10 @@
 #                      and the import contract (tests/core/test_import_contract.py)
 #   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
 #                      and run examples/user_tests from a folder outside the source tree
+#   make test-ends     both ends of the declared dependency ranges, side by side, each in a fresh
+#                      core-only venv: newest (no constraints) and lowest (pyproject's lower bounds,
+#                      scripts/lowest_constraints.py); examples/user_tests and the engine tests in
+#                      each, resolved versions printed (scripts/test_ends.sh)
 #   make test-fast     the quick gate before a push (under a minute): tests/core (no engine at real
 #                      size, no notebook, no fresh-process bench: those are tests/engine, tests/lab,
 #                      tests/notebooks; the soak tests are tests/soak and -m soak), no lint
@@ -23,7 +27,8 @@
 #                      predicted-against-measured table of the committed start-up and budget runs
 #   make browser-deps  apt-get installs Debian's chromium and chromium-driver where missing: the
 #                      explorer's real-browser test (tests/notebooks/test_explorer_browser.py, part of
-#                      `make test`) drives them through selenium and is skipped without them
+#                      `make test`) drives them through selenium; .ci/run runs this first, and under
+#                      CI=true the test fails instead of skipping when they are missing
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
 # .venv gets `pip install -c constraints.txt -e ".[lab,weights]"`: the core dependencies as
@@ -44,7 +49,7 @@ PYTEST_ARGS ?=
 # start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test test-fast user-tests soak report report-quick lab explore calibrate cost-check \
+.PHONY: .venv setup lint test test-fast user-tests test-ends soak report report-quick lab explore calibrate cost-check \
 	browser-deps clean distclean
 
 .venv setup: $(STAMP)
@@ -97,6 +102,9 @@ user-tests:
 		|| { echo "user-tests: a lab package is in the core venv"; exit 1; }
 	cp -r examples/user_tests $(USER_DIR)
 	cd $(USER_DIR) && $(USER_VENV)/bin/python -m pytest -q -rs
+
+test-ends:
+	PYTHON=$(PYTHON) scripts/test_ends.sh
 
 soak: $(STAMP)
 	$(BIN)/python -m pytest -q -m soak $(PYTEST_ARGS)

@@ -3,11 +3,13 @@
 A release row (``"0.9.0"``) behaves as that release did, switch by switch (the release where a
 switch changed is beside the field; docs/mechanisms/ has a page per change); a one-change row
 (``"0.9.0+#19484"``) adds one PR to a release; ``refimpl``, ``shape-only`` and
-``audios-per-step`` are ours. ``LEGACY_NAMES`` labels older results. Raises
+``audios-per-step`` are ours. ``LEGACY_NAMES``: the 0.1.0 names, accepted with a
+DeprecationWarning until 0.3.0 (``current_row_name``), and labels of older results. Raises
 UnknownVariantError naming the choices for an unknown name.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Literal, Optional
 
@@ -18,7 +20,7 @@ HashBytePath = Literal["v0.8.5", "v0.9.0", "v0.9.2", "stream"]
 _CHOICES = {"dummy_video_dtype": ("int64", "uint8"), "dummy_audio_dtype": ("float64", "float32"),
             "hash_byte_path": ("v0.8.5", "v0.9.0", "v0.9.2", "stream"),
             "oversize_item": ("raise", "skip"), "worst_case_image": ("square", "factor-pair", "true-max"),
-            "frame_fit": ("minus-images", "whole-seq")}
+            "frame_fit": ("minus-images", "whole-seq"), "frame_share": ("vllm", "whole-patches")}
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,9 @@ class MultiModalSwitches:
     worst_case_image   square to 0.12; factor-pair (#29692, 0.13.0); true-max ours.
     max_frames_per_video  16, 14 from 0.11.0; None ours.
     frame_fit          minus-images: image tokens leave ``seq_len`` first (to 0.10.1); whole-seq.
+    frame_share        several videos: vllm, each the floor of the frames over the videos (every
+                       release read; odd shares padded by the HF processor); whole-patches ours,
+                       rounded down to a multiple of temporal_patch_size.
     Raises UnknownVariantError (a ConfigError) on a bad value."""
     dummy_video_dtype: Literal["int64", "uint8"] = "uint8"
     dummy_audio_dtype: Literal["float64", "float32"] = "float32"
@@ -45,6 +50,7 @@ class MultiModalSwitches:
     worst_case_image: WorstCaseImage = "true-max"
     max_frames_per_video: Optional[int] = None
     frame_fit: Literal["minus-images", "whole-seq"] = "whole-seq"
+    frame_share: Literal["vllm", "whole-patches"] = "whole-patches"
 
     def __post_init__(self):
         for name, allowed in _CHOICES.items():
@@ -111,7 +117,7 @@ _V085 = StartupVariant(
     profile_seq_len="max_num_batched_tokens", profile_items="cdiv",
     mm=MultiModalSwitches(dummy_video_dtype="int64", dummy_audio_dtype="float64",
                           hash_byte_path="v0.8.5", oversize_item="raise", worst_case_image="square",
-                          max_frames_per_video=16, frame_fit="minus-images"))
+                          max_frames_per_video=16, frame_fit="minus-images", frame_share="vllm"))
 _V090 = _row(_V085, "0.9.0", "vLLM 0.9.0 (PR #17935: cache on during profiling, reset at the end)",
              "0.9.0", profiling_cache="registry", reset_at_end=True, mm=dict(hash_byte_path="v0.9.0"))
 _V092 = _row(_V090, "0.9.2", "vLLM 0.9.2 (PR #19484 hasher without tobytes, PR #19756 Qwen2/2.5-VL "
@@ -132,7 +138,7 @@ _OURS = _row(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the t
              "skipped, float32 dummy audio, Whisper's formula", formula_models=("qwen2", "whisper"),
              profile_seq_len="per-item-max",
              mm=dict(worst_case_image="true-max", max_frames_per_video=None, oversize_item="skip",
-                     dummy_audio_dtype="float32", hash_uncached=False))
+                     dummy_audio_dtype="float32", hash_uncached=False, frame_share="whole-patches"))
 # The old ladder's cumulative rows, kept so its results stay labelled and re-runnable.
 _OLD = _row(_V090, "0.9.0+#24925+uint8", "the old ladder's uint8-video: vLLM 0.9.0 + PR #24925 + "
             "the uint8 dummy video", mm=dict(hash_byte_path="stream", dummy_video_dtype="uint8"))
@@ -246,15 +252,43 @@ def legacy_name(name: str) -> str:
     return LEGACY_NAMES.get(base, base) + at + n
 
 
+SHAPE_ONLY_BEFORE_0_2 = LEGACY_NAMES["shape-only"]  # what "shape-only" named in 0.1.0
+
+
+def current_row_name(name: str, *, stacklevel: int = 2) -> str:
+    """The row an old name (``LEGACY_NAMES``, accepted until 0.3.0) now is, with a
+    DeprecationWarning naming it; any other name is returned as it is. ``"shape-only"`` is a
+    current row that named another one in 0.1.0: it is returned as it is, with a warning saying
+    which row it now means and the name of the row it meant. An ``@N`` suffix is kept."""
+    base, at, n = name.partition("@")
+    if base == "shape-only":
+        warnings.warn(f"row name 'shape-only' now means refimpl's shape-only row (the kit's default "
+                      f"with the profile run's inputs at their processed shape); in 0.1.0 it meant "
+                      f"{SHAPE_ONLY_BEFORE_0_2!r}: pass that name for the old row", DeprecationWarning,
+                      stacklevel=stacklevel + 1)
+    elif base in LEGACY_NAMES:
+        new = LEGACY_NAMES[base] + at + n
+        warnings.warn(f"row name {base!r} is deprecated since 0.2.0 (removed in 0.3.0): it is row "
+                      f"{new!r}", DeprecationWarning, stacklevel=stacklevel + 1)
+        return new
+    return name
+
+
 def get_startup_variant(name: str) -> StartupVariant:
-    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
+    UnknownVariantError naming the choices."""
+    if name not in STARTUP_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
+        name = current_row_name(name, stacklevel=3)
     if name not in STARTUP_VARIANTS:
         raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {name!r}")
     return STARTUP_VARIANTS[name]
 
 
 def get_encoder_len_variant(name: str) -> EncoderLenVariant:
-    """The record named ``name``. Raises UnknownVariantError naming the choices."""
+    """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
+    UnknownVariantError naming the choices."""
+    if name not in ENCODER_LEN_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
+        name = current_row_name(name, stacklevel=3)
     if name not in ENCODER_LEN_VARIANTS:
         raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
                                   f"unknown variant {name!r}")

@@ -29,7 +29,7 @@ class VllmConfig:
     mm_registry: Any = field(default=None, repr=False, compare=False)
 
     def __post_init__(self):
-        get_encoder_len_variant(self.encoder_len_variant)
+        self.encoder_len_variant = get_encoder_len_variant(self.encoder_len_variant).name  # an old name: its row
         mc, sc = self.model_config, self.scheduler_config
         sc.max_model_len = mc.max_model_len
         sc.is_encoder_decoder = mc.is_encoder_decoder

@@ -24,7 +24,7 @@ from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan, cache_
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.request import RequestStatus
 from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
-from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, get_startup_variant
+from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, current_row_name, get_startup_variant
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
 logger = logging.getLogger(__name__)
@@ -70,6 +70,8 @@ class EngineCore:
     def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
         self.vllm_config = vllm_config
+        if variant == "shape-only":  # the one name whose row changed in 0.2.0: say so
+            current_row_name(variant, stacklevel=2)
         self.switches: StartupVariant = get_startup_variant(variant) if isinstance(variant, str) else variant
         self.variant = variant = self.switches.name
         self.mm_registry = vllm_config.use_mm_registry(mm_registry)

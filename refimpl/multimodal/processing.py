@@ -9,7 +9,8 @@ embedding inputs, tokenization kwargs.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
 
 import torch
 
@@ -28,6 +29,8 @@ from refimpl.tokenizer import get_tokenizer
 
 Items = dict[str, list[Any]]                      # modality -> raw items
 KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
+# transformers >= 5.23 (ProcessorMixin.validate_inputs): placeholders and items differ in number
+_HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts should be the same as")
 
 
 class BaseProcessingInfo:
@@ -96,17 +99,29 @@ class BaseMultiModalProcessor:
         raise NotImplementedError
 
     # -- HF calls ------------------------------------------------------------------------
-    def _call_hf_processor(self, text: str, items: Items, kw: dict) -> dict[str, torch.Tensor]:
-        self.stats.hf_processor_calls += 1
-        self.stats.hf_mm_passes += bool(items)
+    @contextmanager
+    def _hf_pass(self, items: Items) -> Iterator[None]:
+        """Count and time one HF processor pass (``items`` empty: a text-only pass)."""
+        self.stats.count_hf_pass(bool(items))
         t0 = time.perf_counter()
         try:
+            yield
+        finally:
+            dt = time.perf_counter() - t0
+            self.stats.hf_processor_s += dt
+            if not items:
+                self.stats.hf_text_only_s += dt
+
+    def _call_hf_processor(self, text: str, items: Items, kw: dict) -> dict[str, torch.Tensor]:
+        with self._hf_pass(items):
             hf = self.info.get_hf_processor()
             inputs = self._get_hf_inputs(hf, text, items)
             # Only the HF call's own errors are the input's fault; refimpl's propagate.
             try:
                 out = hf(**inputs, return_tensors="pt", **kw)
             except (ValueError, TypeError) as e:
+                if any(s in str(e) for s in _HF_PLACEHOLDER_COUNT):  # transformers >= 5.23 checks the counts
+                    raise InvalidInputError("prompt", "one placeholder per item", str(e)) from None
                 raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
             except (IndexError, StopIteration) as e:
                 # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
@@ -115,11 +130,6 @@ class BaseMultiModalProcessor:
                                         f"the HF processor could not match placeholders to items "
                                         f"({type(e).__name__}: {e})") from None
             return self._postprocess_hf_outputs(out)
-        finally:
-            dt = time.perf_counter() - t0
-            self.stats.hf_processor_s += dt
-            if not items:
-                self.stats.hf_text_only_s += dt
 
     def _split(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
         """Cut the HF processor's batched output into one dict of tensors per item."""
@@ -136,7 +146,12 @@ class BaseMultiModalProcessor:
         return ids, self._split(out, {m: len(v) for m, v in items.items()}), self.hf_applies_updates
 
     def _apply_hf_processor_text_only(self, text: str) -> list[int]:
-        return self._apply_hf_processor_text_mm(text, {}, {})[0]
+        """The prompt's token ids without its items: one text-only HF pass, counted and timed as
+        the release's ``hf(text=...)`` call was. The HF processor's own tokenizer does it, as the
+        HF processor does for text alone and as vLLM >= 0.31's renderer tokenizes the prompt:
+        transformers >= 5.23 refuses a processor call whose text holds placeholders but no items."""
+        with self._hf_pass({}):
+            return list(self.info.get_hf_processor().tokenizer(text)["input_ids"])
 
     def _apply_hf_processor_mm_only(self, items: Items, kw: dict) -> KwItems:
         counts = {m: len(v) for m, v in items.items()}

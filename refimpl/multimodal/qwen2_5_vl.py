@@ -99,13 +99,14 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
     def get_num_frames_with_most_features(self, seq_len: int, mm_counts: dict[str, int]) -> int:
         """Frames per dummy video: largest-size frames that fit ``seq_len`` (less the image tokens under
         frame_fit "minus-images"), split over the videos, capped at ``max_frames_per_video``, at least 1;
-        a share is rounded down to a multiple of temporal_patch_size (ours; vLLM pads past it)."""
+        frame_share "whole-patches" (ours) rounds a share down to a multiple of temporal_patch_size
+        (vLLM's "vllm" keeps the odd share and the HF processor pads past it)."""
         sw, tps = self.switches, self._vision()[2]
         if sw.frame_fit == "minus-images":
             seq_len -= self.get_max_image_tokens() * mm_counts.get("image", 0)
         videos = max(mm_counts.get("video", 0), 1)
         n = self._get_max_video_frames(seq_len) // videos
-        if videos > 1 and n > tps:
+        if sw.frame_share == "whole-patches" and videos > 1 and n > tps:
             n -= n % tps
         if sw.max_frames_per_video is not None:
             n = min(n, sw.max_frames_per_video)

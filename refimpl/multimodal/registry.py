@@ -40,6 +40,15 @@ class ProcessingStats:
     encdec_calls: int = 0
     encdec_s: float = 0.0
     _cache: Optional[ProcessingCache] = field(default=None, repr=False, compare=False)
+    # objects with add(with_items: bool), told of every HF pass (refimpl.testing.count_hf_passes)
+    _watchers: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    def count_hf_pass(self, with_items: bool) -> None:
+        """One HF-processor pass (``with_items`` False: text only or no items)."""
+        self.hf_processor_calls += 1
+        self.hf_mm_passes += with_items
+        for w in self._watchers:
+            w.add(with_items)
 
     @property
     def cache_bytes(self) -> int:

@@ -4,10 +4,13 @@ global state alone, oracles, a reference model of the processing cache and the b
 ``refimpl.testing.strategies`` (needs hypothesis); the rest may change.
 """
 from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.engine.core import check_encoder_len
 from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_refusal, run_case
 from refimpl.testing.bad_input_kit import Kit as BadInputKit
 from refimpl.testing.bad_inputs import CASES as BAD_INPUT_CASES
 from refimpl.testing.oracles import (
+    ENCODER_LEN_ROWS,
+    ENCODER_LEN_SITES,
     ROWS,
     WORST_CASES,
     TensorSpec,
@@ -15,9 +18,11 @@ from refimpl.testing.oracles import (
     dummy_input_specs,
     dummy_processed_specs,
     encoder_budget,
+    encoder_len_sources,
     hf_passes_by_phase,
     max_tokens_per_item,
 )
+from refimpl.testing.passes import HFPassCount, count_hf_passes
 from refimpl.testing.reference_lru import ReferenceLRU
 from refimpl.testing.registry import FakeRegistry, fresh_registry
 from refimpl.testing.scheduling import (
@@ -32,6 +37,7 @@ from refimpl.testing.scheduling import (
     fake_token,
     run_to_completion,
 )
+from refimpl.variants import LEGACY_NAMES, current_row_name
 
 __all__ = [
     # scheduler helpers (vLLM tests/v1/core/utils.py)
@@ -42,6 +48,11 @@ __all__ = [
     # oracles
     "ROWS", "WORST_CASES", "TensorSpec", "max_tokens_per_item", "encoder_budget", "cross_attention_blocks",
     "blocks_for_one_request", "dummy_input_specs", "dummy_processed_specs", "hf_passes_by_phase",
+    "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "check_encoder_len",
+    # HF-processor passes on a registry
+    "count_hf_passes", "HFPassCount",
+    # row names: the 0.1.0 names (accepted with a DeprecationWarning until 0.3.0)
+    "LEGACY_NAMES", "current_row_name",
     # processing-cache reference model
     "ReferenceLRU",
     # bad inputs as data

@@ -7,6 +7,7 @@ alone (WORST_CASES). The first call builds the processor; later ones take millis
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Optional, Union
@@ -15,15 +16,26 @@ import numpy as np
 import torch
 
 from refimpl.config import ModelConfig, VllmConfig
-from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.core.kv_cache_utils import blocks_for_one_request, cross_attention_sizing
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import UnknownVariantError
 from refimpl.multimodal import MultiModalRegistry
 from refimpl.multimodal import worst_case as worst_case_lib
-from refimpl.variants import STARTUP_VARIANTS, get_startup_variant
+from refimpl.variants import (
+    ENCODER_LEN_SITES,
+    ENCODER_LEN_VARIANTS,
+    STARTUP_VARIANTS,
+    EncoderLenSite,
+    EncoderLenSource,
+    current_row_name,
+    get_encoder_len_variant,
+    get_startup_variant,
+)
 
 WORST_CASES: tuple[str, ...] = ("square", "factor-pair", "true-max")
 ROWS: tuple[str, ...] = tuple(STARTUP_VARIANTS)
+# Whisper's encoder-length rows (VllmConfig.encoder_len_variant) and the call sites that read it
+ENCODER_LEN_ROWS: tuple[str, ...] = tuple(ENCODER_LEN_VARIANTS)
 _REGISTRY = MultiModalRegistry(cache_bytes=0)  # the oracles' own: processors built once, no cache
 ModelArg = Union[str, ModelConfig]
 
@@ -48,6 +60,12 @@ def _model_config(model: ModelArg, model_kw: dict[str, Any]) -> ModelConfig:
     return model if isinstance(model, ModelConfig) else ModelConfig(model, device="cpu", **model_kw)
 
 
+def _row(variant: str) -> str:
+    """``variant``, warning where its name changed meaning in 0.2.0 ("shape-only"); old names
+    warn (and resolve) in get_startup_variant."""
+    return current_row_name(variant, stacklevel=3) if variant == "shape-only" else variant
+
+
 def _processor(mc: ModelConfig, variant: str = "refimpl"):
     return _REGISTRY.create_processor(mc, disable_cache=True, switches=get_startup_variant(variant).mm)
 
@@ -63,6 +81,7 @@ def max_tokens_per_item(model: ModelArg, variant: str = "refimpl", *, worst_case
     keywords. Raises UnknownVariantError for an unknown row or rule."""
     if worst_case is not None and worst_case not in WORST_CASES:
         raise UnknownVariantError("worst_case", WORST_CASES, f"got {worst_case!r}")
+    variant = get_startup_variant(_row(variant)).name
     return worst_case_lib.max_tokens_per_item(_model_config(model, model_kw), variant,
                                               worst_case=worst_case, mm_registry=_REGISTRY)  # type: ignore[arg-type]
 
@@ -70,15 +89,30 @@ def max_tokens_per_item(model: ModelArg, variant: str = "refimpl", *, worst_case
 def encoder_budget(vllm_config: VllmConfig, variant: str = "refimpl") -> tuple[int, int]:
     """(encoder_compute_budget, encoder_cache_size) in tokens, as start-up computes them under
     ``variant`` (the StartupPlan's)."""
-    return StartupPlan.build(vllm_config, variant).encoder_budget
+    return StartupPlan.build(vllm_config, _row(variant)).encoder_budget
 
 
-def cross_attention_blocks(vllm_config: VllmConfig) -> int:
-    """Cross-attention KV blocks one encoder-decoder request holds (Whisper at 16: 94); 0 for decoder-only."""
-    mc, sc = vllm_config.model_config, vllm_config.scheduler_config
-    if not mc.is_encoder_decoder:
+def cross_attention_blocks(vllm_config: VllmConfig, variant: Optional[str] = None) -> int:
+    """Cross-attention KV blocks the scheduler allocates to one encoder-decoder request under
+    encoder-length row ``variant`` (default: the config's ``encoder_len_variant``); 0 for
+    decoder-only. Whisper at block size 16: 94 (1500 tokens) under 0.10.2 to 0.12 and 0.14.0;
+    0.13.0 sizes it from the budget, cdiv(max_num_batched_tokens, 16) (``cross_attention_sizing``'s
+    ``scheduler_blocks``). ``vllm_config`` is left as it is. Raises UnknownVariantError."""
+    if not vllm_config.model_config.is_encoder_decoder:
         return 0
-    return -(-(sc.encoder_len_per_item or mc.max_encoder_len) // vllm_config.cache_config.block_size)
+    if variant is not None and variant != vllm_config.encoder_len_variant:
+        derived: dict[str, Any] = dict(max_num_encoder_input_tokens=None, encoder_cache_size=None)
+        sc = dataclasses.replace(vllm_config.scheduler_config, **derived)  # re-derived for the row
+        vllm_config = dataclasses.replace(vllm_config, scheduler_config=sc, encoder_len_variant=variant)
+    return cross_attention_sizing(vllm_config).scheduler_blocks
+
+
+def encoder_len_sources(row: str) -> dict[EncoderLenSite, EncoderLenSource]:
+    """Where each call site (ENCODER_LEN_SITES) reads Whisper's encoder length under encoder-length
+    row ``row``: "registry" (an uncached registry call), "config" (max_num_encoder_input_tokens)
+    or "per-item" (encoder_len_per_item). Raises UnknownVariantError."""
+    v = get_encoder_len_variant(row)
+    return {site: v.source(site) for site in ENCODER_LEN_SITES}
 
 
 def _default_counts(mc: ModelConfig, processor, mm_counts: Optional[dict[str, int]]) -> dict[str, int]:
@@ -91,7 +125,7 @@ def dummy_input_specs(model: ModelArg, variant: str = "refimpl", *, seq_len: Opt
     the row's dtype, audio (N,) float32 / float64. ``seq_len``: default max_model_len;
     ``mm_counts``: every enabled modality's limit."""
     mc = _model_config(model, model_kw)
-    processor = _processor(mc, variant)
+    processor = _processor(mc, _row(variant))
     builder = processor.dummy_inputs
     # the builder's allocation points (BaseDummyInputsBuilder's static helpers), as records
     builder._get_dummy_images = lambda w, h, n: [TensorSpec((h, w, 3), "uint8")] * n
@@ -108,7 +142,7 @@ def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len:
     """The processed dummy items (per item and key) as specs, from the shape-only builder on meta
     tensors; defaults as ``dummy_input_specs``."""
     mc = _model_config(model, model_kw)
-    processor = _processor(mc, variant)
+    processor = _processor(mc, _row(variant))
     counts = _default_counts(mc, processor, mm_counts)
     out = processor.dummy_inputs.get_dummy_processed_inputs(seq_len or mc.max_model_len, counts, device="meta")
     return {m: [{k: TensorSpec.of(t) for k, t in item.items()} for item in items]
@@ -122,12 +156,12 @@ def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dic
     reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). Raises
     UnknownVariantError, and CacheItemTooLargeError where that start-up raises it (a release row
     whose processing cache is smaller than one dummy item)."""
-    plan = StartupPlan.build(vllm_config, variant)
+    plan = StartupPlan.build(vllm_config, _row(variant))
     if plan.error is not None:
         raise plan.error
     return plan.hf_passes_by_phase()
 
 
-__all__ = ["ROWS", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
+__all__ = ["ROWS", "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
            "dummy_input_specs", "dummy_processed_specs", "encoder_budget", "hf_passes_by_phase",
            "max_tokens_per_item"]

@@ -35,15 +35,17 @@ def create_vllm_config(model: str = WHISPER, *, max_num_seqs: int = 16,
                        max_num_batched_tokens: int = 8192, block_size: int = 16,
                        max_model_len: Optional[int] = None,
                        encoder_len_variant: str = "0.11.0", mm_registry: Any = None,
-                       **model_kw: Any) -> VllmConfig:
+                       max_audios_per_step: int = 1, **model_kw: Any) -> VllmConfig:
     """A CPU, float32 VllmConfig at the small scale. ``model_kw`` go to ModelConfig (e.g.
     ``limit_mm_per_prompt``, ``mm_processor_kwargs``); ``mm_registry`` becomes the config's
-    registry (default: the global one, asked only by the registry-reading variants)."""
+    registry (default: the global one, asked only by the registry-reading variants);
+    ``max_audios_per_step`` > 1 needs ``encoder_len_variant="audios-per-step"`` (else ConfigError)."""
     if max_model_len is not None:  # None: the model's own (ModelConfig's default)
         model_kw["max_model_len"] = max_model_len
     return VllmConfig(
         ModelConfig(model, device="cpu", dtype="float32", **model_kw),
-        SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs),
+        SchedulerConfig(max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                        max_audios_per_step=max_audios_per_step),
         CacheConfig(block_size=block_size), encoder_len_variant=encoder_len_variant,
         mm_registry=mm_registry)
 

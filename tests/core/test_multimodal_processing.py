@@ -140,3 +140,41 @@ def test_only_the_hf_call_turns_type_error_into_bad_input(monkeypatch):
     with pytest.raises(InvalidInputError) as e:
         proc.apply("", {"audio": audio})
     assert e.value.field == "mm_data"
+
+
+class _StrictProcessor:
+    """The HF processor as transformers >= 5.23 checks it: placeholders in the text without
+    their items are refused (ProcessorMixin.validate_inputs), whatever version is installed."""
+
+    def __init__(self, hf):
+        self.hf, self.tokenizer, self.calls = hf, hf.tokenizer, []
+
+    def __getattr__(self, name):
+        return getattr(self.hf, name)
+
+    def __call__(self, text, images=None, videos=None, **kw):
+        n = sum(t.count(self.hf.image_token) for t in text)
+        self.calls.append((n, 0 if images is None else len(images)))
+        if n and images is None:
+            raise ValueError(f"Found {n} {self.hf.image_token} tokens in the text but no images were passed.")
+        return self.hf(text=text, images=images, videos=videos, **kw)
+
+
+def test_cached_path_never_sends_placeholders_without_items(monkeypatch):
+    """The cached path's text-only pass goes through the HF processor's tokenizer (as vLLM
+    >= 0.31 tokenizes the prompt apart): it is counted as one pass without items, as
+    before, and never asks the processor to expand placeholders it has no items for."""
+    mc = ModelConfig("qwen2.5-vl-3b", **QWEN)
+    img = Image.new("RGB", (60, 60), (10, 20, 30))
+    off = MultiModalRegistry().create_processor(mc, disable_cache=True).apply("<|image_pad|>", {"image": img},
+                                                                          return_mm_hashes=True)
+    reg = MultiModalRegistry()
+    proc = reg.create_processor(mc)
+    strict = _StrictProcessor(proc.info.get_hf_processor())
+    monkeypatch.setattr(proc.info, "get_hf_processor", lambda: strict)
+    for _ in range(2):  # cold, then warm (text-only pass alone)
+        _same(off, proc.apply("<|image_pad|>", {"image": img}))
+    # cold: the item's pass; warm: the empty mm-only pass (dummy text, no items) vLLM makes too;
+    # the two text-only passes are tokenizer calls
+    assert strict.calls == [(1, 1), (0, 0)]
+    assert (reg.stats.hf_processor_calls, reg.stats.hf_mm_passes) == (4, 1)

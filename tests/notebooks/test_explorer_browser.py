@@ -5,7 +5,8 @@ kernel and a flat server RSS (notebooks/voila.json: the kernel is shut when the 
 ones are culled); screenshots go to reports/explorer/.
 
 Needs /usr/bin/chromium and /usr/bin/chromedriver (``make browser-deps`` installs them with apt);
-without them the test is skipped and says so. The kernel imports torch and transformers and
+without them the test is skipped and says so, except under CI=true (.ci/run installs them first):
+there a missing browser fails the test, since a test skipped in CI is not a pass. The kernel imports torch and transformers and
 runs the notebook's cells, so the page takes tens of seconds: marked slow."""
 import os
 import shutil
@@ -33,8 +34,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 PAGE_S = 150  # the kernel's start and the notebook's cells, on a loaded 2-core machine
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER), reason="no chromium / chromedriver on PATH: `make browser-deps` installs them")]
+MISSING = "no chromium / chromedriver on PATH: `make browser-deps` installs them"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER) and not IN_CI, reason=MISSING)]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_present():
+    """Under CI=true a missing browser is a failure with its reason, not a skip."""
+    if not (CHROMIUM and CHROMEDRIVER):
+        pytest.fail(f"CI=true and {MISSING} (.ci/run runs it before the suite)")
 
 
 def _free_port() -> int:

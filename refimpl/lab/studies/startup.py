@@ -54,11 +54,12 @@ RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encode
 def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = ()) -> float:
     """The cost model's 0.9.0 / 0.8.5 start-up seconds at this size, priced with the reference machine's
     calibration (a prediction: ratios travel between machines better than seconds)."""
-    from refimpl.lab.explore.cost_model import Calibration, predict, startup_plan  # the explorer's model
+    from refimpl.engine.startup_plan import StartupPlan
+    from refimpl.lab.explore.cost_model import Calibration, predict  # the explorer's model
     cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
     vc = make_vllm_config(StartupSpec(model=model, max_model_len=max_model_len, device="cpu",
                                       limit_mm_per_prompt=parse_limits(list(limits))))
-    after, before = (predict(startup_plan(vc, v), cal).total_s for v in (AFTER, BEFORE))
+    after, before = (predict(StartupPlan.build(vc, v), cal).total_s for v in (AFTER, BEFORE))
     return after / before
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar, Iterable, Optional, Sequence
 
@@ -85,6 +85,15 @@ def section_md(title: str, res: Result, how: str, *blocks: str) -> str:
     return md(title, f"Measured on {provenance(res)}{how}", f"Command: `{cmd}`", partial_note(res), *blocks)
 
 
+class Shown(list):
+    """What one notebook cell shows, in order: markdown (str), figures, SVG files (Path), any displayable."""
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import SVG, Markdown, display
+        for x in self:
+            display(Markdown(x) if isinstance(x, str) else SVG(filename=str(x)) if isinstance(x, Path) else x)
+
+
 def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) -> Result:
     """``spec`` measured by trial.run, written to ``out``; a failed run raises RuntimeError after writing."""
     return trial.run(spec, in_process=in_process, out=out, check=True)
@@ -124,6 +133,12 @@ class Study:
     values: dict = field(default_factory=dict, repr=False)
     timings: dict = field(default_factory=dict, repr=False)
     shown: set = field(default_factory=set, repr=False)  # file names of results/<hardware> loaded so far
+
+    @classmethod
+    def from_parameters(cls, ns: dict) -> "Study":
+        """The study of a notebook's parameters cell: each field from the upper-case name in ``ns``
+        (``OUT_DIR`` -> ``out_dir``; ``globals()`` of the notebook), the default where absent."""
+        return cls(**{f.name: ns[f.name.upper()] for f in fields(cls) if f.init and f.name.upper() in ns})
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -169,6 +184,11 @@ class Study:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / self.values_name).write_text(json.dumps(self.values, indent=1, default=str))
         return self.values
+
+    def timings_section(self) -> Shown:
+        """The wall seconds each measured part took here, and where the values were recorded."""
+        return Shown([timings_table(self) if self.timings else f"{self.mode} mode: nothing measured here",
+                      f"Recorded values: `{self.out_dir / self.values_name}`"])
 
 
 def legacy_file_name(name: str) -> str:

@@ -11,7 +11,9 @@ import numpy as np
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, WerSpec, command_of
 from refimpl.lab.stats import MIN_PAIRS
-from refimpl.lab.studies import RESULTS_DIR, Study, figure, flamegraph, md, md_table, provenance, save
+from refimpl.lab.studies import RESULTS_DIR, Shown, Study, figure, flamegraph, md, md_table, provenance, save
+from refimpl.lab.studies import throughput as T
+from refimpl.lab.studies import whisper_sites as W
 from refimpl.lab.studies.throughput import gains, paired_table, pairs_of, rows
 
 MODEL = "whisper-tiny.en"
@@ -39,6 +41,7 @@ class ServingStudy(Study):
     num_requests: int = 16
     max_tokens: int = 16
     min_n: int = MIN_PAIRS
+    paired_runs: list = field(default_factory=list, init=False, repr=False)  # paired_section's, for abba_section
 
     def __post_init__(self):
         super().__post_init__()
@@ -117,6 +120,61 @@ class ServingStudy(Study):
         """py-spy flame graph of one ``0.10.2`` run, the registry in the hot path (full mode only)."""
         return (flamegraph(self.throughput_spec(), "0.10.2", self.out_dir, "flame_throughput_registry")
                 if self.mode == "full" else None)
+
+    def paired_section(self) -> Shown:
+        """(1) The seed's fix: the paired gains (``paired``) beside the other committed runs, each command."""
+        self.paired_runs = paired = self.paired()
+        stored = [(p, r) for p, r in self.comparison("paired_") if not is_sweep(r)]
+        return Shown([paired_table(paired, stored, min_pairs=self.min_n, where=self.where), "\n".join(
+            f"* `{command(r)}`: {r.params['rounds_run']} rounds in {r.params['benchmark_s']:.0f} s, "
+            f"tokens identical: {r.params['tokens_identical']}" for r in paired),
+            T.paired_figure(paired, stored, self.out_dir, "paired_gains", min_pairs=self.min_n, where=self.where)])
+
+    def abba_section(self) -> Shown:
+        """The same blocks paired A B B A, and the same in wall seconds."""
+        return Shown([paired_table(self.paired_runs, pairing=p, metric=m, min_pairs=self.min_n, where=self.where)
+                      for p, m in (("abba", "cpu_s"), ("round", "wall_s"))])
+
+    def sites_section(self) -> Shown:
+        """(2) Each registry call site: the seed's and the kit's sentences, the gain model against step time."""
+        live = sorted(self.out_dir.glob("paired_*.json")) if self.mode != "stored" else None
+        points = W.measured_points() + (W.measured_points(live) if live is not None else [])
+        out = Shown([W.seed_sentence(points) + "\n\n" + W.kit_sentence(points)])
+        if ref := W.reference(points):
+            fig = W.gain_figure(W.model_of(ref), points, title=f"Whisper registry-call fixes: model at the call cost, "
+                                f"calls and steps of {ref['source']}\n({ref['hardware']}, {ref['requests']} requests per block)")
+            fig.savefig(self.out_dir / "gain_vs_step_time.png", dpi=110)
+            out.append(fig)
+        return out
+
+    def workload_section(self) -> Shown:
+        """(3) The engine against generate() (``workload``): table, ratio sentence, latency figure."""
+        wl = self.workload()
+        return Shown([workload_table(wl), f"Engine against generate(): {engine_over_hf_sentence(wl, self.min_n)}. "
+                      f"`{command(wl)}`", workload_figure(wl, self.out_dir)])
+
+    def encoder_batch_section(self) -> Shown:
+        """(4) audios-per-step@N against 0.11.0 (``encoder_batch``) beside the committed sweep."""
+        eb = self.encoder_batch()
+        stored = [(p, r) for p, r in self.comparison("paired_") if is_sweep(r)]
+        return Shown([paired_table([eb], stored, min_pairs=self.min_n, where=self.where),
+                      f"`{command(eb)}`: {eb.params['rounds_run']} rounds in {eb.params['benchmark_s']:.0f} s",
+                      T.encoder_batch_figure(eb, self.out_dir, min_pairs=self.min_n, stored=stored, where=self.where)])
+
+    def wer_section(self) -> Shown:
+        w = self.wer()
+        return Shown([f"`{command(w)}`\n\n" + wer_table(w)])
+
+    def unpaired_section(self) -> Shown:
+        """The unpaired check (``unpaired``): medians, gains, figure."""
+        res = self.unpaired()
+        return Shown([T.table(res), T.gains_table(res, self.min_n), T.throughput_figure(res, self.out_dir)])
+
+    def flame_section(self) -> Shown:
+        """The py-spy flame graph of the 0.10.2 row (``flame_registry``; full mode only)."""
+        p = self.flame_registry()
+        return Shown([f"`{p}`", p] if p else [f"{self.mode} mode: no flame graph" if self.mode != "full"
+                                              else "py-spy could not record here"])
 
     def comparison(self, prefix: str) -> list[tuple[str, Result]]:
         """The committed ``<prefix>*.json`` of ``hardware`` not already shown: beside live runs every one,

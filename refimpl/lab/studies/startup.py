@@ -19,9 +19,11 @@ from refimpl.lab.stats import median, summarize
 from refimpl.lab.studies import (
     REFERENCE,
     RESULTS_DIR,
+    Shown,
     Study,
     figure,
     flamegraph,
+    md_table,
     provenance,
     save,
     section_md,
@@ -52,11 +54,12 @@ RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encode
 def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = ()) -> float:
     """The cost model's 0.9.0 / 0.8.5 start-up seconds at this size, priced with the reference machine's
     calibration (a prediction: ratios travel between machines better than seconds)."""
-    from refimpl.lab.explore.cost_model import Calibration, predict, startup_plan  # the explorer's model
+    from refimpl.engine.startup_plan import StartupPlan
+    from refimpl.lab.explore.cost_model import Calibration, predict  # the explorer's model
     cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
     vc = make_vllm_config(StartupSpec(model=model, max_model_len=max_model_len, device="cpu",
                                       limit_mm_per_prompt=parse_limits(list(limits))))
-    after, before = (predict(startup_plan(vc, v), cal).total_s for v in (AFTER, BEFORE))
+    after, before = (predict(StartupPlan.build(vc, v), cal).total_s for v in (AFTER, BEFORE))
     return after / before
 
 
@@ -129,6 +132,8 @@ class StartupStudy(Study):
     numpy_hugepage: str = "off"
     variants: tuple[str, ...] = LADDER
     min_n: int = 2
+    flames: dict = field(default_factory=dict, init=False, repr=False)  # the cells' results, in order
+    res: Result = field(init=False, repr=False)
 
     def __post_init__(self):
         super().__post_init__()
@@ -191,6 +196,66 @@ class StartupStudy(Study):
                                   "total_s_median": {v: median(res.values(v, "total_s")) for v in T.measured(res)},
                                   "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res)})
         return f"From `results/{self.hardware}/{name}`.\n\n" + summary_md(res)
+
+    def ladder_section(self) -> Shown:
+        """The flame-graphed warm-up start-ups, then the ladder (``startup``): its figure."""
+        self.flames = self.flamegraphs()
+        self.res = self.startup()
+        return Shown([ladder_figure(self.res, self.out_dir)])
+
+    def phases_section(self) -> Shown:
+        """The ladder's medians, ratios, regime, parts and hashing sentence; the phases figure."""
+        res = self.res
+        return Shown([medians_table(res), T.ratios_table(res, self.min_n), self.regime_md(res), T.parts_table(res),
+                      T.hashing_sentence(res), phases_figure(res, self.out_dir)])
+
+    def passes_section(self) -> Shown:
+        return Shown([T.passes_table(self.res)])
+
+    def release_section(self) -> Shown:
+        return Shown([self.release_ladder()])
+
+    def budget_section(self) -> Shown:
+        """The reviewer's experiment (``budget``): each call's seconds, call 1's ratio explained, the figure."""
+        budget = self.budget()
+        out = Shown([budget_table(budget), T.parts_table(budget)])
+        r = self.values["budget"]["call1_ratio"]
+        if r and r["estimate"] is not None:
+            out.append(f"Call 1, {AFTER} / {BEFORE}: **{r['estimate']:.2f}** [{r['low']:.2f}, {r['high']:.2f}] "
+                       f"(95% CI, {r['state']}), min-max ranges {'overlap' if r['ranges_overlap'] else 'apart'}.")
+        return Shown([*out, T.call1_explained(budget), budget_figure(budget, self.out_dir)])
+
+    def flames_section(self) -> Shown:
+        """The flame graphs of ``ladder_section``'s warm-up start-ups (none in stored mode)."""
+        out = Shown([] if self.flames else [f"No flame graphs in {self.mode} mode."])
+        for v, p in self.flames.items():
+            out += [f"**{v}**: `{p}`", p] if p else [f"**{v}**: py-spy could not record here (missing or not permitted)"]
+        return out
+
+    def photos_section(self) -> Shown:
+        """Real photos and a video through the processor twice (``photos_demo``; not in stored mode)."""
+        if self.mode == "stored":
+            return Shown(["Stored mode: the photo pass runs in quick and full mode."])
+        photos = photos_demo(self.model)
+        self.record(photos={k: photos[k] for k in ("pass1", "pass2", "identical", "tokens")})
+        return Shown([md_table(["pass", "seconds", "cache hits", "cache misses", "HF mm passes"], [
+            [k, photos[k]["s"], photos[k]["hits"], photos[k]["misses"], photos[k]["hf_mm_passes"]]
+            for k in ("pass1", "pass2")]), f"Photos: {photos['photos']} | prompt tokens: {photos['tokens']} | "
+            f"outputs identical: {photos['identical']}"])
+
+    def reference_section(self) -> Shown:
+        """Beside a run measured here, the committed ladder of ``hardware``: its ratios and figure."""
+        if self.mode == "stored":
+            return Shown([f"Stored mode: the sections above are `results/{self.hardware}/`."])
+        if (ref := self.stored(f"startup_{self.model}.json")) is None:
+            return Shown([f"No committed ladder of {self.model} in `results/{self.hardware}/`."])
+        return Shown([T.ratios_table(ref, self.min_n), ladder_figure(ref, self.out_dir, "reference_startup_ladder")])
+
+    def two_process_section(self) -> Shown:
+        """Both reset scopes' cache and RSS per process (``two_process``), and where each row comes from."""
+        tp = self.two_process()
+        return Shown([T.memory_table(tp) if tp else "No two-process runs for this model.",
+                      "\n".join(f"* {row}: `{r['_path']}`" for row, r in tp.items())])
 
     def two_process(self, repeats: int = TWO_PROCESS_REPEATS,
                     max_model_len: int = TWO_PROCESS_MAX_MODEL_LEN) -> dict[str, dict]:

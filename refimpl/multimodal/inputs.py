@@ -61,9 +61,30 @@ def _check_hw(h: int, w: int, fld: str) -> None:
                                 f"{fld} of {w}x{h} is too elongated")
 
 
+def tensor_to_array(x: Any, fld: str) -> Any:
+    """A torch tensor as a NumPy array the parsers check like any other (anything else unchanged):
+    detached, on the CPU, conjugate / negative views resolved; a floating dtype NumPy lacks
+    (bfloat16, the float8 types) cast to float32, as float16 is taken. Raises InvalidInputError
+    (``fld``) for a tensor without data (meta, sparse, nested, quantized) or of a dtype NumPy
+    cannot hold otherwise. bool and complex arrays come out as such, for the parser to refuse."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if (x.device.type == "meta" or x.layout != torch.strided or x.is_nested or x.is_quantized):
+        raise InvalidInputError(fld, "a dense tensor with data",
+                                f"got a {x.device.type} {str(x.layout).replace('torch.', '')} tensor")
+    t = x.detach().cpu().resolve_conj().resolve_neg()
+    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()  # bfloat16 and float8 have no NumPy dtype
+    try:
+        return t.numpy()
+    except TypeError as e:  # e.g. unsigned or bit dtypes this torch cannot hand to NumPy
+        raise InvalidInputError(fld, "a tensor of a NumPy dtype", f"got {t.dtype}: {e}") from None
+
+
 def parse_image(x: Any) -> Image.Image:
-    """PIL image, encoded bytes or (H, W[, C]) uint8 array -> loaded PIL image. Raises
+    """PIL image, encoded bytes or (H, W[, C]) uint8 array (or tensor) -> loaded PIL image. Raises
     InvalidInputError ("image") for corrupt bytes, zero size, aspect ratio above 200, other types."""
+    x = tensor_to_array(x, "image")
     if isinstance(x, (bytes, bytearray)):
         try:
             x = Image.open(io.BytesIO(bytes(x)))
@@ -103,15 +124,14 @@ def parse_video(x: Any) -> np.ndarray:
     InvalidInputError ("video") for a wrong rank / channels, 0 frames, zero size, non-finite data."""
     if isinstance(x, (list, tuple)) and x and all(isinstance(f, Image.Image) for f in x):
         x = np.stack([np.asarray(parse_image(f).convert("RGB")) for f in x])
-    if isinstance(x, torch.Tensor):
-        x = x.numpy()
+    x = tensor_to_array(x, "video")
     if not isinstance(x, np.ndarray):
         raise InvalidInputError("video", "(T, H, W, 3) array", f"got {type(x).__name__}")
     if x.ndim != 4 or x.shape[-1] != 3:
         raise InvalidInputError("video", "(T, H, W, 3) array", f"got shape {x.shape}")
     if x.shape[0] == 0:
         raise InvalidInputError("video", ">= 1 frame", "video has 0 frames")
-    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+    if x.dtype == np.bool_ or not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise InvalidInputError("video", "numeric dtype", f"got {x.dtype}")
     _check_hw(x.shape[1], x.shape[2], "video")
     if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
@@ -130,8 +150,7 @@ def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
         x, sr = x
     if sr != SAMPLING_RATE:
         raise InvalidInputError("audio.sampling_rate", SAMPLING_RATE, f"got {sr} Hz (no resampling)")
-    if isinstance(x, torch.Tensor):
-        x = x.numpy()
+    x = tensor_to_array(x, "audio")
     if not isinstance(x, np.ndarray):
         raise InvalidInputError("audio", "1-D float32 array", f"got {type(x).__name__}")
     if x.ndim != 1:

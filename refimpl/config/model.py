@@ -105,7 +105,9 @@ class ModelConfig:
     ``load_format``: "dummy" random weights, "ct2" the real whisper-tiny.en weights
     (worker/ct2_loader.py), "hf" the local directory ``model_path``; "auto": ct2 for
     whisper-tiny.en, else dummy. ``limit_mm_per_prompt``: items per modality (default 1; Whisper
-    at most 1 audio). Raises ConfigError / UnknownModelError naming the field."""
+    at most 1 audio). ``rgba_background_color``: (R, G, B) 0-255 that images with transparency are
+    composited over before hashing and processing (vLLM's ``media_io_kwargs`` image option of
+    that name; white by default). Raises ConfigError / UnknownModelError naming the field."""
     model: str
     max_model_len: int = None  # type: ignore[assignment]  # None: derived in __post_init__
     scale: str = "auto"
@@ -119,9 +121,15 @@ class ModelConfig:
     model_path: Optional[str] = None
     seed: int = 0
     mm_switches: MultiModalSwitches = field(default_factory=MultiModalSwitches)
+    rgba_background_color: tuple[int, int, int] = (255, 255, 255)
 
     def __post_init__(self):
         check_model(self.model)
+        c = self.rgba_background_color
+        if not (isinstance(c, (tuple, list)) and len(c) == 3
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in c)):
+            raise ConfigError("rgba_background_color", "(R, G, B), each an int in [0, 255]", f"got {c!r}")
+        self.rgba_background_color = tuple(c)  # type: ignore[assignment]
         self.device = resolve_device(self.device)
         if self.scale not in SCALES:
             raise ConfigError("scale", SCALES, f"unknown scale {self.scale!r}")

@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional
 
 import torch
 
+from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir, check_size
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import MultiModalSwitches
 
@@ -154,8 +155,8 @@ class ModelConfig:
             if self.is_encoder_decoder and v > 1:  # vLLM's whisper.py get_supported_mm_limits
                 raise ConfigError(f"limit_mm_per_prompt[{k}]", "<= 1 (Whisper takes one audio "
                                   "per prompt)", f"got {v}")
-        if self.mm_processor_cache_gb < 0:
-            raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
+        check_size("mm_processor_cache_gb", self.mm_processor_cache_gb)
+        check_mm_processor_kwargs(self.model, self.mm_processor_kwargs, get_preprocessor_dict(self.model))
         if self.load_format not in LOAD_FORMATS:
             raise ConfigError("load_format", LOAD_FORMATS, f"unknown load format {self.load_format!r}")
         if self.load_format == "auto":
@@ -163,9 +164,8 @@ class ModelConfig:
         if self.load_format == "ct2" and self.model not in REAL_WEIGHT_MODELS:
             raise ConfigError("load_format", f"'ct2' only for {REAL_WEIGHT_MODELS}",
                               f"no real weights ship for {self.model}")
-        if self.load_format == "hf" and not (self.model_path and os.path.isdir(self.model_path)):
-            raise ConfigError("model_path", "an existing local HF directory",
-                              f"load_format='hf' needs a directory, got {self.model_path!r}")
+        if self.load_format == "hf":  # this config's run loads the directory's weights
+            check_model_dir(self.model_path, weights=True)
 
     @property
     def hf_config_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
+from refimpl.config.checks import check_size
 from refimpl.errors import CacheItemTooLargeError
 
 logger = logging.getLogger(__name__)
@@ -122,7 +123,7 @@ class ProcessingCache:
     ``bytes`` (held now)."""
 
     def __init__(self, capacity_bytes: int):
-        self.capacity_bytes = int(capacity_bytes)
+        self.capacity_bytes = int(check_size("capacity_bytes", capacity_bytes))
         self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
         self._versions: dict[str, tuple[int, ...]] = {}  # key -> tensors' _version at put
         self._lock = threading.RLock()

@@ -16,11 +16,14 @@ from refimpl.testing.bad_input_kit import (
     SR,
     Case,
     kv_sizing,
+    model_settings,
     png_bytes,
+    processing_cache,
     qwen_apply,
     qwen_request,
     sampling,
     small_kv_request,
+    request_batch,
     whisper_admit,
     whisper_apply,
     whisper_request,
@@ -239,6 +242,25 @@ ISSUE29_CASES: list[Case] = [
     Case("video-bool-tensor", "video", "(2, 56, 56, 3) bool torch tensor", IMG,
          qwen_apply("<|video_pad|>", {"video": torch.zeros(2, 56, 56, 3, dtype=torch.bool)}),
          InvalidInputError, "video", "numeric dtype"),
+]
+# Issue 29, kind 6: one check per setting (refimpl/config/checks.py), the same at every entry point.
+SET = "ModelConfig via max_tokens_per_item"
+ISSUE29_CASES += [
+    Case("setting-max-pixels-negative", "setting", "mm_processor_kwargs max_pixels=-5 (math domain error before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": -5}), ConfigError, "max_pixels", "> 0 (an int)"),
+    Case("setting-max-pixels-0", "setting", "mm_processor_kwargs max_pixels=0 (ZeroDivisionError before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": 0}), ConfigError, "max_pixels", "> 0 (an int)"),
+    Case("setting-max-pixels-10", "setting", "mm_processor_kwargs max_pixels=10 (1 token per image before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": 10}), ConfigError, "max_pixels", ">= 784 (one 28 x 28 cell)"),
+    Case("setting-min-above-max-pixels", "setting", "min_pixels=2000000 with max_pixels=1003520", SET,
+         model_settings(mm_processor_kwargs={"min_pixels": 2_000_000, "max_pixels": 1_003_520}),
+         ConfigError, "min_pixels", "<= max_pixels (1003520)"),
+    Case("setting-cache-gb-nan", "setting", "mm_processor_cache_gb=nan", SET,
+         model_settings(mm_processor_cache_gb=float("nan")), ConfigError, "mm_processor_cache_gb", ">= 0 (a finite number)"),
+    Case("setting-processing-cache-negative", "setting", "ProcessingCache(-5) (accepted before)", "ProcessingCache",
+         processing_cache(-5), ConfigError, "capacity_bytes", ">= 0 (a finite number)"),
+    Case("setting-create-requests-negative", "setting", "create_requests(-1) ([] before)", "refimpl.testing.create_requests",
+         request_batch(-1), ConfigError, "num_requests", ">= 0 (an int)"),
 ]
 CASES += ISSUE29_CASES
 CASE_IDS = [c.id for c in CASES]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources

@@ -129,7 +129,7 @@ class ModelConfig:
         if not (isinstance(c, (tuple, list)) and len(c) == 3
                 and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in c)):
             raise ConfigError("rgba_background_color", "(R, G, B), each an int in [0, 255]", f"got {c!r}")
-        self.rgba_background_color = tuple(c)  # type: ignore[assignment]
+        self.rgba_background_color = (int(c[0]), int(c[1]), int(c[2]))
         self.device = resolve_device(self.device)
         if self.scale not in SCALES:
             raise ConfigError("scale", SCALES, f"unknown scale {self.scale!r}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -203,7 +203,7 @@ def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
     return x
 
 
-_PARSERS = {"image": parse_image, "video": parse_video, "audio": parse_audio}
+_PARSERS: dict[str, Callable[..., Any]] = {"image": parse_image, "video": parse_video, "audio": parse_audio}
 
 
 def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],

@@ -19,6 +19,7 @@ from PIL import Image
 from refimpl.config import ModelConfig
 from refimpl.errors import RefimplError
 from refimpl.multimodal import MultiModalRegistry
+from refimpl.testing.strategies import as_tensors
 
 
 def _png(size=(20, 12), mode="RGB") -> bytes:
@@ -58,8 +59,16 @@ def arrays(max_rank=4, max_side=40, min_rank=0):
                                                max_side=max_side))
 
 
+def tensors(items):
+    """``items``' arrays as torch tensors of any dtype (bf16, fp8, complex, bool, ...), with
+    requires_grad, non-contiguous or on the meta device (refimpl.testing.strategies.as_tensors)."""
+    return as_tensors(items.filter(lambda a: isinstance(a, np.ndarray) and a.dtype != object))
+
+
 def image_items():
     return st.one_of(
+        tensors(hnp.arrays(np.uint8, st.tuples(st.integers(0, 60), st.integers(0, 60),
+                                               st.sampled_from([1, 3, 4])))),
         st.binary(max_size=300), mutated_bytes(),
         arrays(max_rank=4, max_side=40),
         hnp.arrays(np.uint8, st.tuples(st.integers(0, 60), st.integers(0, 60),
@@ -72,6 +81,8 @@ def image_items():
 
 def video_items():
     return st.one_of(
+        tensors(hnp.arrays(np.uint8, st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 60),
+                                               st.sampled_from([1, 3])))),
         arrays(max_rank=5, max_side=6),
         hnp.arrays(st.sampled_from([np.uint8, np.float32, np.int64]),
                    st.tuples(st.integers(0, 3), st.integers(0, 60), st.integers(0, 60),
@@ -85,6 +96,8 @@ def audio_items():
         hnp.arrays(st.sampled_from([np.float32, np.float64, np.float16]),
                    st.integers(0, 20000),
                    elements=st.floats(-2, 2, width=16) | st.sampled_from([np.nan, np.inf, 0.0])))
+    arr = st.one_of(arr, tensors(hnp.arrays(np.float32, st.integers(0, 20000),
+                                            elements=st.floats(-1, 1, width=32))))
     return st.one_of(arr, st.tuples(arr, st.sampled_from([16000, 8000, 0, -1, 16000.0])),
                      st.tuples(arr), st.none(), st.binary(max_size=64))
 

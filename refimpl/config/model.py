@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -16,6 +15,7 @@ from typing import Any, Literal, Optional
 
 import torch
 
+from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir, check_size
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import MultiModalSwitches
 
@@ -105,7 +105,9 @@ class ModelConfig:
     ``load_format``: "dummy" random weights, "ct2" the real whisper-tiny.en weights
     (worker/ct2_loader.py), "hf" the local directory ``model_path``; "auto": ct2 for
     whisper-tiny.en, else dummy. ``limit_mm_per_prompt``: items per modality (default 1; Whisper
-    at most 1 audio). Raises ConfigError / UnknownModelError naming the field."""
+    at most 1 audio). ``rgba_background_color``: (R, G, B) 0-255 that images with transparency are
+    composited over before hashing and processing (vLLM's ``media_io_kwargs`` image option of
+    that name; white by default). Raises ConfigError / UnknownModelError naming the field."""
     model: str
     max_model_len: int = None  # type: ignore[assignment]  # None: derived in __post_init__
     scale: str = "auto"
@@ -119,9 +121,15 @@ class ModelConfig:
     model_path: Optional[str] = None
     seed: int = 0
     mm_switches: MultiModalSwitches = field(default_factory=MultiModalSwitches)
+    rgba_background_color: tuple[int, int, int] = (255, 255, 255)
 
     def __post_init__(self):
         check_model(self.model)
+        c = self.rgba_background_color
+        if not (isinstance(c, (tuple, list)) and len(c) == 3
+                and all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 255 for v in c)):
+            raise ConfigError("rgba_background_color", "(R, G, B), each an int in [0, 255]", f"got {c!r}")
+        self.rgba_background_color = (int(c[0]), int(c[1]), int(c[2]))
         self.device = resolve_device(self.device)
         if self.scale not in SCALES:
             raise ConfigError("scale", SCALES, f"unknown scale {self.scale!r}")
@@ -146,8 +154,8 @@ class ModelConfig:
             if self.is_encoder_decoder and v > 1:  # vLLM's whisper.py get_supported_mm_limits
                 raise ConfigError(f"limit_mm_per_prompt[{k}]", "<= 1 (Whisper takes one audio "
                                   "per prompt)", f"got {v}")
-        if self.mm_processor_cache_gb < 0:
-            raise ConfigError("mm_processor_cache_gb", ">= 0", f"got {self.mm_processor_cache_gb}")
+        check_size("mm_processor_cache_gb", self.mm_processor_cache_gb)
+        check_mm_processor_kwargs(self.model, self.mm_processor_kwargs, get_preprocessor_dict(self.model))
         if self.load_format not in LOAD_FORMATS:
             raise ConfigError("load_format", LOAD_FORMATS, f"unknown load format {self.load_format!r}")
         if self.load_format == "auto":
@@ -155,9 +163,8 @@ class ModelConfig:
         if self.load_format == "ct2" and self.model not in REAL_WEIGHT_MODELS:
             raise ConfigError("load_format", f"'ct2' only for {REAL_WEIGHT_MODELS}",
                               f"no real weights ship for {self.model}")
-        if self.load_format == "hf" and not (self.model_path and os.path.isdir(self.model_path)):
-            raise ConfigError("model_path", "an existing local HF directory",
-                              f"load_format='hf' needs a directory, got {self.model_path!r}")
+        if self.load_format == "hf":  # this config's run loads the directory's weights
+            check_model_dir(self.model_path, weights=True)
 
     @property
     def hf_config_dict(self) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any, Iterable, Literal, Optional, Sequence
 from tqdm.auto import tqdm
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.core.sched.utils import check_request_limits
 from refimpl.engine.core import EngineCore
 from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.engine.output_processor import OutputProcessor
@@ -53,6 +54,7 @@ class LLMEngine:
         self._default_prompt_ids = whisper_decoder_prompt(mc.model)
         self._ids = itertools.count()
         self.output_processor = OutputProcessor()
+        self._held_outputs: list = []  # others' outputs finished during generate(), for step()
 
     @classmethod
     def from_args(cls, model: str = "whisper-tiny", *, startup_variant: str = "refimpl",
@@ -94,6 +96,11 @@ class LLMEngine:
         Raises InvalidInputError (audio; ``request_id`` not a non-empty str or in flight),
         SamplingParamsError (a field out of range, max_tokens beyond max_target_positions minus the
         decoder prompt), TooManyItemsError. ``params`` is copied."""
+        return self._queue(self._process_request(request_id, prompt, params, arrival_time))
+
+    def _process_request(self, request_id: Optional[str], prompt: dict, params: Optional[SamplingParams],
+                         arrival_time: Optional[float]) -> Request:
+        """Validate and process one request without queueing it (vLLM ``Processor.process_inputs``)."""
         if params is None:
             params = SamplingParams()
         elif not isinstance(params, SamplingParams):
@@ -135,9 +142,17 @@ class LLMEngine:
                       mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,
                       arrival_time=arrival_time if arrival_time is not None else time.time(),
                       external_req_id=request_id)
+        # The engine core's per-request rules, here too, so a batch is refused before any of it is
+        # queued (vLLM's Processor validates in P0); the KV-cache fit stays the scheduler's.
+        mc = self.vllm_config.model_config
+        check_request_limits(req, limit, True, mc.max_encoder_len, vocab_size=mc.hf_config_dict.get("vocab_size"),
+                             encoder_input_shape=(mc.hf_config_dict["num_mel_bins"], 2 * mc.max_encoder_len))
+        return req
+
+    def _queue(self, req: Request) -> str:
         self.engine_core.add_request(req)
-        self.output_processor.add_request(req.request_id, request_id)
-        return request_id
+        self.output_processor.add_request(req.request_id, req.external_req_id)
+        return req.external_req_id
 
     def _free_request_id(self) -> str:
         while (rid := str(next(self._ids))) in self.output_processor.external_req_ids:
@@ -150,8 +165,15 @@ class LLMEngine:
         self.engine_core.abort_requests(self.output_processor.abort_requests(ids))
 
     def step(self) -> list:
-        """One engine step: the RequestOutputs finished in it (user's ids). Raises the RefimplError of a
-        request the engine core refused ("mp"), ``request_id`` the user's."""
+        """One engine step: the RequestOutputs finished in it (user's ids), and first those of
+        requests added by ``add_request`` that finished during a ``generate()``. Raises the
+        RefimplError of a request the engine core refused ("mp"), ``request_id`` the user's."""
+        if self._held_outputs:
+            held, self._held_outputs = self._held_outputs, []
+            return held
+        return self._step_core()
+
+    def _step_core(self) -> list:
         try:
             outputs = self.engine_core.step()
         except RefimplError as e:
@@ -161,7 +183,7 @@ class LLMEngine:
         return self.output_processor.process_outputs(outputs)
 
     def has_unfinished_requests(self) -> bool:
-        return self.engine_core.has_unfinished_requests()
+        return bool(self._held_outputs) or self.engine_core.has_unfinished_requests()
 
     def reset_mm_cache(self) -> None:
         """Empty the multimodal caches (refused while requests are in flight)."""
@@ -173,15 +195,37 @@ class LLMEngine:
 
     def generate(self, prompts: Sequence[dict], params: SamplingParams | Sequence[SamplingParams] | None = None,
                  *, use_tqdm: bool = False) -> list:
-        """Run ``prompts`` to completion; RequestOutputs in input order."""
-        params_list = params if isinstance(params, (list, tuple)) else [params] * len(prompts)
-        ids = [self.add_request(None, p, sp) for p, sp in zip(prompts, params_list)]
+        """Run ``prompts`` to completion; RequestOutputs in input order. The batch is one unit (vLLM
+        PR #27420): lengths first, then every prompt validated and processed before any is queued;
+        on any exception (a refusal by the engine core, an interrupt) the batch's requests still in
+        flight are aborted before it is re-raised. Requests queued earlier with ``add_request`` run
+        too; their outputs come from the next ``step()``. Raises SamplingParamsError ("params")
+        when params and prompts differ in length, and what ``add_request`` raises."""
+        if isinstance(params, (list, tuple)):
+            if len(params) != len(prompts):
+                raise SamplingParamsError("params", f"{len(prompts)} (one per prompt)",
+                                          f"{len(params)} SamplingParams for {len(prompts)} prompts")
+            params_list = list(params)
+        else:
+            params_list = [params] * len(prompts)
+        reqs = [self._process_request(None, p, sp, None) for p, sp in zip(prompts, params_list)]
+        ids: list[str] = []
         done: dict[str, Any] = {}
-        with tqdm(total=len(ids), disable=not use_tqdm, desc="generate") as bar:
-            while self.has_unfinished_requests():
-                for out in self.step():
-                    done[out.request_id] = out
-                    bar.update(1)
+        try:
+            for req in reqs:
+                ids.append(self._queue(req))
+            own = set(ids)
+            with tqdm(total=len(ids), disable=not use_tqdm, desc="generate") as bar:
+                while len(done) < len(ids) and self.engine_core.has_unfinished_requests():
+                    for out in self._step_core():
+                        if out.request_id in own:
+                            done[out.request_id] = out
+                            bar.update(1)
+                        else:
+                            self._held_outputs.append(out)
+        except BaseException:
+            self.abort_request([i for i in ids if i not in done])
+            raise
         return [done[i] for i in ids]
 
 

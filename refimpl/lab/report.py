@@ -24,6 +24,7 @@ import papermill as pm
 from nbconvert import HTMLExporter
 
 from refimpl.config import resolve_device
+from refimpl.config.checks import check_count
 from refimpl.errors import ConfigError
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
@@ -135,6 +136,13 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
             given[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             given[name] = text
+        default = next(d[name]["default"] for d in declared.values() if name in d)
+        try:
+            counted = type(ast.literal_eval(default)) is int  # REPEATS, NUM_REQUESTS, FLAME_RATE, ...
+        except (ValueError, SyntaxError):
+            counted = False
+        if counted:
+            check_count(name, given[name], 1)
     return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
 
 

@@ -19,6 +19,7 @@ import torch
 from blake3 import blake3
 from PIL import Image
 
+from refimpl.config.checks import check_size
 from refimpl.errors import CacheItemTooLargeError
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,8 @@ class MultiModalHasher:
     @classmethod
     def iter_item_bytes(cls, key: str, obj: Any) -> Iterator[bytes | memoryview]:
         """Bytes that identify ``obj`` under ``key``: type tag, then shape/dtype/mode, then data."""
-        yield f"<{key}:{type(obj).__name__}>".encode()
+        # one tag for every PIL image class: a decoded PngImageFile and the same pixels as an Image
+        yield f"<{key}:{'Image' if isinstance(obj, Image.Image) else type(obj).__name__}>".encode()
         if isinstance(obj, Image.Image):
             yield from cls.iter_image_bytes(obj)
         elif isinstance(obj, torch.Tensor):
@@ -72,7 +74,7 @@ class MultiModalHasher:
     def iter_image_bytes(cls, img: Image.Image) -> Iterator[bytes]:
         """What a PIL image's pixels depend on: mode, size, the palette with its own mode ("P"/"PA"),
         the ``transparency`` key, then the raw data; nothing converted. EXIF orientation is left out:
-        transformers' processors do not apply it to PIL inputs."""
+        the parser has already applied it (``normalize_image``), as the pixels hashed are processed."""
         yield f"{img.mode}|{img.size}|".encode()
         if img.palette is not None and img.mode in ("P", "PA"):
             pal_mode = img.palette.mode
@@ -121,7 +123,7 @@ class ProcessingCache:
     ``bytes`` (held now)."""
 
     def __init__(self, capacity_bytes: int):
-        self.capacity_bytes = int(capacity_bytes)
+        self.capacity_bytes = int(check_size("capacity_bytes", capacity_bytes))
         self._data: OrderedDict[str, tuple[Item, int]] = OrderedDict()
         self._versions: dict[str, tuple[int, ...]] = {}  # key -> tensors' _version at put
         self._lock = threading.RLock()

@@ -11,17 +11,19 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 
 from refimpl.errors import InvalidInputError, TooManyItemsError
 
 SAMPLING_RATE = 16000
 MAX_AUDIO_S = 30
 MAX_ASPECT_RATIO = 200  # smart_resize rejects more extreme images
+WHITE = (255, 255, 255)
+EXIF_ORIENTATION = 0x0112
 
 
 @dataclass(frozen=True)
@@ -61,9 +63,52 @@ def _check_hw(h: int, w: int, fld: str) -> None:
                                 f"{fld} of {w}x{h} is too elongated")
 
 
-def parse_image(x: Any) -> Image.Image:
-    """PIL image, encoded bytes or (H, W[, C]) uint8 array -> loaded PIL image. Raises
+def tensor_to_array(x: Any, fld: str) -> Any:
+    """A torch tensor as a NumPy array the parsers check like any other (anything else unchanged):
+    detached, on the CPU, conjugate / negative views resolved; a floating dtype NumPy lacks
+    (bfloat16, the float8 types) cast to float32, as float16 is taken. Raises InvalidInputError
+    (``fld``) for a tensor without data (meta, sparse, nested, quantized) or of a dtype NumPy
+    cannot hold otherwise. bool and complex arrays come out as such, for the parser to refuse."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if (x.device.type == "meta" or x.layout != torch.strided or x.is_nested or x.is_quantized):
+        raise InvalidInputError(fld, "a dense tensor with data",
+                                f"got a {x.device.type} {str(x.layout).replace('torch.', '')} tensor")
+    t = x.detach().cpu().resolve_conj().resolve_neg()
+    if t.dtype.is_floating_point and t.dtype not in (torch.float16, torch.float32, torch.float64):
+        t = t.float()  # bfloat16 and float8 have no NumPy dtype
+    try:
+        return t.numpy()
+    except TypeError as e:  # e.g. unsigned or bit dtypes this torch cannot hand to NumPy
+        raise InvalidInputError(fld, "a tensor of a NumPy dtype", f"got {t.dtype}: {e}") from None
+
+
+def has_transparency(img: Image.Image) -> bool:
+    """An alpha band (LA, PA, RGBA, RGBa, ...), an RGBA palette or a ``transparency`` key (P, L, RGB, ...)."""
+    return ("A" in img.getbands() or "a" in img.mode or "transparency" in img.info
+            or (img.mode == "P" and img.palette is not None and img.palette.mode == "RGBA"))
+
+
+def normalize_image(img: Image.Image, background: tuple[int, int, int] = WHITE) -> Image.Image:
+    """The image a viewer shows: EXIF orientation applied (vLLM PR #18569's ``exif_transpose``),
+    then any transparency composited over ``background`` (RGB, vLLM's ``rgba_to_rgb`` /
+    ``rgba_background_color``) into an RGB image. Other images are returned as given; the given
+    image is never changed."""
+    if img.getexif().get(EXIF_ORIENTATION, 1) != 1:
+        img = ImageOps.exif_transpose(img)
+    if has_transparency(img):
+        rgba = img.convert("RGBA")
+        out = Image.new("RGB", img.size, background)
+        out.paste(rgba, mask=rgba.getchannel("A"))
+        img = out
+    return img
+
+
+def parse_image(x: Any, background: tuple[int, int, int] = WHITE) -> Image.Image:
+    """PIL image, encoded bytes or (H, W[, C]) uint8 array (or tensor) -> loaded PIL image as a viewer
+    shows it (``normalize_image``: EXIF orientation, transparency over ``background``). Raises
     InvalidInputError ("image") for corrupt bytes, zero size, aspect ratio above 200, other types."""
+    x = tensor_to_array(x, "image")
     if isinstance(x, (bytes, bytearray)):
         try:
             x = Image.open(io.BytesIO(bytes(x)))
@@ -86,6 +131,11 @@ def parse_image(x: Any) -> Image.Image:
     _check_hw(x.height, x.width, "image")
     if not _converts_to_rgb(x.mode):  # the HF processor would fail in PIL's convert("RGB")
         raise InvalidInputError("image", "a PIL mode convertible to RGB", f"mode {x.mode!r} cannot be converted to RGB")
+    try:
+        x = normalize_image(x, background)
+    except Exception as e:  # a corrupt EXIF block, a palette PIL cannot expand
+        raise InvalidInputError("image", "a decodable image", f"cannot normalise the image: {e}") from None
+    _check_hw(x.height, x.width, "image")
     return x
 
 
@@ -98,20 +148,19 @@ def _converts_to_rgb(mode: str) -> bool:
     return True
 
 
-def parse_video(x: Any) -> np.ndarray:
+def parse_video(x: Any, background: tuple[int, int, int] = WHITE) -> np.ndarray:
     """(T, H, W, 3) numeric array or list of PIL frames -> (T, H, W, 3) array (dtype kept). Raises
     InvalidInputError ("video") for a wrong rank / channels, 0 frames, zero size, non-finite data."""
     if isinstance(x, (list, tuple)) and x and all(isinstance(f, Image.Image) for f in x):
-        x = np.stack([np.asarray(parse_image(f).convert("RGB")) for f in x])
-    if isinstance(x, torch.Tensor):
-        x = x.numpy()
+        x = np.stack([np.asarray(parse_image(f, background).convert("RGB")) for f in x])
+    x = tensor_to_array(x, "video")
     if not isinstance(x, np.ndarray):
         raise InvalidInputError("video", "(T, H, W, 3) array", f"got {type(x).__name__}")
     if x.ndim != 4 or x.shape[-1] != 3:
         raise InvalidInputError("video", "(T, H, W, 3) array", f"got shape {x.shape}")
     if x.shape[0] == 0:
         raise InvalidInputError("video", ">= 1 frame", "video has 0 frames")
-    if not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
+    if x.dtype == np.bool_ or not (np.issubdtype(x.dtype, np.integer) or np.issubdtype(x.dtype, np.floating)):
         raise InvalidInputError("video", "numeric dtype", f"got {x.dtype}")
     _check_hw(x.shape[1], x.shape[2], "video")
     if np.issubdtype(x.dtype, np.floating) and not np.isfinite(x).all():
@@ -130,8 +179,7 @@ def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
         x, sr = x
     if sr != SAMPLING_RATE:
         raise InvalidInputError("audio.sampling_rate", SAMPLING_RATE, f"got {sr} Hz (no resampling)")
-    if isinstance(x, torch.Tensor):
-        x = x.numpy()
+    x = tensor_to_array(x, "audio")
     if not isinstance(x, np.ndarray):
         raise InvalidInputError("audio", "1-D float32 array", f"got {type(x).__name__}")
     if x.ndim != 1:
@@ -155,12 +203,13 @@ def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
     return x
 
 
-_PARSERS = {"image": parse_image, "video": parse_video, "audio": parse_audio}
+_PARSERS: dict[str, Callable[..., Any]] = {"image": parse_image, "video": parse_video, "audio": parse_audio}
 
 
 def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],
-                  keep_float64: bool = False) -> dict[str, list[Any]]:
-    """Validate ``{modality: item | [items]}`` -> ``{modality: [items]}``; ``limits``: items per prompt.
+                  keep_float64: bool = False, background: tuple[int, int, int] = WHITE) -> dict[str, list[Any]]:
+    """Validate ``{modality: item | [items]}`` -> ``{modality: [items]}``; ``limits``: items per prompt;
+    images (and PIL video frames) as a viewer shows them, transparency over ``background``.
     Raises InvalidInputError ("mm_data": not a dict, unknown modality), TooManyItemsError
     (``mm_data[<modality>]``) and the per-item errors of parse_image / parse_video / parse_audio."""
     out: dict[str, list[Any]] = {}
@@ -180,7 +229,7 @@ def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],
             raise TooManyItemsError(f"mm_data[{modality}]", limits[modality],
                                     f"{len(items)} {modality} items in one prompt")
         if items:
-            out[modality] = [parse_audio(x, keep_float64) if modality == "audio" else _PARSERS[modality](x)
+            out[modality] = [parse_audio(x, keep_float64) if modality == "audio" else _PARSERS[modality](x, background)
                              for x in items]
     return out
 

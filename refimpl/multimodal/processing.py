@@ -218,7 +218,8 @@ class BaseMultiModalProcessor:
         InvalidInputError / TooManyItemsError; the processor and the cache stay usable."""
         kw = dict(hf_processor_mm_kwargs or {})
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
-                              keep_float64=self.info.switches.dummy_audio_dtype == "float64")
+                              keep_float64=self.info.switches.dummy_audio_dtype == "float64",
+                              background=self.info.model_config.rgba_background_color)
         counts = {m: len(v) for m, v in items.items()}
         ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
                                                                           return_mm_hashes)

@@ -128,6 +128,18 @@ class Kit:
     def sampling(self, **kw) -> str:
         return repr(SamplingParams(**kw))
 
+    def model_settings(self, model: str, **kw) -> str:
+        from refimpl.testing.oracles import max_tokens_per_item
+        return f"max tokens per item {max_tokens_per_item(model, **kw)}"
+
+    def processing_cache(self, capacity_bytes) -> str:
+        from refimpl.multimodal.cache import ProcessingCache
+        return f"ProcessingCache of {ProcessingCache(capacity_bytes).capacity_bytes} bytes"
+
+    def request_batch(self, num_requests) -> str:
+        from refimpl.testing.scheduling import create_requests
+        return f"{len(create_requests(num_requests))} requests"
+
 
 # ------------------------------------------------------------------------------ entry points
 @dataclass(frozen=True)
@@ -181,6 +193,22 @@ def kv_sizing(**cache_kw) -> BadInput:
     """Start-up KV sizing (``GPUModelRunner.determine_num_blocks``) of whisper-tiny under
     ``CacheConfig(**cache_kw)``; no model is loaded (the sizes come from the config)."""
     return BadInput("kv_sizing", dict(cache_kw))
+
+
+def model_settings(model: str = "qwen2.5-vl-3b", **kw) -> BadInput:
+    """``ModelConfig(model, **kw)`` through the oracle ``max_tokens_per_item`` (the rules every
+    entry point runs: refimpl/config/checks.py)."""
+    return BadInput("model_settings", dict(model=model, **kw))
+
+
+def processing_cache(capacity_bytes) -> BadInput:
+    """``ProcessingCache(capacity_bytes)``."""
+    return BadInput("processing_cache", dict(capacity_bytes=capacity_bytes))
+
+
+def request_batch(num_requests) -> BadInput:
+    """``refimpl.testing.create_requests(num_requests)``."""
+    return BadInput("request_batch", dict(num_requests=num_requests))
 
 
 def sampling(**kw) -> BadInput:

@@ -16,9 +16,12 @@ from refimpl.testing.bad_input_kit import (
     SR,
     Case,
     kv_sizing,
+    model_settings,
     png_bytes,
+    processing_cache,
     qwen_apply,
     qwen_request,
+    request_batch,
     sampling,
     small_kv_request,
     whisper_admit,
@@ -51,11 +54,14 @@ CASES: list[Case] = [
          qwen_apply(P1, {"image": "cat.jpg"}), InvalidInputError, "image", "PIL.Image | bytes | uint8 ndarray"),
     *[Case(f"image-mode-{mode.replace(';', '')}", "image", f"PIL image in mode {mode} (60x40)", IMG,
            qwen_apply(P1, {"image": Image.new(mode, (60, 40), 1000 if mode == "I;16" else 0)}),
-           behaviour=("accepted: converted to RGB by the HF processor (PIL convert); "
+           behaviour=("accepted: composited over the background (white by default, "
+                      "ModelConfig.rgba_background_color), as a viewer shows it" if "A" in mode else
+                      "accepted: converted to RGB by the HF processor (PIL convert); "
                       + ("16-bit values above 255 clip to white" if mode == "I;16"
-                         else "alpha dropped" if "A" in mode else "palette expanded" if mode == "P"
-                         else "CMYK -> RGB")),
-           check=lambda out: out.mm_placeholders["image"][0].length == 6)
+                         else "palette expanded" if mode == "P" else "CMYK -> RGB")),
+           check=(lambda out: out.mm_placeholders["image"][0].length == 6
+                  and float(out.mm_kwargs["image"][0]["pixel_values"].min()) > 1.5) if "A" in mode else
+           (lambda out: out.mm_placeholders["image"][0].length == 6))
       for mode in ("CMYK", "LA", "P", "I;16")],
     Case("image-mode-La", "image", "PIL image in mode La (premultiplied alpha, 60x40)", IMG,
          qwen_apply(P1, {"image": Image.new("La", (60, 40))}), InvalidInputError, "image",
@@ -189,5 +195,73 @@ ISSUE21_CASES: list[Case] = [
 ]
 CASES += ISSUE21_CASES
 
+CASE_IDS = [c.id for c in CASES]
+assert len(set(CASE_IDS)) == len(CASE_IDS), "duplicate case ids"
+
+
+def _exif_jpeg(orientation: int, size=(112, 56)) -> bytes:
+    import io
+    ex = Image.Exif()
+    ex[0x0112] = orientation
+    buf = io.BytesIO()
+    Image.new("RGB", size, (30, 60, 90)).save(buf, format="JPEG", exif=ex.tobytes())
+    return buf.getvalue()
+
+
+_CLIP = np.random.default_rng(0).normal(0, 0.1, 4000).astype(np.float32)
+
+# Issue 29 (kinds 1 and 5): images as a viewer shows them; tensors NumPy cannot take.
+ISSUE29_CASES: list[Case] = [
+    Case("image-exif-orientation-6", "image", "112x56 JPEG bytes stored with EXIF Orientation 6 (displayed 56x112)",
+         IMG, qwen_apply(P1, {"image": _exif_jpeg(6)}),
+         behaviour="accepted: EXIF orientation applied before hashing and processing (grid of the displayed image)",
+         check=lambda out: out.mm_kwargs["image"][0]["image_grid_thw"].tolist()[1:] == [8, 4]),
+    Case("image-rgba-transparent", "image", "RGBA image, black and fully transparent (56x56)", IMG,
+         qwen_apply(P1, {"image": Image.new("RGBA", (56, 56), (0, 0, 0, 0))}),
+         behaviour="accepted: composited over white (ModelConfig.rgba_background_color)",
+         check=lambda out: float(out.mm_kwargs["image"][0]["pixel_values"].min()) > 1.5),
+    Case("image-uint8-tensor", "image", "(40, 60, 3) uint8 torch tensor", IMG,
+         qwen_apply(P1, {"image": torch.zeros(40, 60, 3, dtype=torch.uint8)}),
+         behaviour="accepted: as the same uint8 array", check=lambda out: "image" in out.mm_kwargs),
+    Case("audio-bfloat16-tensor", "audio", "bfloat16 torch tensor (TypeError out of NumPy before)", AUD,
+         whisper_apply(torch.from_numpy(_CLIP).to(torch.bfloat16)),
+         behaviour="accepted: cast to float32 as a float16 tensor is", check=lambda out: "audio" in out.mm_kwargs),
+    Case("audio-float8-tensor", "audio", "float8_e4m3fn torch tensor", AUD,
+         whisper_apply(torch.from_numpy(_CLIP).to(torch.float8_e4m3fn)),
+         behaviour="accepted: cast to float32", check=lambda out: "audio" in out.mm_kwargs),
+    Case("audio-requires-grad-tensor", "audio", "float32 tensor with requires_grad (RuntimeError before)", AUD,
+         whisper_apply(torch.from_numpy(_CLIP.copy()).requires_grad_()),
+         behaviour="accepted: detached", check=lambda out: "audio" in out.mm_kwargs),
+    Case("audio-complex-tensor", "audio", "complex64 torch tensor", AUD,
+         whisper_apply(torch.from_numpy(_CLIP).to(torch.complex64)), InvalidInputError, "audio", "float32 samples"),
+    Case("audio-meta-tensor", "audio", "tensor on the meta device (no data)", AUD,
+         whisper_apply(torch.empty(4000, device="meta")), InvalidInputError, "audio", "a dense tensor with data"),
+    Case("video-bfloat16-tensor", "video", "(2, 56, 56, 3) bfloat16 torch tensor (TypeError before)", IMG,
+         qwen_apply("<|video_pad|>", {"video": torch.zeros(2, 56, 56, 3, dtype=torch.bfloat16)}),
+         behaviour="accepted: cast to float32", check=lambda out: "video" in out.mm_kwargs),
+    Case("video-bool-tensor", "video", "(2, 56, 56, 3) bool torch tensor", IMG,
+         qwen_apply("<|video_pad|>", {"video": torch.zeros(2, 56, 56, 3, dtype=torch.bool)}),
+         InvalidInputError, "video", "numeric dtype"),
+]
+# Issue 29, kind 6: one check per setting (refimpl/config/checks.py), the same at every entry point.
+SET = "ModelConfig via max_tokens_per_item"
+ISSUE29_CASES += [
+    Case("setting-max-pixels-negative", "setting", "mm_processor_kwargs max_pixels=-5 (math domain error before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": -5}), ConfigError, "max_pixels", "> 0 (an int)"),
+    Case("setting-max-pixels-0", "setting", "mm_processor_kwargs max_pixels=0 (ZeroDivisionError before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": 0}), ConfigError, "max_pixels", "> 0 (an int)"),
+    Case("setting-max-pixels-10", "setting", "mm_processor_kwargs max_pixels=10 (1 token per image before)", SET,
+         model_settings(mm_processor_kwargs={"max_pixels": 10}), ConfigError, "max_pixels", ">= 784 (one 28 x 28 cell)"),
+    Case("setting-min-above-max-pixels", "setting", "min_pixels=2000000 with max_pixels=1003520", SET,
+         model_settings(mm_processor_kwargs={"min_pixels": 2_000_000, "max_pixels": 1_003_520}),
+         ConfigError, "min_pixels", "<= max_pixels (1003520)"),
+    Case("setting-cache-gb-nan", "setting", "mm_processor_cache_gb=nan", SET,
+         model_settings(mm_processor_cache_gb=float("nan")), ConfigError, "mm_processor_cache_gb", ">= 0 (a finite number)"),
+    Case("setting-processing-cache-negative", "setting", "ProcessingCache(-5) (accepted before)", "ProcessingCache",
+         processing_cache(-5), ConfigError, "capacity_bytes", ">= 0 (a finite number)"),
+    Case("setting-create-requests-negative", "setting", "create_requests(-1) ([] before)", "refimpl.testing.create_requests",
+         request_batch(-1), ConfigError, "num_requests", ">= 0 (an int)"),
+]
+CASES += ISSUE29_CASES
 CASE_IDS = [c.id for c in CASES]
 assert len(set(CASE_IDS)) == len(CASE_IDS), "duplicate case ids"

@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.config.checks import check_count
 from refimpl.core.sched.output import SchedulerOutput
 from refimpl.core.sched.scheduler import Scheduler
 from refimpl.multimodal.inputs import PlaceholderRange
@@ -71,7 +72,9 @@ def create_requests(num_requests: int, *, model: str = WHISPER, max_tokens: int 
                     **sp_kw: Any) -> list[Request]:
     """Requests ``{prefix}{i}`` arriving at ``i``: Whisper the 4-token decoder prompt and one 1500-token
     audio; Qwen2.5-VL / text ``prompt_len`` tokens with ``num_mm_items`` items of ``mm_len``
-    placeholders (or at ``mm_positions``). ``sp_kw`` go to SamplingParams."""
+    placeholders (or at ``mm_positions``). ``sp_kw`` go to SamplingParams. Raises ConfigError
+    ("num_requests") for a count below 0."""
+    check_count("num_requests", num_requests, 0)
     reqs = []
     for i in range(num_requests):
         sp = SamplingParams(max_tokens=max_tokens, ignore_eos=ignore_eos, **sp_kw)

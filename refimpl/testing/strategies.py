@@ -99,6 +99,34 @@ def audios(draw, max_seconds: float = 2.0, with_rate: Optional[bool] = None) -> 
     return (a, SAMPLING_RATE) if (draw(st.booleans()) if with_rate is None else with_rate) else a
 
 
+# torch dtypes a caller may hand over: some NumPy lacks (bfloat16, float8), some a parser refuses
+TENSOR_DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64", "float8_e4m3fn",
+                                  "float8_e5m2", "complex64", "bool", "uint8", "int16", "int64")
+
+
+@st.composite
+def as_tensors(draw, items: st.SearchStrategy, dtypes: Sequence[str] = TENSOR_DTYPES) -> Any:
+    """An array item of ``items`` as a torch tensor of one of ``dtypes``, sometimes with
+    ``requires_grad`` (floating dtypes), non-contiguous (a strided view of a copy twice as wide)
+    or on the meta device (no data: refused). Needs torch."""
+    import torch
+    a = draw(items)
+    if isinstance(a, tuple):  # (array, rate)
+        a = a[0]
+    dtype = getattr(torch, draw(st.sampled_from(list(dtypes))))
+    t = torch.from_numpy(np.ascontiguousarray(a))
+    t = (t > t.float().mean()) if dtype == torch.bool else t.to(dtype)
+    how = draw(st.sampled_from(["plain", "requires_grad", "non-contiguous", "meta"]))
+    if how == "requires_grad" and (t.dtype.is_floating_point or t.dtype.is_complex) and t.dtype.itemsize >= 2:
+        t = t.clone().requires_grad_()
+    elif how == "non-contiguous":
+        wide = torch.stack([t, t], dim=-1)
+        t = wide[..., 1]
+    elif how == "meta":
+        t = torch.empty(t.shape, dtype=t.dtype, device="meta")
+    return t
+
+
 def mm_items(modality: str) -> st.SearchStrategy:
     """Items of ``modality``: "image" (PIL images, arrays, encoded bytes), "video", "audio"."""
     return {"image": st.one_of(images(), image_arrays(), encoded_images()), "video": videos(),
@@ -116,5 +144,5 @@ def cache_ops(num_keys: int = 8, max_nbytes: int = 4096) -> st.SearchStrategy:
         st.tuples(st.just("reset"))), max_size=60)
 
 
-__all__ = ["IMAGE_MODES", "audios", "cache_ops", "encoded_images", "image_arrays", "images", "mm_items",
+__all__ = ["IMAGE_MODES", "TENSOR_DTYPES", "as_tensors", "audios", "cache_ops", "encoded_images", "image_arrays", "images", "mm_items",
            "videos"]

@@ -199,6 +199,9 @@ def test_model_path_needs_both_configs(tmp_path):
         guard.check(StartupSpec(model_path=str(tmp_path)))
     assert e.value.field == "model_path"
     (tmp_path / "preprocessor_config.json").write_text('{"max_pixels": 1003520, "processor_class": "x"}')
+    with pytest.raises(ConfigError, match="no weights file"):  # a start-up run loads them (issue 29, kind 6)
+        guard.check(StartupSpec(model_path=str(tmp_path)))
+    (tmp_path / "model.safetensors").write_bytes(b"")
     from refimpl.lab.bench.startup import make_vllm_config
     mc = make_vllm_config(StartupSpec(model_path=str(tmp_path), mm_processor_kwargs={"min_pixels": 3136})).model_config
     assert (mc.load_format, mc.model_path) == ("hf", str(tmp_path))

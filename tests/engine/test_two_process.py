@@ -51,7 +51,7 @@ def engine():
 
 
 def _sent(engine, rid: str) -> tuple[int, int, int]:
-    return engine.engine_core.client.stats.per_request[rid]
+    return engine.engine_core.client.stats.sent(rid)
 
 
 def test_startup_v090_reset_leaves_p1_cache(engine):

@@ -119,8 +119,11 @@ def _old_submission(engine, audios, state: str) -> None:
         engine.add_request("f2", audio_prompt(audios[0]), greedy(12))
         engine.add_request("X", audio_prompt(audios[0]), greedy(3))
         wait_until(lambda: len(p1(engine, "runner_state")) == 2)  # f1, f2 run; X waits
-    else:  # rejected by P1 (a token id beyond the vocabulary), read or not
-        engine.add_request("X", {**audio_prompt(audios[0]), "prompt_token_ids": [50258, VOCAB]}, greedy(1))
+    else:  # rejected by P1, read or not: a token id beyond the vocabulary set after P0's check (P0
+        # refuses it when given: issue 29, kind 2)
+        req = engine._process_request("X", audio_prompt(audios[0]), greedy(1), None)
+        req.prompt_token_ids[-1] = VOCAB
+        engine._queue(req)
         if state == "rejected-read":
             with pytest.raises(InvalidInputError) as e:
                 engine.step()

@@ -1,7 +1,8 @@
 """Scheduler: the V1 engine's per-step choice of requests, tokens, encoder inputs and blocks.
 
 Mirrors ``vllm/v1/core/sched/scheduler.py`` (0.10.2): RUNNING first, preempting the last by
-recompute when blocks run out; then WAITING FCFS unless something was preempted. Admission reads
+recompute when blocks run out; then WAITING in strict FCFS order unless something was preempted
+(the first waiting request that does not fit ends admission, PR #28911). Admission reads
 ``get_encoder_len("scheduler")`` on every attempt. A preempted request comes back NEW; encoder-
 decoder requests are never chunked. Left out: priorities, LoRA, structured output, spec decode,
 KV connectors, stats, async scheduling, prefix caching.
@@ -165,16 +166,16 @@ class Scheduler(SchedulerInterface):
                     self.encoder_cache_manager.allocate(request, i)
                 encoder_budget = new_enc_budget
 
-        # 2. WAITING requests, only when nothing was preempted this step.
-        skipped: list[Request] = []
+        # 2. WAITING requests, only when nothing was preempted this step. Strict FCFS (vLLM PR
+        # #28911): the first request that does not fit ends admission, whichever rule stops it
+        # (whole prompt without chunked prefill, encoder budget or cache, KV blocks).
         while not preempted and self.waiting and token_budget > 0:
             if len(self.running) == self.max_num_running_reqs:
                 break
             request = self.waiting.peek_request()
             num_new = request.num_tokens  # num_computed_tokens is 0: no prefix caching
             if not self.chunked_prefill_enabled and num_new > token_budget:
-                skipped.append(self.waiting.pop_request())  # whole prompt or nothing
-                continue
+                break  # whole prompt or nothing; later arrivals wait behind it
             num_new = min(num_new, token_budget)
             items, new_enc_budget = [], encoder_budget
             if request.has_encoder_inputs:
@@ -205,7 +206,6 @@ class Scheduler(SchedulerInterface):
                 for i in items:
                     self.encoder_cache_manager.allocate(request, i)
                 encoder_budget = new_enc_budget
-        self.waiting.prepend_requests(skipped)
 
         total = sum(num_scheduled.values())
         assert total <= self.max_num_scheduled_tokens and len(self.running) <= self.max_num_running_reqs

@@ -20,7 +20,7 @@ import tempfile
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import zmq
 
@@ -28,6 +28,7 @@ from refimpl.engine.mp import serial_utils
 from refimpl.errors import ConfigError, EngineDeadError
 
 STARTUP_TIMEOUT_S = 1800.0
+RECENT_REQUESTS = 16  # records of requests that left, kept for inspection (bounded)
 POLL_MS = 200  # how often a waiting front end checks that the child still runs
 
 
@@ -47,13 +48,42 @@ def _child_env() -> dict:
 
 @dataclass
 class TransportStats:
-    """Front-end transport counters: messages and bytes sent, seconds encoding / decoding."""
+    """Front-end transport counters: messages and bytes sent, seconds encoding / decoding.
+    ``per_request``: internal id of each request in flight -> (bytes, items sent whole, items as
+    hash); a record leaves with its request (finished, aborted, refused: ``request_left``) for
+    ``recent``, the last RECENT_REQUESTS by the user's id (vLLM keeps per-request stats on the
+    request's state, dropped when it finishes)."""
     messages_sent: int = 0
     bytes_sent: int = 0
     encode_s: float = 0.0
     bytes_received: int = 0
     decode_s: float = 0.0
-    per_request: dict = field(default_factory=dict)  # user's request id -> (bytes, items sent whole, items as hash)
+    per_request: dict = field(default_factory=dict)
+    recent: collections.OrderedDict = field(default_factory=collections.OrderedDict)
+    _external: dict = field(default_factory=dict)  # internal id in flight -> user's id
+
+    def request_sent(self, request_id: str, external_req_id: str, record: tuple) -> None:
+        self.per_request[request_id] = record
+        self._external[request_id] = external_req_id
+
+    def request_left(self, request_ids) -> None:
+        """Move the records of requests that left the engine into the bounded ``recent``."""
+        for rid in request_ids:
+            record = self.per_request.pop(rid, None)
+            external = self._external.pop(rid, None)
+            if record is not None:
+                self.recent.pop(external, None)
+                self.recent[external] = record
+                while len(self.recent) > RECENT_REQUESTS:
+                    self.recent.popitem(last=False)
+
+    def sent(self, external_req_id: str) -> tuple:
+        """(bytes, items sent whole, items as hash) of the user's request, in flight or recent.
+        Raises KeyError for one neither in flight nor among the recent."""
+        for rid, ext in self._external.items():
+            if ext == external_req_id:
+                return self.per_request[rid]
+        return self.recent[external_req_id]
 
 
 class _Resources:
@@ -96,6 +126,9 @@ class SyncMPClient:
         self._token = secrets.token_bytes(16)
         self._call_ids = itertools.count()
         self._outputs: collections.deque = collections.deque()
+        # Whether an engine-core output that arrives during a utility call is kept for
+        # ``get_output`` (MPFrontend: only those about requests in flight; the rest would pile up).
+        self.keep_output: Callable[[tuple], bool] = lambda msg: True
         in_addr, out_addr = f"ipc://{r.tmpdir}/input", f"ipc://{r.tmpdir}/output"
         try:
             self._input = r.ctx.socket(zmq.PUSH)
@@ -174,10 +207,12 @@ class SyncMPClient:
         """Send one EngineCoreRequest; returns the bytes it put on the wire."""
         n = self._send("ADD", request)
         sent = sum(x is not None for x in request.mm_inputs)
-        self.stats.per_request[request.external_req_id or request.request_id] = (n, sent, len(request.mm_inputs) - sent)
+        self.stats.request_sent(request.request_id, request.external_req_id or request.request_id,
+                                (n, sent, len(request.mm_inputs) - sent))
         return n
 
     def abort_requests(self, request_ids: list[str]) -> None:
+        self.stats.request_left(request_ids)
         if request_ids and not self.resources.dead:
             self._send("ABORT", list(request_ids))
 
@@ -198,7 +233,8 @@ class SyncMPClient:
         while True:
             kind, *rest = msg = self._recv()
             if kind in ("OUTPUT", "REJECTED"):
-                self._outputs.append(msg)
+                if self.keep_output(msg):
+                    self._outputs.append(msg)
             elif kind == "UTILITY" and rest[0] == call_id:
                 if rest[2] is not None:
                     raise rest[2]

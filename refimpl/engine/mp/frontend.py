@@ -38,12 +38,19 @@ class MPFrontend:
         self.client = SyncMPClient(vllm_config, variant, reset_scope=reset_scope, mirror=mirror)
         self.report = self.client.startup_report
         self._in_flight: set[str] = set()
+        self.client.keep_output = self._about_in_flight
         before = self.memory_stats()
         t0 = time.perf_counter()
         if get_startup_variant(variant).reset_at_end:
             self.reset_mm_cache()
         self.report.phases["reset_mm_cache_p0"] = time.perf_counter() - t0
         self.startup_memory = two_process_memory(before, self.memory_stats())
+
+    def _about_in_flight(self, msg: tuple) -> bool:
+        """Whether an engine-core message names a request in flight (else ``step`` would drop it)."""
+        if msg[0] == "REJECTED":
+            return msg[1] in self._in_flight
+        return any(o.request_id in self._in_flight for o in msg[1])
 
     # -- LLMEngine's interface -------------------------------------------------------------
     def add_request(self, req) -> None:
@@ -76,10 +83,12 @@ class MPFrontend:
             if rid not in self._in_flight:
                 return []
             self._in_flight.discard(rid)
+            self.client.stats.request_left([rid])
             err.request_id = rid
             raise err
         outs = [o for o in rest[0] if o.request_id in self._in_flight]
         self._in_flight.difference_update(o.request_id for o in outs)
+        self.client.stats.request_left([o.request_id for o in outs])
         return outs
 
     def reset_mm_cache(self) -> None:

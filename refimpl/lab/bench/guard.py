@@ -21,6 +21,7 @@ from refimpl.config import (
     check_model,
     resolve_device,
 )
+from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
@@ -125,15 +126,9 @@ def _serve(s: ServeSpec) -> None:
 
 
 def _startup(s: StartupSpec) -> None:
-    if s.model_path is not None:
-        missing = [f for f in ("config.json", "preprocessor_config.json") if not (Path(s.model_path) / f).is_file()]
-        if missing:
-            raise ConfigError("model_path", "a local HF directory with config.json and preprocessor_config.json",
-                              f"{s.model_path!r} has no {' or '.join(missing)}")
-    unknown = set(s.mm_processor_kwargs) - set(get_preprocessor_dict(s.model))
-    if unknown:
-        raise ConfigError("mm_processor_kwargs", f"keys of {s.model}'s preprocessor_config.json",
-                          f"unknown {', '.join(sorted(unknown))}")
+    if s.model_path is not None:  # a start-up run loads the directory's weights
+        check_model_dir(s.model_path, weights=True)
+    check_mm_processor_kwargs(s.model, dict(s.mm_processor_kwargs), get_preprocessor_dict(s.model))
 
 
 def check_output(path: str | os.PathLike) -> Path:

@@ -15,10 +15,10 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, Optional
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.config.checks import check_count, check_mm_processor_kwargs, check_model_dir
 from refimpl.config.model import get_preprocessor_dict
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, RefimplError
@@ -89,11 +89,7 @@ class Outputs:
 def local_model(path: str) -> tuple[str, dict]:
     """(shipped model of the same family, preprocessor settings that differ) of a local HF
     directory. Raises ConfigError("model_path") without its two configs or for another family."""
-    d = Path(path)
-    missing = [f for f in ("config.json", "preprocessor_config.json") if not (d / f).is_file()]
-    if missing:
-        raise ConfigError("model_path", "a local HF directory with config.json and preprocessor_config.json",
-                          f"{path!r} has no {' or '.join(missing)}")
+    d = check_model_dir(path, weights=False)  # the explorer plans from the configs, loads no weights
     cfg = json.loads((d / "config.json").read_text())
     kind = cfg.get("model_type")
     if kind == "qwen2_5_vl":
@@ -115,14 +111,10 @@ def vllm_config(s: Settings) -> VllmConfig:
         if getattr(s, k) is not None:
             if model.startswith("whisper"):
                 raise ConfigError(k, "Qwen2.5-VL only", f"{model} has no {k}")
-            if getattr(s, k) < 28 * 28:
-                raise ConfigError(k, f">= {28 * 28} (one 28 x 28 cell)", f"got {getattr(s, k)}")
             kw[k] = getattr(s, k)
-    pixels = {**get_preprocessor_dict(model), **kw}
-    if "min_pixels" in pixels and pixels["min_pixels"] > pixels["max_pixels"]:
-        raise ConfigError("min_pixels", f"<= max_pixels ({pixels['max_pixels']})", f"got {pixels['min_pixels']}")
-    if s.frames is not None and s.frames < 1:
-        raise ConfigError("frames", ">= 1 (or the row's cap)", f"got {s.frames}")
+    check_mm_processor_kwargs(model, kw, get_preprocessor_dict(model))  # ModelConfig's own rules
+    if s.frames is not None:
+        check_count("frames", s.frames, 1)
     mc = ModelConfig(model, max_model_len=s.max_model_len, device="cpu",  # type: ignore[arg-type]  # None: derived
                      limit_mm_per_prompt=dict(s.limit_mm_per_prompt), mm_processor_kwargs=kw,
                      mm_processor_cache_gb=s.mm_processor_cache_gb)

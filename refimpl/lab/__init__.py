@@ -1,0 +1,1 @@
+"""The measuring half's newer modules (refimpl conform); the mechanism never imports them."""

@@ -13,6 +13,7 @@ from refimpl.lab.conform import compare as C
 from refimpl.lab.conform import side
 from refimpl.lab.conform.cli import main
 from refimpl.lab.conform.grid import qwen_settings, whisper_settings
+from refimpl.lab.conform.table import write_docs_table
 
 FIXTURE = Path(__file__).parent / "data" / "conform" / "vllm-0.11.0-sample.jsonl"
 
@@ -77,16 +78,16 @@ def test_nearest_row_for_a_build_of_unknown_version(lines):
 
 
 def test_cli_from_recorded_lines(tmp_path, lines, capsys):
-    assert main(["--vllm-python", "unused", "--from-jsonl", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    assert main(["--from-jsonl", str(FIXTURE), "--out", str(tmp_path)]) == 0
     assert "against the row 0.11.0" in capsys.readouterr().out
     bad = copy.deepcopy(lines)
     next(ln for ln in bad if ln.get("kind") == "qwen")["encoder_budget"] = [1, 1]
     p = tmp_path / "bad.jsonl"
     p.write_text("".join(json.dumps(x) + "\n" for x in bad))
-    assert main(["--vllm-python", "unused", "--from-jsonl", str(p), "--out", str(tmp_path)]) == 1
+    assert main(["--from-jsonl", str(p), "--out", str(tmp_path)]) == 1
     partial = tmp_path / "partial.jsonl"  # Ctrl-C: no end line, never a pass
     partial.write_text("".join(json.dumps(x) + "\n" for x in lines if x.get("kind") != "end"))
-    assert main(["--vllm-python", "unused", "--from-jsonl", str(partial), "--out", str(tmp_path)]) == 1
+    assert main(["--from-jsonl", str(partial), "--out", str(tmp_path)]) == 1
 
 
 def test_pins_and_disk_guard(tmp_path, monkeypatch):
@@ -108,3 +109,9 @@ def test_probe_stands_alone():
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
                      "vllm", "transformers", "torch"}, names
+
+
+def test_docs_table_is_the_committed_results():
+    root = Path(__file__).resolve().parents[1]
+    assert write_docs_table(root / "docs" / "conformance.md", root / "results" / "conformance", check=True), \
+        "docs/conformance.md's table is stale: run refimpl conform --table"

@@ -22,7 +22,7 @@ from refimpl.errors import RefimplError
 from refimpl.lab.conform import compare as C
 from refimpl.lab.conform import side
 from refimpl.lab.conform.grid import probe_spec
-from refimpl.lab.conform.table import summary_md
+from refimpl.lab.conform.table import summary_md, write_docs_table
 
 BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # a 16k profile run with an int64 video peaks at 5.2 GB
 
@@ -30,6 +30,9 @@ BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # a 16k profile run with an int64 vide
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refimpl conform", description=__doc__.split("\n\n")[0])
     who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--from-jsonl", help="compare recorded probe lines (a results/conformance/*.jsonl)")
+    who.add_argument("--table", action="store_true", help="only rewrite docs/conformance.md's table "
+                     "from the committed results/conformance/*.summary.json")
     who.add_argument("--vllm", help="a release with a line in refimpl/lab/conform/pins.tsv (e.g. 0.11.0)")
     who.add_argument("--vllm-python", help="an interpreter where vLLM is installed (your build)")
     p.add_argument("--row", help="the row to check against (default: the release's; every row for an "
@@ -38,7 +41,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--remove-after", action="store_true", help="delete this release's side venv after the probe")
     p.add_argument("--quick", action="store_true", help="max_model_len 4096 only (24 settings)")
     p.add_argument("--out", default="results/conformance", help="folder for the probe lines and summary")
-    p.add_argument("--from-jsonl", help="compare recorded probe lines instead of running the probe")
     return p
 
 
@@ -64,9 +66,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     info: dict = {}
     try:
+        if a.table:
+            write_docs_table()
+            print("wrote the table of docs/conformance.md")
+            return 0
         if a.from_jsonl:
-            lines = [json.loads(x) for x in Path(a.from_jsonl).read_text().splitlines() if x.strip()]
-            return _report(_check(lines, a.row), info, None)
+            src = Path(a.from_jsonl)
+            lines = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+            old = (out / src.name).with_suffix(".summary.json")  # keep the run's time and disk
+            info = json.loads(old.read_text()).get("run", {}) if old.exists() else {}
+            return _report(_check(lines, a.row), info, out / src.name)
         if a.vllm:
             side.get_pins(a.vllm)
             if not a.keep:
@@ -125,7 +134,7 @@ def _report(result: dict, info: dict, jsonl: Optional[Path]) -> int:
     if jsonl is not None:
         summary = jsonl.with_suffix(".summary.json")
         summary.write_text(json.dumps(result, indent=1, default=str) + "\n")
-        print(f"wrote {jsonl} and {summary}")
+        print(f"wrote {summary}")
     print(summary_md(result))
     return 1 if result["failures"] or not result["complete"] else 0
 

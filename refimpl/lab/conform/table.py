@@ -53,9 +53,8 @@ def _release_key(p: Path) -> tuple:
 def docs_table(results: Path = RESULTS) -> str:
     """Release x field table of the committed summaries (a contributor's ``-python`` runs included)."""
     runs = [(p, json.loads(p.read_text())) for p in sorted(results.glob("*.summary.json"), key=_release_key)]
-    groups: list[str] = []
-    for _, r in runs:
-        groups += [g for g in _groups(r["tally"]) if g not in groups]
+    seen = {g for _, r in runs for g in _groups(r["tally"])}
+    groups = [g for g in dict.fromkeys(GROUPS.values()) if g in seen] + sorted(seen - set(GROUPS.values()))
     head = "| vLLM (row) | settings | " + " | ".join(groups) + " | differences (known) |"
     lines = [head, "|" + "---|" * (len(groups) + 3)]
     for p, r in runs:
@@ -65,3 +64,35 @@ def docs_table(results: Path = RESULTS) -> str:
         label = f"{r['meta'].get('vllm')} ({r['row']})" + (" via --vllm-python" if "-python" in p.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
     return "\n".join(lines)
+
+
+BEGIN, END = "<!-- conformance table: refimpl conform --table -->", "<!-- end of the conformance table -->"
+
+
+def write_docs_table(doc: Path = Path("docs/conformance.md"), results: Path = RESULTS, check: bool = False) -> bool:
+    """Replaces the block between BEGIN and END in ``doc`` with ``docs_table``; ``check``: write
+    nothing, return whether it is current."""
+    text = doc.read_text()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n{docs_table(results)}\n{END}{tail}"
+    if not check and new != text:
+        doc.write_text(new)
+    return new == text
+
+
+def confirmed(row: str, results: Path = RESULTS) -> list[str]:
+    """One line per committed run checked against ``row``: 'vLLM X: equal on N of M (known: K)'."""
+    out = []
+    for p in sorted(results.glob("*.summary.json"), key=_release_key):
+        r = json.loads(p.read_text())
+        if r["row"] != row:
+            continue
+        eq = sum(t[0] for t in r["tally"].values())
+        n = sum(t[1] for t in r["tally"].values())
+        known = len(r["differences"]) - r["failures"]
+        how = " via --vllm-python" if "-python" in p.name else ""
+        out.append(f"vLLM {r['meta'].get('vllm')}{how}: {r['settings']} settings, fields equal on {eq} of {n}, "
+                   f"{known} known difference(s), {r['failures']} unexplained ([{p.name}]"
+                   f"(../../results/conformance/{p.name}))")
+    return out

@@ -115,3 +115,11 @@ def test_docs_table_is_the_committed_results():
     root = Path(__file__).resolve().parents[1]
     assert write_docs_table(root / "docs" / "conformance.md", root / "results" / "conformance", check=True), \
         "docs/conformance.md's table is stale: run refimpl conform --table"
+
+
+def test_whisper_is_compared_only_under_an_encoder_length_row(lines):
+    """0.9.2 ran Whisper on V0 only: no encoder-length row, so its Whisper lines are not compared
+    (its Qwen lines are); from 0.10.2 each Whisper field is."""
+    tally_092 = C.compare(lines, "0.9.2")[0]
+    assert "cross_attention_blocks" not in tally_092 and "max_tokens_per_item" in tally_092
+    assert C.compare(lines, "0.10.2")[0]["cross_attention_blocks"][1] == 2

@@ -181,6 +181,8 @@ def compare(lines: list[dict], row: str, known: tuple[Known, ...] = KNOWN) -> tu
             continue
         s = line["setting"]
         got, want = flatten(line), expected(s, row)
+        if not want:  # Whisper under a release without an encoder-length row (before 0.10.2)
+            continue
         for f in sorted(set(want) | {k for k, v in got.items() if isinstance(v, dict) and NOT_PROBED in v}):
             t = tally.setdefault(f, [0, 0])
             t[1] += 1

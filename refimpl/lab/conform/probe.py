@@ -230,7 +230,7 @@ def _grids(kwargs: dict) -> dict:
             if kwargs.get(key) is not None}
 
 
-def profile_run(mc, sc, budget_obj):
+def profile_run(mc, sc, budget_obj, runner_budget=None):
     from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
     from vllm.v1.worker.gpu_model_runner import GPUModelRunner
     reg = RecordingRegistry(registry())
@@ -240,9 +240,8 @@ def profile_run(mc, sc, budget_obj):
                  max_num_reqs=sc.max_num_seqs, device="cpu", pin_memory=False,
                  supports_mm_inputs=True, is_multimodal_model=True, mm_budget=budget_obj,
                  is_pooling_model=False, uses_mrope=True)
-    if budget_obj is None:  # before MultiModalBudget: the runner's own budget fields
-        from vllm.v1.core.encoder_cache_manager import compute_encoder_budget
-        attrs["max_num_encoder_input_tokens"], attrs["encoder_cache_size"] = compute_encoder_budget(mc, sc, reg)
+    if budget_obj is None:  # before MultiModalBudget: the runner's own budget fields (its __init__'s)
+        attrs["max_num_encoder_input_tokens"], attrs["encoder_cache_size"] = runner_budget
     runner = StubRunner(GPUModelRunner, attrs)
     COUNTERS.raw, COUNTERS.recording = [], True
     try:
@@ -272,6 +271,7 @@ def probe_qwen(path: str, s: dict) -> dict:
         return out
     del out["_scheduler_config"]
     passes = {}
+    reset_cache(mc)  # a fresh start-up: nothing a previous setting processed is cached
     n = COUNTERS.passes
     budget_obj = None
     try:
@@ -297,10 +297,21 @@ def probe_qwen(path: str, s: dict) -> dict:
     passes["scheduler_init"] = COUNTERS.passes - n
     if not s.get("lookup_only"):
         n = COUNTERS.passes
-        field(out, "profile", lambda: profile_run(mc, sc, budget_obj))
+        field(out, "profile", lambda: profile_run(mc, sc, budget_obj, out.get("runner_encoder_budget")))
         passes["profile_run"] = COUNTERS.passes - n
         out["hf_passes"] = passes
     return out
+
+
+def reset_cache(mc) -> None:
+    """The registry's processing cache emptied (0.9.0 to 0.10.0 keep one per process)."""
+    reset = getattr(registry(), "reset_processor_cache", None)
+    if reset is None:
+        return
+    try:
+        reset(mc)
+    except TypeError:
+        reset()
 
 
 def probe_whisper(path: str, s: dict) -> dict:

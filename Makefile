@@ -3,11 +3,12 @@
 #   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
 #                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
 #   make lint          ruff (pyflakes, import order, bugbear), mypy on refimpl/ (~1 s warm, ~12 s cold)
-#                      and the import contract (tests/test_import_contract.py)
+#                      and the import contract (tests/core/test_import_contract.py)
 #   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
 #                      and run examples/user_tests from a folder outside the source tree
-#   make test-fast     the quick gate before a push (under a minute): the tests not marked slow
-#                      (no engine at real size, no notebook, no fresh-process bench), no lint
+#   make test-fast     the quick gate before a push (under a minute): tests/core (no engine at real
+#                      size, no notebook, no fresh-process bench: those are tests/engine, tests/lab,
+#                      tests/notebooks; the soak tests are tests/soak and -m soak), no lint
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
 #   make soak          the long soak / fuzz tests only (pytest -m soak)
@@ -20,7 +21,7 @@
 #   make conformance  VLLM=0.11.0: real vLLM's profiling code against the rows (a ~10 GB side venv;
 #                      VLLM_PYTHON=PATH checks your own vLLM build instead; docs/conformance.md)
 #   make browser-deps  apt-get installs Debian's chromium and chromium-driver where missing: the
-#                      explorer's real-browser test (tests/test_explorer_browser.py, part of
+#                      explorer's real-browser test (tests/notebooks/test_explorer_browser.py, part of
 #                      `make test`) drives them through selenium and is skipped without them
 #   make clean         remove reports and caches (keeps .venv); make distclean also drops .venv
 #
@@ -57,13 +58,13 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 lint: $(STAMP)
 	$(BIN)/ruff check refimpl tests scripts examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_import_contract.py
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/core/test_import_contract.py
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not soak" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/core
 # The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
 # venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
 # run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its
@@ -121,7 +122,7 @@ calibrate: $(STAMP)
 	$(BIN)/refimpl bench calibrate
 
 cost-check: $(STAMP)
-	$(BIN)/python -m refimpl.analysis.cost_check
+	$(BIN)/python -m refimpl.lab.explore.cost_check
 
 # Real vLLM's profiling code against the rows (docs/conformance.md): a side venv of ~10 GB under
 # ~/.cache/refimpl/conform (3-11 min to install, one at a time), the probe 2-7 min under the

@@ -20,9 +20,9 @@ import time
 
 import refimpl.worker.whisper_runner as whisper_runner
 from refimpl.attention.cross_attention import key_segments
-from refimpl.bench import serve as W
-from refimpl.bench.common import set_single_thread
 from refimpl.engine.llm_engine import LLMEngine
+from refimpl.lab.bench import serve as W
+from refimpl.lab.bench.common import set_single_thread
 from refimpl.sampling_params import SamplingParams
 
 

@@ -25,7 +25,7 @@ from refimpl.attention.cross_attention import (
     gather_cross_kv,
     key_segments,
 )
-from refimpl.bench.common import set_single_thread
+from refimpl.lab.bench.common import set_single_thread
 
 
 def timed_ms(fn, iters: int) -> float:

@@ -4,7 +4,7 @@ madvise on and off (fresh process per measurement, interleaved on/off).
     python scripts/dummy_video_faults.py --frames 2 --pairs 5
 
 With the kernel's THP ``enabled=madvise`` and ``defrag=madvise`` (see
-refimpl.bench.startup.thp_state), numpy madvises large arrays to huge pages; when free huge
+refimpl.lab.bench.startup.thp_state), numpy madvises large arrays to huge pages; when free huge
 pages are short, the kernel compacts memory synchronously while the array faults in. Each
 line: np.full seconds and minor faults, then ``tobytes`` (a malloc'd bytes copy, as vLLM
 0.9.0's hasher makes: 4 KiB pages) seconds and minor faults, and AnonHugePages of the process.

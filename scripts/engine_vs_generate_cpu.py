@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from refimpl.bench import serve as W
-from refimpl.bench.common import set_single_thread
+from refimpl.lab.bench import serve as W
+from refimpl.lab.bench.common import set_single_thread
 from refimpl.sampling_params import SamplingParams
 
 

@@ -3,7 +3,7 @@ on the committed calibration (ExploreStudy.exercise). Run: .venv/bin/python scri
 import statistics
 import time
 
-from refimpl.analysis.explorer_panels import ExploreStudy
+from refimpl.lab.explore.explorer_panels import ExploreStudy
 
 t0 = time.perf_counter()
 study = ExploreStudy(mode="stored")

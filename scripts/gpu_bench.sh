@@ -83,7 +83,7 @@ fi
 
 if [[ $DRY_RUN != 1 ]]; then
   command -v nvidia-smi >/dev/null && nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-  "$PY" -c "import sys; from refimpl.bench.common import write_json; from refimpl.env import collect_env; write_json(sys.argv[1], collect_env())" \
+  "$PY" -c "import sys; from refimpl.lab.bench.common import write_json; from refimpl.lab.env import collect_env; write_json(sys.argv[1], collect_env())" \
     "$OUT/env.json" || echo "warning: env.json not written"
   "$PY" -c "import blake3, tqdm, psutil, torch, transformers; print('torch', torch.__version__, '| transformers', transformers.__version__, '| cuda', torch.cuda.is_available())" \
     || echo "warning: a required package is missing (see .whl / scripts/fetch_gpu_wheels.sh)"
@@ -101,7 +101,7 @@ except Exception as e:  # noqa: BLE001 - a summary must never stop the script
 env = doc.get("env") or {}
 hw = (env.get("hardware") or {}).get("name", "?")
 parts = []
-for v, r in (doc.get("variants") or {}).items():  # the schema of refimpl/bench/schema.py
+for v, r in (doc.get("variants") or {}).items():  # the schema of refimpl/lab/bench/schema.py
     heads = [f"{k}={m['median']:.4g}" for k, m in r.get("summary", {}).items() if isinstance(m, dict)]
     parts.append(f"{v}: {' '.join(heads) or 'no result'} (n={len(r.get('runs') or [])})")
 print(f"   {path.rsplit('/', 1)[-1]} [{env.get('device', '?')}, {hw}] " + " | ".join(parts))
@@ -109,11 +109,11 @@ PY
 }
 
 FAILED=0
-run() {  # run NAME CAP_S ARGS... : refimpl.cli ARGS --output-json $OUT/NAME.json under a timeout
+run() {  # run NAME CAP_S ARGS... : refimpl.lab.cli ARGS --output-json $OUT/NAME.json under a timeout
   local name=$1 cap=$2; shift 2
   [[ " $ONLY " == *" $name "* ]] || return 0
   local left=$(( BUDGET_S - (SECONDS - START) - 20 ))
-  local cmd=("$PY" -m refimpl.cli "$@" --output-json "$OUT/$name.json")
+  local cmd=("$PY" -m refimpl.lab.cli "$@" --output-json "$OUT/$name.json")
   if [[ $DRY_RUN == 1 ]]; then echo "[dry-run, cap ${cap}s] ${cmd[*]}"; return 0; fi
   if (( left < 30 )); then echo "== $name: SKIPPED, ${left}s of the budget left"; FAILED=1; return 0; fi
   (( cap > left )) && cap=$left

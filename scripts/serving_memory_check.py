@@ -1,5 +1,5 @@
 """Peak host memory of a whisper-large-v3 engine (full scale, float32, CPU) against the
-estimate of refimpl.bench.guard.check_serving_memory.
+estimate of refimpl.lab.bench.guard.check_serving_memory.
 
     python scripts/serving_memory_check.py MAX_NUM_SEQS     # about 7 min and 10 GiB at 8
 
@@ -13,8 +13,8 @@ import sys
 import torch
 
 from refimpl.audio import make_request_audios
-from refimpl.bench.guard import check_serving_memory
 from refimpl.engine.llm_engine import LLMEngine
+from refimpl.lab.bench.guard import check_serving_memory
 from refimpl.sampling_params import SamplingParams
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 

@@ -36,9 +36,9 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--output-json", required=True)
     args = p.parse_args()
-    from refimpl.bench.schema import Result
-    from refimpl.env import collect_env
-    from refimpl.stats import summarize
+    from refimpl.lab.bench.schema import Result
+    from refimpl.lab.env import collect_env
+    from refimpl.lab.stats import summarize
     one("inproc"), one("mp")  # warm-up (file cache)
     runs: dict[str, list[float]] = {"inproc": [], "mp": []}
     for _ in range(args.repeats):

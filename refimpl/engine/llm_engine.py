@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
-from refimpl.engine.frontend import MPFrontend
+from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.engine.output_processor import OutputProcessor
 from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, RefimplError, SamplingParamsError
 from refimpl.request import Request

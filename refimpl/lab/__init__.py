@@ -1,1 +1,3 @@
-"""The measuring half's newer modules (refimpl conform); the mechanism never imports them."""
+"""The measuring half: benches (bench/), the notebooks' studies (studies/), the explorer and the cost
+model (explore/), conformance against real vLLM (conform/), report, stats, env and the CLI. Needs
+the [lab] extra; the mechanism and refimpl.testing never import it (tests/core/test_import_contract.py)."""

@@ -1,7 +1,7 @@
 """The worst case per start-up row without processing: max tokens per item, the profile
 dummy, and the HF-processor passes per phase (the pass table as data).
 
-No HF pass, no dummy array: the size functions the dummy builders use (tests/test_release_rows.py
+No HF pass, no dummy array: the size functions the dummy builders use (tests/core/test_release_rows.py
 checks them against real start-ups). Mirrors ``vllm/multimodal/profiling.py``,
 ``v1/worker/utils.py`` (``MultiModalBudget``) and the start-up of ``v1/worker/gpu_model_runner.py``.
 Left out: tensor-parallel workers (each repeats the runner's steps).

@@ -1,0 +1,239 @@
+"""``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded); designs
+fresh (Result "throughput"), workload, paired (specs.ServeSpec). hf-generate: TTFT = E2E."""
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from refimpl.audio import make_request_audios
+from refimpl.config import ModelConfig, resolve_device
+from refimpl.engine.core import StepTimings
+from refimpl.engine.llm_engine import LLMEngine
+from refimpl.lab.bench.common import set_single_thread
+from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.specs import HF, ServeSpec
+from refimpl.lab.env import result_env
+from refimpl.lab.stats import MIN_PAIRS, median, paired, summarize
+from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
+from refimpl.sampling_params import SamplingParams
+from refimpl.tokenizer import whisper_decoder_prompt
+from refimpl.worker.hf_reference import hf_greedy_generate
+from refimpl.worker.model_loader import get_model
+
+PERCENTILES = (50, 90, 99)
+SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
+METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
+           "paired": ("wall_s", "cpu_s")}
+Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
+
+
+@dataclass
+class WorkItem:
+    """One request of a workload: arrival (s after the start), audio (float32, 16 kHz)."""
+    arrival_s: float
+    audio: np.ndarray
+
+
+def make_workload(num_requests: int, seed: int = 0, rate: float | None = None, max_s: float = 30.0) -> list[WorkItem]:
+    """Mixed-length speech; every request at 0 s, or exponential gaps of mean 1 / ``rate`` s."""
+    audios = make_request_audios(num_requests, seed=seed, max_s=max_s)
+    times = np.cumsum(np.random.default_rng(seed + 1).exponential(1.0 / rate, num_requests)) if rate \
+        else np.zeros(num_requests)
+    return [WorkItem(float(t), a) for t, a in zip(times, audios)]
+
+
+def latency_summary(name: str, values: list[float]) -> dict[str, float]:
+    arr = np.asarray(values, dtype=float)
+    return {**{f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}, f"{name}_mean": float(arr.mean())}
+
+
+def _served(n_req: int, n_tok: int, wall: float, **extra) -> dict:
+    return {"num_requests": n_req, "num_output_tokens": n_tok, "wall_s": wall, "requests_per_s": n_req / wall,
+            "output_tokens_per_s": n_tok / wall, **extra}
+
+
+def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
+    """The engine of a label: a variant name, or ``audios-per-step@N`` for N audios per step."""
+    name, _, n = label.partition("@")
+    return LLMEngine.from_args(spec.model, encoder_len_variant=name, device=spec.device,
+                               max_num_seqs=spec.max_num_seqs, num_gpu_blocks=spec.num_gpu_blocks,
+                               max_audios_per_step=int(n or 1), process_mode="inproc", **kw)
+
+
+def serve_engine(engine, work: list[WorkItem], params: SamplingParams, gc_off: bool = False) -> dict:
+    """Serve ``work`` with an in-process LLMEngine, each request added at its arrival time: rates, wall /
+    CPU / registry s, calls, steps, TTFT and E2E percentiles, ``tokens`` and ``outputs`` in ``work``'s order."""
+    sched, arrival, first, done = engine.scheduler, {}, {}, {}
+    if gc_off:
+        gc.collect()
+        gc.disable()
+    try:
+        REG.reset_stats()
+        i, steps, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
+        while i < len(work) or engine.has_unfinished_requests():
+            now = time.perf_counter() - t0
+            while i < len(work) and work[i].arrival_s <= now:
+                rid = engine.add_request(None, {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
+                arrival[rid], i = t0 + work[i].arrival_s, i + 1
+            if not engine.has_unfinished_requests():
+                time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
+                continue
+            finished, steps = engine.step(), steps + 1
+            t = time.perf_counter()
+            for r in sched.running:  # the scheduler's ids are per submission; ours are the user's
+                if r.external_req_id not in first and r.num_output_tokens > 0:
+                    first[r.external_req_id] = t
+            for o in finished:
+                first.setdefault(o.request_id, t)
+                done[o.request_id] = (t, o)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    finally:
+        if gc_off:
+            gc.enable()
+    outs = [done[r][1] for r in arrival]
+    return _served(len(outs), sum(len(o.output_token_ids) for o in outs), wall, cpu_s=cpu, steps=steps,
+                   registry_s=REG.stats.encdec_s, registry_calls=REG.stats.encdec_calls,
+                   **latency_summary("ttft_s", [first[r] - arrival[r] for r in arrival]),
+                   **latency_summary("e2e_s", [done[r][0] - arrival[r] for r in arrival]),
+                   tokens=[list(o.output_token_ids) for o in outs], outputs=outs)
+
+
+def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
+             batch_size: int, stop_at_eos: bool = True) -> dict:
+    """Serve ``work`` with generate() in static batches padded to the longest; ``batch_s`` per batch."""
+    e2e, n_tok, batch_s = [], 0, []
+    t0 = time.perf_counter()
+    for b in range(0, len(work), batch_size):
+        batch = work[b:b + batch_size]
+        wait = batch[-1].arrival_s - (time.perf_counter() - t0)
+        if wait > 0:
+            time.sleep(wait)
+        tb = time.perf_counter()
+        items = [processor.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0] for w in batch]
+        feats = torch.stack([x["input_features"] for x in items]).to(model.device, model.dtype)
+        n_tok += sum(len(r) for r in hf_greedy_generate(model, feats, decoder_prompt, max_tokens, stop_at_eos=stop_at_eos))
+        t = time.perf_counter()
+        batch_s.append(t - tb)
+        e2e += [t - t0 - w.arrival_s for w in batch]
+    return _served(len(work), n_tok, time.perf_counter() - t0, batch_s=batch_s,
+                   **latency_summary("ttft_s", e2e), **latency_summary("e2e_s", e2e))
+
+
+class Servers:
+    """Each label's engine (or generate()) built once; a step serves the timed work, or the warm-up
+    (``round`` None). Designs: fresh (``run_once`` in a fresh process: the first ``warmup_requests`` of the
+    work, processor cache on, ``ignore_eos``), workload (its own warm-up requests, arrivals), paired (a
+    whole block as warm-up, gc off while timed)."""
+
+    def __init__(self, spec: Resolved):
+        self.threads, self.spec = set_single_thread(), spec
+        self.engines: dict[str, LLMEngine] = {}
+        self.work = make_workload(spec.num_requests, 0, spec.rate)
+        self.warm = (self.work if spec.design == "paired" else self.work[:spec.warmup_requests]
+                     if spec.design == "fresh" else make_workload(spec.warmup_requests, 1000))
+        self.params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.design == "fresh")
+        self.serve = {label: self._hf() if label == HF else self._engine(label) for label in spec.variants or ()}
+
+    def _engine(self, label: str):
+        engine = self.engines[label] = build_engine(self.spec, label,
+                                                    disable_mm_preprocessor_cache=self.spec.design != "fresh")
+        return lambda work: serve_engine(engine, work, self.params, gc_off=self.spec.design == "paired")
+
+    def _hf(self):
+        mc = ModelConfig(self.spec.model, device=self.spec.device)
+        model, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
+        dec, p = whisper_decoder_prompt(self.spec.model), self.params
+        return lambda work: serve_hf(model, proc, dec, work, p.max_tokens, self.spec.max_num_seqs, not p.ignore_eos)
+
+    def __call__(self, step) -> dict:
+        work = self.warm if step.round is None else self.work
+        if not work:
+            return {}
+        c0, drop = time.process_time(), ("outputs", "batch_s") + (() if self.spec.design == "paired" else ("tokens",))
+        rec = {k: v for k, v in self.serve[step.label](work).items() if k not in drop}
+        return rec if "cpu_s" in rec else rec | {"cpu_s": time.process_time() - c0}
+
+
+def run_once(spec: Resolved, label: str) -> dict:
+    """One run of the fresh design in this process: a new engine (or generate()), one thread."""
+    s = Servers(spec.replace(variants=(label,)))
+    if s.warm:
+        s.serve[label](s.warm)
+    if label == HF:
+        r = s.serve[label](s.work)
+        return {"engine": "hf", "variant": HF, "device": resolve_device(spec.device), **{k: r[k] for k in SERVED},
+                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
+                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": s.threads}
+    engine = s.engines[label]
+    engine.engine_core.step_timings.clear()
+    r = s.serve[label](s.work)
+    steps = list(engine.engine_core.step_timings)
+    return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device,
+            **{k: r[k] for k in SERVED}, "registry_calls": r["registry_calls"], "registry_s_total": r["registry_s"],
+            "steps": len(steps), "step_time_ms_median": 1e3 * median(t.total for t in steps),
+            "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
+            "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
+            "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
+            "num_preemptions": sum(o.num_preemptions for o in r["outputs"]), "torch_num_threads": s.threads}
+
+
+def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:
+    """Each variant's gain t(base) / t(this) - 1 over the previous (or first), 95% CI, cost model."""
+    if pairing not in ("round", "abba"):
+        raise ValueError(f"pairing must be 'round' or 'abba', got {pairing!r}")
+    pick = abba_sums if pairing == "abba" else list
+    variants, rows = list(by_variant), []
+    for prev, cur in zip(variants[:-1] if against == "previous" else [variants[0]] * (len(variants) - 1), variants[1:]):
+        a, b = by_variant[prev], by_variant[cur]
+        iv, n = paired(pick(a[metric]), pick(b[metric]), kind="ratio"), len(pick(a[metric]))
+        model = (np.median(a["registry_s"]) - np.median(b["registry_s"])) / np.median(b["wall_s"])  # wall s for both
+        rows.append({"variant": cur, "over": prev, "metric": metric, "pairing": pairing, "gain": iv.estimate - 1,
+                     "low": iv.low - 1, "high": iv.high - 1, "half_width": (iv.high - iv.low) / 2,
+                     "resolved": iv.resolved and n >= MIN_PAIRS, "cost_model_gain": float(model),
+                     "rounds": len(a[metric]), "pairs": n})
+    return rows
+
+
+def abba_sums(values: list[float]) -> list[float]:
+    """Sums of consecutive rounds (0+1, 2+3, ...); an odd last round is dropped."""
+    return [values[i] + values[i + 1] for i in range(0, len(values) - 1, 2)]
+
+
+def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict]:
+    """Run i paired with run i: requests/s (engine / generate()), CPU s (generate() / engine)."""
+    e, h, rows = runs[variant], runs[HF], []
+    for metric, a, b in (("requests_per_s", e, h), ("cpu_s", h, e)):
+        iv = paired([x[metric] for x in a], [x[metric] for x in b], kind="ratio")
+        rows.append({"variant": variant, "over": HF, "metric": metric, "ratio": iv.estimate, "low": iv.low,
+                     "high": iv.high, "pairs": len(a), "resolved": iv.resolved and len(a) >= MIN_PAIRS})
+    return rows
+
+
+def result(spec: ServeSpec, trial, in_process: bool) -> Result:
+    runs, params, comparisons = trial.runs, {**spec.params(), **trial.stop}, []
+    if spec.design == "paired":
+        toks = [r.pop("tokens") for rs in runs.values() for r in rs]
+        n = len(next(iter(runs.values())))
+        runs = {v: [{"round": i, **r} for i, r in enumerate(rs)] for v, rs in runs.items()}
+        params |= {"rounds_run": n, "benchmark_s": trial.timed_s, "tokens_identical": all(t == toks[0] for t in toks)}
+        by = {v: {k: [r[k] for r in rs] for k in ("wall_s", "cpu_s", "registry_s")} for v, rs in runs.items()}
+        comparisons = [r for pairing in ("round", "abba") if n >= (2 if pairing == "abba" else 1)
+                       for m in ("cpu_s", "wall_s") for r in gains(by, m, spec.against, pairing)]
+    engines = [v for v in runs if v != HF]
+    if spec.design == "workload" and HF in runs and engines and runs[HF]:
+        comparisons = engine_over_generate(runs, engines[0])
+    variants = {v: {"runs": rs, "summary": {m: summarize(r[m] for r in rs) for m in METRICS[spec.design]} if rs else {}}
+                for v, rs in runs.items()}
+    for v in variants.values():
+        if spec.design == "fresh" and v["runs"]:
+            v["summary"]["registry_share"] = summarize(r["registry_s_total"] / r["wall_s"] for r in v["runs"])
+        if spec.design == "paired" and v["runs"]:
+            v["summary"]["tokens_identical"] = params["tokens_identical"]
+    return Result(spec.bench, result_env(runs, spec.device, in_process or not spec.fresh), params, variants,
+                  comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
+

@@ -1,0 +1,236 @@
+"""What each bench measures: frozen specs whose fields are the flags of ``refimpl bench`` (tyro)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Optional
+
+from refimpl.config.model import SUPPORTED_MODELS
+from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
+
+HF = "hf-generate"  # transformers' generate() in static batches: the serving benches' baseline
+LADDER = tuple(n for n, v in ENCODER_LEN_VARIANTS.items() if v.encoder_budget == "encoder-len")
+
+
+class Spec:
+    """Shared by the specs: ``name`` (the subcommand), ``bench`` (the Result's), ``labels``."""
+    name: ClassVar[str]
+    anchors: ClassVar[tuple[str, ...]] = ()  # fields the other defaults depend on
+    model: Any
+    variants: Any
+    repeats: Any
+    warmup: Any
+
+    @property
+    def bench(self) -> str:
+        return self.name
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(self.variants)
+
+    abba = False  # rounds A B B A (only whole rounds kept) rather than A B A B
+    fresh = True  # each timed run a fresh process unless --in-process
+    budget_s: Optional[float] = None
+
+    def resolve(self) -> Any:
+        """This spec with every default that depends on another field filled in."""
+        return self
+
+    def replace(self, **changes: Any) -> Any:
+        return dataclasses.replace(self, **changes)  # type: ignore[type-var]
+
+    def worker_env(self) -> dict[str, str]:
+        return {}
+
+    def params(self) -> dict[str, Any]:
+        """The Result's ``params``: every (resolved) field; tuples as lists."""
+        d = dataclasses.asdict(self.resolve())
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in d.items()}
+
+    def command(self, output_json: Optional[str] = None, in_process: bool = False) -> str:
+        """The ``refimpl bench`` line that repeats this spec: its fields that differ from the defaults."""
+        me, ref = self.resolve(), type(self)(**{k: getattr(self, k) for k in self.anchors}).resolve()
+        out = ["refimpl", "bench", self.name]
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            v, base = getattr(me, f.name), f.default if f.name in self.anchors else getattr(ref, f.name)
+            if v == base or (f.name in self.anchors and v is None):
+                continue
+            flag = "--" + f.name.replace("_", "-")
+            if isinstance(v, bool):
+                out.append(flag if v else "--no-" + flag[2:])
+            else:
+                items = v if isinstance(v, tuple) else [x for kv in v.items() for x in kv] if isinstance(v, dict) else [v]
+                out += [flag, *(shlex.quote(str(int(x) if isinstance(x, float) and x.is_integer() else x)) for x in items)]
+        out += ["--output-json", shlex.quote(str(output_json))] if output_json else []
+        return " ".join(out + (["--in-process"] if in_process and self.fresh else []))
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartupSpec(Spec):
+    """Engine start-up per phase and variant (vLLM PR #17935); --calls N: N successive
+    compute_encoder_budget calls per process instead (the reviewer's experiment)."""
+    name: ClassVar[str] = "startup"
+    model: str = "qwen2.5-vl-3b"
+    model_path: Optional[str] = None  # local HF directory: config.json, preprocessor_config.json, weights
+    variants: tuple[str, ...] = tuple(STARTUP_VARIANTS)[:2]  # measured side by side
+    repeats: int = 3  # timed runs per variant, each a fresh process
+    calls: Optional[int] = None  # the budget experiment: calls per process
+    max_model_len: Optional[int] = None  # tokens (default: the model's)
+    limit_mm_per_prompt: dict[str, int] = field(default_factory=dict)  # e.g. video 0
+    mm_processor_kwargs: dict[str, int] = field(default_factory=dict)  # e.g. max_pixels 1003520
+    process_mode: str = "inproc"  # inproc | mp (the engine core in a child process, as vLLM V1)
+    reset_scope: str = "v0.9.0"  # mp: what reset_mm_cache clears in the child: v0.9.0 | all
+    numpy_hugepage: str = "off"  # numpy's THP madvise in the measured processes: off | on
+    device: str = "auto"  # auto | cpu | cuda
+    warmup: bool = True  # one untimed run per variant first
+
+    @property
+    def bench(self) -> str:
+        return "budget" if self.calls else "startup"
+
+    def worker_env(self) -> dict[str, str]:
+        return {"NUMPY_MADVISE_HUGEPAGE": "1" if self.numpy_hugepage == "on" else "0"}
+
+
+DESIGNS: dict[str, tuple[str, dict[str, Any]]] = {  # design: (the Result's bench, defaults)
+    "fresh": ("throughput", dict(model="whisper-tiny", variants=LADDER[-1:], repeats=3, num_requests=64,
+                                 max_tokens=32, max_num_seqs=16, warmup_requests=4, device="auto")),
+    "workload": ("workload", dict(model="whisper-tiny.en", variants=(LADDER[-1], HF), repeats=1,
+                                  num_requests=64, max_tokens=96, max_num_seqs=16, warmup_requests=4,
+                                  device="cpu")),
+    "paired": ("paired", dict(model="whisper-tiny.en", variants=LADDER, repeats=30, num_requests=8,
+                              max_tokens=16, max_num_seqs=8, num_gpu_blocks=2000, warmup_requests=0,
+                              device="cpu")),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServeSpec(Spec):
+    """Whisper serving by encoder-length variant (vLLM PRs #24866 / #24989). Designs: fresh (a
+    fresh process per run, A B A B, fixed output length), workload (this process, A B B A, EOS
+    stops, latencies), paired (this process, identical blocks A B B A, gains with 95% CIs)."""
+    name: ClassVar[str] = "serve"
+    anchors: ClassVar[tuple[str, ...]] = ("design", "budget_s")
+    design: str = "fresh"  # fresh | workload | paired
+    model: Optional[str] = None  # default per design: whisper-tiny (fresh), whisper-tiny.en
+    variants: Optional[tuple[str, ...]] = None  # encoder-length variants, audios-per-step@N, hf-generate
+    repeats: Optional[int] = None  # runs per variant (paired: rounds); default 3, 1, 30
+    budget_s: Optional[float] = None  # fixed time: a round starts only if it fits at the mean round
+    against: str = "previous"  # paired: each gain over the previous | first variant
+    num_requests: Optional[int] = None  # per run (paired: per block); default 64, 64, 8
+    max_tokens: Optional[int] = None  # per request (fresh: exactly, ignore_eos); default 32, 96, 16
+    max_num_seqs: Optional[int] = None  # batch size (hf-generate: static batch); default 16, 16, 8
+    num_gpu_blocks: Optional[int] = None  # KV blocks (default: sized by the engine; paired 2000)
+    warmup: bool = True  # one untimed run (paired: round) per variant first
+    warmup_requests: Optional[int] = None  # untimed requests each engine serves first; default 4
+    rate: Optional[float] = None  # workload: Poisson arrivals, requests/s (default: all at 0 s)
+    device: Optional[str] = None  # auto | cpu | cuda; default auto (fresh), cpu
+
+    @property
+    def bench(self) -> str:
+        return DESIGNS[self.design][0]
+
+    @property
+    def abba(self) -> bool:  # type: ignore[override]
+        return self.design != "fresh"
+
+    @property
+    def fresh(self) -> bool:  # type: ignore[override]
+        return self.design == "fresh"
+
+    def resolve(self) -> ServeSpec:
+        d = dict(DESIGNS[self.design][1], repeats=10**6 if self.budget_s else DESIGNS[self.design][1]["repeats"])
+        return dataclasses.replace(self, **{k: v for k, v in d.items() if getattr(self, k) is None})
+
+    def params(self) -> dict[str, Any]:
+        p = super().params()
+        if self.design != "paired":
+            p["engine"] = "hf" if p["variants"] == [HF] else "both" if HF in p["variants"] else "refimpl"
+        if self.design == "workload":
+            p["arrival"] = "poisson" if self.rate else "all"
+        return p
+
+
+@dataclass(frozen=True, kw_only=True)
+class WerSpec(Spec):
+    """Word error rate of the real whisper-tiny.en weights (transformers' generate()) on the
+    shipped speech clips: the check behind every real-weight figure."""
+    name: ClassVar[str] = "wer"
+    max_new_tokens: int = 64  # cap per clip; EOS stops earlier
+    model: str = field(default="whisper-tiny.en", init=False)
+    repeats: int = field(default=1, init=False)
+    warmup: bool = field(default=False, init=False)
+    fresh = False
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (self.model,)
+
+    def params(self) -> dict[str, Any]:
+        return {"model": self.model, "variants": [self.model], "max_new_tokens": self.max_new_tokens}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrateSpec(Spec):
+    """The start-up cost model's rates on this machine (refimpl/lab/explore/cost_model.py): small
+    arrays and a few small HF-processor calls, each run a fresh process; about a minute.
+    Written to results/<hardware>/calibration.json unless --output-json says otherwise."""
+    name: ClassVar[str] = "calibrate"
+    models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
+    repeats: int = 2  # fresh processes; the model reads their medians
+    size_mib: int = 128  # the arrays the rates are measured on (MiB); smaller ones overstate HF memory per element
+    warmup: bool = False  # one untimed process first
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("rates",)
+
+
+CHOICES = {"process_mode": ("inproc", "mp"), "reset_scope": ("v0.9.0", "all"), "numpy_hugepage": ("off", "on"),
+           "device": ("auto", "cpu", "cuda"), "design": tuple(DESIGNS), "against": ("previous", "first")}
+SPECS: dict[str, type[Spec]] = {s.name: s for s in (StartupSpec, ServeSpec, WerSpec, CalibrateSpec)}
+
+
+def _fields(cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in params.items() if k in names}
+
+
+def spec_from_params(bench: str, params: dict[str, Any]) -> Spec:
+    """The spec of a stored Result of ``bench`` (its ``params``), whatever its layout since schema 1."""
+    if bench in ("startup", "budget", "wer", "calibrate"):
+        cls = {"wer": WerSpec, "calibrate": CalibrateSpec}.get(bench, StartupSpec)
+        return cls(**_fields(cls, {"calls": 2, **params} if bench == "budget" else params))
+    p = dict(params, design={"throughput": "fresh"}.get(bench, bench))
+    n = p.get("max_audios_per_step", 1)
+    p["variants"] = [f"{v}@{n}" if n > 1 and v in ENCODER_LEN_VARIANTS and ENCODER_LEN_VARIANTS[v].encoder_batch
+                     else v for v in p["variants"]]
+    if bench == "workload" and p.get("arrival") == "all":
+        p["rate"] = None
+    if bench == "paired" and "block_requests" in p:  # the layout before serve
+        p.update(num_requests=p["block_requests"], repeats=p.get("rounds"), warmup=p.get("warmup_rounds", 1) > 0,
+                 budget_s=p.get("budget_s") or p.get("max_benchmark_s"))
+    return ServeSpec(**_fields(ServeSpec, p))
+
+
+def command_of(bench: str, params: dict[str, Any], *, in_process: bool = False,
+               output_json: Optional[str] = None) -> str:
+    return spec_from_params(bench, params).command(output_json, in_process)
+
+
+def parse_limits(items: list[str]) -> dict[str, int]:
+    """``["video=0", "image=2"]`` -> ``{"video": 0, "image": 2}``."""
+    return {k: int(v) for k, _, v in (it.partition("=") for it in items)}
+
+
+def spec_to_json(spec: Spec) -> str:
+    return json.dumps({"bench": spec.name, "spec": dataclasses.asdict(spec)})  # type: ignore[call-overload]
+
+
+def spec_from_json(text: str) -> Spec:
+    d = json.loads(text)
+    cls = SPECS[d["bench"]]
+    return cls(**_fields(cls, d["spec"]))

@@ -1,0 +1,94 @@
+"""``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py) and ``refimpl report``."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Callable, Optional
+
+import tyro
+
+from refimpl.errors import RefimplError
+from refimpl.lab.bench import calibrate, trial
+from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.specs import SPECS, Spec
+from refimpl.lab.studies import md
+from refimpl.lab.studies import serving as SV
+from refimpl.lab.studies import startup as S
+from refimpl.lab.studies import throughput as T
+
+USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
+       refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
+       refimpl conform --vllm X | --vllm-python PATH [--row ROW] [--keep] [--quick]
+
+  bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
+  bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
+  bench wer       word error rate of the real whisper-tiny.en weights on the speech clips
+  bench calibrate the start-up cost model's rates on this machine (about a minute)
+                  -> results/<hardware>/calibration.json
+  report          run every notebook headless and write reports/latest/
+  conform         real vLLM's profiling code against the rows (docs/conformance.md)
+Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
+
+
+OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result (default: "
+                                            "reports/<bench>_<model>_<UTC time>.json)")]
+IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
+
+
+SHOWN: dict[str, Callable[[Result], str]] = {  # a bench's Result as notebooks and summary.md show it
+    "startup": S.summary_md, "budget": S.budget_md, "throughput": T.summary_md,
+    "paired": lambda r: md(T.paired_table([r]), f"Tokens identical across variants and rounds: "
+                                                f"{r.params.get('tokens_identical', 'not recorded')}."),
+    "workload": lambda r: md(SV.workload_table(r), SV.engine_over_hf_sentence(r)),
+    "wer": SV.wer_table, "calibrate": lambda r: "\n".join(calibrate.lines(r))}
+
+
+def _entry(cls: type[Spec]):
+    def bench(spec, output_json=None, in_process=False):
+        return spec, output_json, in_process
+    bench.__annotations__ = {"spec": Annotated[cls, tyro.conf.arg(name="")], "output_json": OUT,  # flat flags
+                             "in_process": IN_PROCESS if cls.fresh else tyro.conf.Suppress[bool]}
+    bench.__doc__ = cls.__doc__
+    return bench
+
+
+def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
+    """(spec, output_json, in_process) of ``refimpl bench`` flags; SystemExit(2) on a malformed one."""
+    return tyro.extras.subcommand_cli_from_dict({n: _entry(c) for n, c in SPECS.items()},
+                                                prog="refimpl bench", args=argv)
+
+
+def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
+    name = f"refimpl bench {spec.name}"
+    path = Path(out) if out else calibrate.default_out() if spec.name == "calibrate" else trial.default_out(spec)
+    try:
+        res = trial.run(spec, in_process=in_process, out=path)
+    except RefimplError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    print(SHOWN[res.bench](res))
+    p = res.params
+    if p["failed"]:
+        kept = f"{p['rounds_run']} finished rounds" if "rounds_run" in p else \
+            f"{sum(len(v['runs']) for v in res.variants.values())} finished runs"
+        print(f"{name}: error: {p['failed'].splitlines()[0]} (kept the {kept} in {path})", file=sys.stderr)
+    print(f"wrote {path}")
+    return trial.exit_status(res)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["report"]:
+        from refimpl.lab import report  # optional: papermill, the report's, is absent where only benches run
+        return report.main(argv[1:])
+    if argv[:1] == ["conform"]:
+        from refimpl.lab.conform.cli import main as conform_main
+        return conform_main(argv[1:])
+    if argv[:1] == ["bench"]:
+        return bench(*parse(argv[1:]))
+    print(USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
+    return 0 if argv[:1] in (["-h"], ["--help"]) else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The machine and software of a result (its ``env``): torch's ``get_env_info()`` without pip / conda,
+the CPU, RAM, git commit, torch's threads and the libraries' versions."""
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import platform
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Optional
+from unittest import mock
+
+import psutil
+import torch
+from torch.utils import collect_env as _ce
+
+from refimpl.config import resolve_device
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+THREAD_ENV_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                   "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS")
+VERSIONED = ("torch", "torchvision", "transformers", "tokenizers", "numpy", "pillow", "blake3", "refimpl")
+TORCH_ENV_FIELDS = ("torch_version", "is_debug_build", "cuda_compiled_version", "cuda_runtime_version",
+                    "cudnn_version", "nvidia_driver_version", "nvidia_gpu_models", "hip_compiled_version",
+                    "is_cuda_available", "os", "libc_version", "python_version", "python_platform",
+                    "gcc_version", "caching_allocator_config", "cuda_module_loading")
+
+
+def torch_env_info() -> dict[str, Any]:
+    """The TORCH_ENV_FIELDS of ``get_env_info()`` this torch has; a missing tool gives None."""
+    with contextlib.ExitStack() as stack:
+        for name, stub in (("get_pip_packages", lambda *a, **k: (None, None)),
+                           ("get_conda_packages", lambda *a, **k: None)):
+            if hasattr(_ce, name):
+                stack.enter_context(mock.patch.object(_ce, name, stub))
+        info = _ce.get_env_info()._asdict()
+    return {k: info[k] for k in TORCH_ENV_FIELDS if k in info}
+
+
+def cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.lower().startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or platform.machine()
+
+
+def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the checkout at ``root`` (tracked files only); None outside one."""
+    git = shutil.which("git")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        if git and (root / ".git").exists():  # the full hash, "-dirty" when a tracked file changed
+            out = subprocess.run([git, "describe", "--always", "--dirty", "--abbrev=40", "--exclude=*"],
+                                 cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+            if out:
+                return {"commit": out.removesuffix("-dirty"), "dirty": out.endswith("-dirty")}
+    return {"commit": None, "dirty": None}
+
+
+def _version(pkg: str) -> Optional[str]:
+    with contextlib.suppress(metadata.PackageNotFoundError):
+        return metadata.version(pkg)
+    return None
+
+
+def collect_env() -> dict[str, Any]:
+    """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's), ``versions``, ``git``, threads
+    and ``torch_env``; never raises for a missing GPU, git or tool."""
+    tenv = torch_env_info()
+    cpu = {"model": cpu_model(), "logical_cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False)}
+    gpu = None
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        gpu = {"name": props.name, "memory_bytes": int(props.total_memory), "count": torch.cuda.device_count(),
+               "capability": f"{props.major}.{props.minor}", "driver": tenv.get("nvidia_driver_version"),
+               "cuda": torch.version.cuda}
+    hardware = {"name": gpu["name"] if gpu else cpu["model"], "cpu": cpu, "ram_bytes": int(psutil.virtual_memory().total),
+                "gpu": gpu, "platform": platform.platform(), "hostname": platform.node()}
+    versions = {"python": platform.python_version(), **{p: _version(p) for p in VERSIONED},
+                "torch_runtime": torch.__version__}
+    return {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), "hardware": hardware,
+            "versions": versions, "git": git_info(), "torch_num_threads": torch.get_num_threads(),
+            "thread_env": {k: os.environ[k] for k in THREAD_ENV_VARS if k in os.environ}, "torch_env": tenv}
+
+
+def result_env(runs: dict[str, list[dict]], device: Optional[str], in_process: bool) -> dict[str, Any]:
+    """``collect_env()`` with ``device``, ``in_process`` and the runs' threads, device and huge pages."""
+    env = collect_env() | {"device": resolve_device(device or "auto"), "in_process": in_process}
+    for key in ("torch_num_threads", "device", "thp"):
+        found = next((r[key] for rs in runs.values() for r in rs if key in r), None)
+        if found is not None:
+            env[key] = found
+    return env

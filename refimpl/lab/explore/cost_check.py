@@ -1,0 +1,161 @@
+"""Prediction against measurement: the start-up cost model beside the committed Results.
+
+``compare(cal)`` predicts every variant of the start-up and budget Results (Qwen2.5-VL) in the
+calibration's results/ folder and its ``-shared`` sibling (runs made while other jobs ran) and
+pairs each prediction with the measured median: start-up total seconds and peak RSS, each
+budget call's seconds and the peak RSS. For seconds it names the part that misses most (the
+benches' parts, and the rest of the time as "other"). ``comparison_table`` renders the rows,
+headed by the calibration's label; ``GOAL`` is the error the model aims under. Any committed
+max_model_len is taken (the 128k ladder, a 50k run when one is committed).
+
+    python -m refimpl.lab.explore.cost_check [--calibration results/<hw>/calibration.json] [--quiet-only]
+
+prints the table and, per max_model_len and metric, how many variants are within GOAL.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.specs import spec_from_params
+from refimpl.lab.bench.startup import make_vllm_config
+from refimpl.lab.env import REPO_ROOT
+from refimpl.lab.explore.cost_model import PARTS, Calibration, budget_plan, predict, startup_plan
+from refimpl.lab.studies import md_table
+
+GOAL = 0.15  # |predicted / measured - 1| the model aims under, per variant
+GiB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Row:
+    """One prediction beside its measurement (seconds or bytes); ``miss``: the part with the
+    largest absolute gap (name, predicted, measured seconds), for seconds only."""
+    source: str
+    note: str
+    max_model_len: int
+    variant: str
+    metric: str
+    predicted: float
+    measured: float
+    miss: Optional[tuple[str, float, float]] = None
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def sources(cal: Calibration, results_dir: Path = REPO_ROOT / "results", shared: bool = True) -> list[Path]:
+    """The Qwen2.5-VL start-up and budget Results of ``cal``'s machine (its folder, then -shared)."""
+    out: list[Path] = []
+    for folder in (cal.hardware, *([f"{cal.hardware}-shared"] if shared else [])):
+        out += sorted((Path(results_dir) / folder).glob("startup_qwen*.json"))
+        out += sorted((Path(results_dir) / folder).glob("budget_qwen*.json"))
+    return out
+
+
+def _note(path: Path, runs: list[dict]) -> str:
+    notes = ["measured while other jobs ran"] if path.parent.name.endswith("-shared") else []
+    if any((r.get("thp") or {}).get("numpy_madvise_hugepage") for r in runs):
+        notes.append("numpy huge pages on (not modelled)")
+    return "; ".join(notes)
+
+
+def _med(values: Iterable[float]) -> float:
+    return float(statistics.median(values))
+
+
+def _miss(pred: dict[str, float], runs: list[dict], total_pred: float, total_meas: float,
+          parts_of=lambda r: r["parts_s"]) -> tuple[str, float, float]:
+    """The part (or "other") whose predicted seconds differ most from the measured median."""
+    meas = {p: _med(parts_of(r).get(p, 0.0) for r in runs) for p in PARTS if p != "hf_text_only_s"}
+    gaps = {p: (pred[p], meas[p]) for p in meas}
+    gaps["other"] = (total_pred - sum(pred[p] for p in meas), total_meas - sum(meas.values()))
+    name = max(gaps, key=lambda p: abs(gaps[p][0] - gaps[p][1]))
+    return name, *gaps[name]
+
+
+def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
+    """Rows of prediction against measurement for ``paths`` (default ``sources(cal)``)."""
+    rows: list[Row] = []
+    for path in paths if paths is not None else sources(cal):
+        res = Result.load(path)
+        for variant, v in res.variants.items():
+            runs = v["runs"]
+            if not runs:
+                continue
+            params = {**res.params, "max_model_len": runs[0].get("max_model_len", res.params.get("max_model_len"))}
+            spec = spec_from_params(res.bench, params).replace(device="cpu")
+            src = str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else str(path)
+            vc, note = make_vllm_config(spec), _note(Path(path), runs)
+            n = vc.model_config.max_model_len
+            if res.bench == "startup":
+                pred = predict(startup_plan(vc, variant), cal)
+                total = _med(r["total_s"] for r in runs)
+                rows.append(Row(src, note, n, variant, "total_s", pred.total_s, total,
+                                _miss(pred.seconds, runs, pred.total_s, total)))
+            else:
+                plan = budget_plan(vc.model_config, variant, len(runs[0]["calls_s"]))
+                pred = predict(plan, cal)
+                for k, (call, predicted) in enumerate(pred.phases.items()):
+                    measured = _med(r["calls_s"][k] for r in runs)
+                    parts = pred.step_parts[k] if k < len(pred.step_parts) else dict.fromkeys(PARTS, 0.0)
+                    rows.append(Row(src, note, n, variant, f"{call}_s", predicted, measured,
+                                    _miss(parts, runs, predicted, measured, lambda r, k=k: r["parts_s"][k])))
+            rows.append(Row(src, note, n, variant, "peak_rss_bytes", pred.peak_rss_bytes,
+                            _med(r["peak_rss_bytes"] for r in runs)))
+    return rows
+
+
+def comparison_table(rows: list[Row], cal: Calibration) -> str:
+    """Markdown: measured median, ``cal.label``, error; for seconds beyond GOAL, the part that misses most."""
+    def fmt(metric: str, x: float) -> str:
+        return f"{x / GiB:.2f} GiB" if metric.endswith("bytes") else f"{x:.1f} s"
+    out = []
+    for r in rows:
+        miss = "-" if r.miss is None or abs(r.error) <= GOAL else \
+            f"{r.miss[0]}: {r.miss[1]:.1f} s predicted, {r.miss[2]:.1f} s measured"
+        out.append([f"{r.source}{f' ({r.note})' if r.note else ''}", r.max_model_len, r.variant, r.metric,
+                    fmt(r.metric, r.measured), fmt(r.metric, r.predicted), f"{100 * r.error:+.0f}%", miss])
+    return md_table(["result", "max_model_len", "variant", "metric", "measured (median)", cal.label,
+                     "error", f"largest part miss (beyond {100 * GOAL:.0f}%)"], out)
+
+
+def within_goal(rows: list[Row]) -> list[str]:
+    """Per (max_model_len, seconds or peak RSS): how many rows are within GOAL, and the worst."""
+    groups: dict[tuple[int, str], list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.max_model_len, "peak RSS" if r.metric.endswith("bytes") else "seconds"), []).append(r)
+    out = []
+    for (n, kind), rs in sorted(groups.items()):
+        worst = max(rs, key=lambda r: abs(r.error))
+        out.append(f"max_model_len {n}, {kind}: {sum(abs(r.error) <= GOAL for r in rs)} of {len(rs)} within "
+                   f"{100 * GOAL:.0f}%; worst {worst.variant} {worst.metric} {100 * worst.error:+.0f}% ({worst.source})")
+    return out
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """Print the prediction-against-measurement table; 2 when there is no calibration."""
+    ap = argparse.ArgumentParser(prog="python -m refimpl.lab.explore.cost_check", description=__doc__.split("\n")[0])
+    ap.add_argument("--calibration", help="a calibration Result (default: results/<this machine>/calibration.json)")
+    ap.add_argument("--results", default=str(REPO_ROOT / "results"), help="the results/ folder to read")
+    ap.add_argument("--quiet-only", action="store_true", help="leave out the -shared folder (runs made under load)")
+    a = ap.parse_args(argv)
+    cal = Calibration.load(a.calibration) if a.calibration else Calibration.for_this_machine(Path(a.results))
+    if cal is None:
+        print("no calibration for this machine: run `refimpl bench calibrate` first", file=sys.stderr)
+        return 2
+    rows = compare(cal, sources(cal, Path(a.results), shared=not a.quiet_only))
+    print(comparison_table(rows, cal))
+    print()
+    print("\n".join(within_goal(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The start-up study (vLLM PR #17935) of notebook 01: ``StartupStudy``, its figures and summary
+(tables: startup_tables.py), the real-photo pass."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Optional
+
+import torch
+
+from refimpl.config import ModelConfig
+from refimpl.lab.bench import guard
+from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.specs import StartupSpec, parse_limits
+from refimpl.lab.bench.startup import summarize_two_process
+from refimpl.lab.stats import median, summarize
+from refimpl.lab.studies import Study, figure, flamegraph, provenance, save, section_md
+from refimpl.lab.studies import startup_tables as T
+from refimpl.lab.studies.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
+from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
+from refimpl.multimodal.photos import load_sample_photos, pan_video
+from refimpl.variants import LADDER, STARTUP_VARIANTS
+
+# QUICK: the smallest int64 dummy video (the same up to ~32k tokens) and no image (whose HF cost
+# does not shrink with max_model_len), so hashing against the HF passes saved keeps the full balance.
+QUICK_MAX_MODEL_LEN = 8192
+QUICK_LIMITS = ("image=0",)
+QUICK_REPEATS = 2
+# two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
+# tokens; the mechanism is the same)
+TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
+RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
+            "max_tokens_per_item")  # per variant, from its first run
+
+
+def quick_variants() -> tuple[str, ...]:
+    """0.8.5, 0.9.0, the first copy-free hasher on the int64 video (0.9.0+#24925), shape-only."""
+    vs = list(STARTUP_VARIANTS.values())
+    stream = next(v.name for v in vs if v.cache_during_profiling and v.mm.hash_byte_path == "stream"
+                  and v.mm.dummy_video_dtype == "int64" and not v.formula_models)
+    return (BEFORE, AFTER, stream, next(v.name for v in vs if v.mm.shape_only))
+
+
+@dataclass
+class StartupStudy(Study):
+    """Notebook 01: a flame-graphed (untimed) start-up per variant, ``repeats`` fresh-process
+    start-ups each, ``budget_repeats`` of the budget experiment. QUICK: QUICK_* on ``quick_variants``,
+    one flame graph. A ratio is shown from ``min_n`` runs a side."""
+    values_name: ClassVar[str] = "values_startup.json"
+    model: str = "qwen2.5-vl-3b"
+    device: str = "auto"
+    repeats: int = 3
+    budget_repeats: int = 5
+    flame_rate: int = 20
+    max_model_len: Optional[int] = None
+    limits: list[str] = field(default_factory=list)
+    numpy_hugepage: str = "off"
+    variants: tuple[str, ...] = LADDER
+    min_n: int = 2
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.quick:
+            self.repeats = self.budget_repeats = QUICK_REPEATS
+            self.max_model_len = self.max_model_len or QUICK_MAX_MODEL_LEN
+            self.limits, self.variants = list(self.limits) or list(QUICK_LIMITS), quick_variants()
+
+    def spec(self, variants: Optional[tuple[str, ...]] = None) -> StartupSpec:
+        """The start-up bench's spec (no warm-up of its own: ``flamegraphs`` is it)."""
+        return StartupSpec(model=self.model, device=self.device, variants=variants or self.variants,
+                           repeats=self.repeats, warmup=False, max_model_len=self.max_model_len,
+                           numpy_hugepage=self.numpy_hugepage, limit_mm_per_prompt=parse_limits(self.limits))
+
+    def flamegraphs(self) -> dict[str, Optional[Path]]:
+        """``flame_startup_<variant>.svg`` per variant (QUICK: the last; stored: none), or None."""
+        spec, out = self.spec(), {}
+        for v in [] if self.mode == "stored" else self.variants[-1:] if self.quick else self.variants:
+            guard.wait_for_memory(spec, v)
+            out[v] = flamegraph(spec, v, self.out_dir, f"flame_startup_{v}", speedscope=False,
+                                rate=self.flame_rate)
+        return out
+
+    def startup(self) -> Result:
+        """The ladder: ``startup_<model>.json``; records its values."""
+        res = self.obtain(f"startup_{self.model}.json", self.spec())
+        first = {v: res.runs(v)[0] for v in T.measured(res)}
+        self.record(startup={
+            "provenance": provenance(res), "size": size(res), "in_process": res.env.get("in_process", False),
+            "runs": {v: len(r["runs"]) for v, r in res.variants.items()},
+            **{k: {v: x.get(k) for v, x in first.items()} for k in RECORDED},
+            "total_s_median": {v: median(res.values(v, "total_s")) for v in first},
+            "ratios": T.ratios(res, self.min_n), "ratio_of": T.time_key(res),
+            "finding": f"{AFTER} / {BEFORE}",
+            "hashing": T.hashing_share(res) if T.has_parts(res) else None})
+        return res
+
+    def budget(self, calls: int = 2) -> Result:
+        """The reviewer's experiment, ``calls`` budget calls per process: ``budget_<model>.json``."""
+        spec = self.spec((BEFORE, AFTER)).replace(repeats=self.budget_repeats, calls=calls)
+        res = self.obtain(f"budget_{self.model}.json", spec)
+        self.record(budget={"provenance": provenance(res), "size": size(res),
+                            "passes": {v: res.runs(v)[0]["passes"] for v in T.measured(res)},
+                            "budgets": {v: res.runs(v)[0]["budgets"] for v in T.measured(res)},
+                            "call1_ratio": call1_ratio(res, min_n=self.min_n)})
+        return res
+
+    def two_process(self, repeats: int = TWO_PROCESS_REPEATS,
+                    max_model_len: int = TWO_PROCESS_MAX_MODEL_LEN) -> dict[str, dict]:
+        """{row label: {"runs", "_path"}} of both reset scopes: full mode's runs, measured here, then the
+        committed ones of ``hardware``."""
+        rows: dict[str, dict] = {}
+        names = {scope: f"twoproc_startup_{self.model}_{scope}.json" for scope in TWO_PROCESS_SCOPES}
+        for scope, name in names.items() if self.mode == "full" else ():
+            spec = StartupSpec(model=self.model, device=self.device, variants=(AFTER,), repeats=repeats,
+                               warmup=False, max_model_len=max_model_len, process_mode="mp",
+                               reset_scope=scope, limit_mm_per_prompt=parse_limits(self.limits))
+            path = f"{self.out_dir / name}, command: {spec.command(output_json=name)}"
+            rows[f"{scope} (this run)"] = {"runs": self.obtain(name, spec).runs(AFTER), "_path": path}
+        for scope, name in names.items():
+            if (res := self.stored(name)) is not None:
+                rows[f"{scope} (stored {name})"] = {"_path": f"results/{self.hardware}/{name}", "runs": [
+                    r for v in res.variants.values() for r in v["runs"] if r.get("process_mode") == "mp"]}
+        med = {k: summarize_two_process(r["runs"]) for k, r in rows.items() if r["runs"]}
+        self.record(two_process={k: {f"{p}_cache_mib_{w}_reset": m[f"{p}_cache_bytes_{w}_reset"]["median"]
+                                     / 2**20 for p in ("p0", "p1") for w in ("before", "after")}
+                                 for k, m in med.items()})
+        return rows
+
+
+def size(res: Result) -> str:
+    """'max_model_len N, <limits>' of the runs of ``res``."""
+    x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})
+    lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
+    return (f"max_model_len {x.get('max_model_len', res.params.get('max_model_len'))}, "
+            + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality"))
+
+
+def _title(res: Result, what: str, names: list[str]) -> str:
+    """'<what>, <model>' / size and runs each (and the variants without runs) / provenance."""
+    left_out = [v for v in res.variants if v not in names]
+    n = {len(r["runs"]) for r in res.variants.values() if r["runs"]}
+    runs = f"{'-'.join(map(str, sorted(n)))} runs each" if n else "no runs"
+    return (f"{what}, {res.params['model']}\n{size(res)}; {runs}"
+            + (f"; no runs of {', '.join(left_out)}" if left_out else "") + f"\n{provenance(res)}")
+
+
+def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
+    """Start-up s (HF passes on each bar) and peak RSS GiB per variant, median with min-max."""
+    names, time_key = T.measured(res), T.time_key(res)
+    fig, axes = figure(11, 4.4, 2)
+    for ax, key, scale, label, color in ((axes[0], time_key, 1, T.TIME_LABEL[time_key], "tab:blue"),
+                                         (axes[1], "peak_rss_bytes", 2**30, "peak RSS GiB", "tab:gray")):
+        ax.set_ylabel(f"{label} (median, min-max)")
+        if not names:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+            continue
+        st = [summarize([x[key] / scale for x in res.runs(v)]) for v in names]
+        bars = ax.bar(names, [s["median"] for s in st], capsize=3, color=color,
+                      yerr=[[s["median"] - s["min"] for s in st], [s["max"] - s["median"] for s in st]])
+        ax.tick_params(axis="x", rotation=30)
+        for t in ax.get_xticklabels():
+            t.set_ha("right")
+        if scale == 1:
+            ax.bar_label(bars, [f"{res.runs(v)[0]['hf_mm_passes']} HF\npasses" for v in names],
+                         label_type="center", color="white", fontsize=8)
+    fig.suptitle(_title(res, "Start-up per variant", names), fontsize=10)
+    return save(fig, out_dir, name)
+
+
+def phases_figure(res: Result, out_dir: Path):
+    """Median seconds per start-up phase, one horizontal stacked bar per variant."""
+    names = T.measured(res)
+    fig, ax = figure(9, 1.6 + 0.4 * len(names))
+    left = [0.0] * len(names)
+    for ph in T.PHASE_ORDER:
+        vals = [median(run["phases"].get(ph, 0.0) for run in res.runs(v)) for v in names]
+        if any(vals):
+            ax.barh(names, vals, left=left, label=ph)
+            left = [a + b for a, b in zip(left, vals)]
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (median per phase)")
+    fig.legend(loc="outside right upper", fontsize=8)
+    ax.set_title(_title(res, "Start-up phases", names), fontsize=9)
+    return save(fig, out_dir, "startup_phases")
+
+
+def budget_figure(res: Result, out_dir: Path):
+    """Seconds of each budget call per variant (median, min-max); variants without runs named."""
+    fig, ax = figure(8, 3.8)
+    names = T.measured(res)
+    width = 0.8 / max(len(names), 1)
+    n = max((len(res.runs(v)[0]["calls_s"]) for v in names), default=0)
+    for i, v in enumerate(names):
+        calls = list(zip(*[run["calls_s"] for run in res.runs(v)]))
+        meds = [median(c) for c in calls]
+        ax.bar([k + i * width for k in range(n)], meds, width, label=v, capsize=3,
+               yerr=[[m - min(c) for m, c in zip(meds, calls)], [max(c) - m for m, c in zip(meds, calls)]])
+    ax.set_xticks([k + width * (len(names) - 1) / 2 for k in range(n)], [f"call {k + 1}" for k in range(n)])
+    if names:
+        fig.legend(loc="outside right upper")
+    else:
+        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylabel("seconds (median, min-max)")
+    ax.set_title(_title(res, "compute_encoder_budget calls", names), fontsize=9)
+    return save(fig, out_dir, "budget_calls")
+
+
+def _budget_blocks(budget: Result) -> list[str]:
+    """The reviewer's experiment: each call's seconds and, with both rows, call 1's ratio explained."""
+    blocks = ["The reviewer's experiment (successive compute_encoder_budget calls, "
+              f"{T.runs_word(budget)}):", budget_table(budget)]
+    r = call1_ratio(budget, min_n=2) if {AFTER, BEFORE} <= set(T.measured(budget)) else {"estimate": None}
+    if r["estimate"] is not None:
+        blocks += [f"Call 1, {AFTER} / {BEFORE}: {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
+                   f"(95% bootstrap interval, {r['state']}), min-max ranges "
+                   f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget)]
+    return blocks
+
+
+def summary_md(res: Result, budget: Optional[Result] = None) -> str:
+    """The start-up section of summary.md: size, how it was measured, the tables."""
+    n = max(len(r["runs"]) for r in res.variants.values())
+    blocks = [medians_table(res), T.ratios_table(res, 2), "HF-processor passes with multimodal data per "
+              "phase:", T.passes_table(res), T.hashing_sentence(res), *(_budget_blocks(budget) if budget else [])]
+    return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
+                      f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
+
+
+def budget_md(budget: Result) -> str:
+    """The budget experiment alone (``refimpl bench startup --calls N``), as summary.md shows it."""
+    return section_md(f"## compute_encoder_budget calls (PR #17935): {budget.params['model']}, {size(budget)}",
+                      budget, ".", *_budget_blocks(budget))
+
+
+def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
+    """The real-input section: ``n`` photos and a video of real frames through the processor twice.
+    {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, passes), "identical", "tokens"}."""
+    photos = load_sample_photos()[:n]
+    vid = pan_video() if video else None
+    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
+    proc = reg.create_processor(mc)
+    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos)
+    prompt += "<|vision_start|><|video_pad|><|vision_end|>" * int(video) + "Describe."
+    mm_data = {"image": [im for _, im in photos], **({"video": [vid]} if video else {})}
+    reg.reset_processor_cache()
+    outs, passes = [], {}
+    for name in ("pass1", "pass2"):
+        reg.reset_stats()
+        t0 = time.perf_counter()
+        outs.append(proc.apply(prompt, mm_data))
+        st = reg.stats
+        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
+                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
+    a, b = outs
+    same = a.prompt_token_ids == b.prompt_token_ids and all(
+        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
+        for k in x)
+    reg.reset_processor_cache()
+    return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
+            **passes, "identical": same, "tokens": len(a.prompt_token_ids)}

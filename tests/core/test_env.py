@@ -1,0 +1,49 @@
+"""refimpl.lab.env: what every result records about the machine (no timing assertions)."""
+import json
+import subprocess
+
+import torch
+
+from refimpl.lab.env import collect_env, git_info
+
+
+def test_collect_env_fields():
+    env = collect_env()
+    hw = env["hardware"]
+    assert hw["cpu"]["logical_cores"] >= 1 and hw["cpu"]["model"] and hw["ram_bytes"] > 0
+    assert hw["name"] == (hw["gpu"]["name"] if hw["gpu"] else hw["cpu"]["model"])
+    assert (hw["gpu"] is None) == (not torch.cuda.is_available())
+    for k in ("python", "torch", "transformers", "tokenizers", "numpy", "refimpl"):
+        assert k in env["versions"]
+    assert env["versions"]["torch_runtime"] == torch.__version__
+    assert env["torch_env"]["torch_version"] == torch.__version__  # from torch's collect_env
+    assert "pip_packages" not in env["torch_env"]
+    assert env["torch_num_threads"] == torch.get_num_threads()
+    assert "T" in env["date"]
+    assert set(env["git"]) == {"commit", "dirty"}
+    json.dumps(env)  # serialisable as is
+
+
+def test_collect_env_without_tools(monkeypatch, tmp_path):
+    """A host without git, pip, conda, nvidia-smi or compilers on PATH still gets an env."""
+    monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no executable found
+    monkeypatch.delenv("CONDA_EXE", raising=False)
+    env = collect_env()
+    assert env["git"] == {"commit": None, "dirty": None}
+    assert env["torch_env"]["gcc_version"] is None
+    assert env["hardware"]["cpu"]["model"]
+
+
+def test_git_info_dirty_flag(tmp_path):
+    def git(*a):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=tmp_path,
+                       check=True, capture_output=True)
+    assert git_info(tmp_path) == {"commit": None, "dirty": None}  # not a checkout
+    git("init", "-q")
+    (tmp_path / "f").write_text("a")
+    git("add", "f")
+    git("commit", "-qm", "x")
+    clean = git_info(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False
+    (tmp_path / "f").write_text("b")
+    assert git_info(tmp_path) == {"commit": clean["commit"], "dirty": True}

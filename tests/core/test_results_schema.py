@@ -1,0 +1,54 @@
+"""One result schema (refimpl.lab.bench.schema): every committed result validates; bad keys are named;
+specs travel as JSON to the fresh-process workers."""
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from refimpl.lab.bench.schema import Result, SchemaError, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+COMMITTED = sorted((ROOT / "results").glob("*/*.json"))
+
+
+def test_there_are_committed_results():
+    assert COMMITTED
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.name)
+def test_committed_result_validates(path):
+    res = Result.load(path)
+    for v in res.variants.values():
+        assert v["runs"] or "runs" in res.missing
+
+
+def _good():
+    return json.loads((ROOT / "results/cpu-intel-xeon-2c/budget_qwen2.5-vl-3b.json").read_text())
+
+
+@pytest.mark.parametrize("breaks,key", [
+    (lambda d: d.pop("params"), "params"),
+    (lambda d: d.update(by_variant={}), "by_variant"),
+    (lambda d: d.update(schema_version=0), "schema_version"),
+    (lambda d: d["env"].pop("hardware"), "env.hardware"),
+    (lambda d: d["variants"]["no-cache"].update(runs=[]), "variants['no-cache'].runs"),  # a version 1 file
+    (lambda d: d["variants"]["no-cache"]["summary"]["call_1_s"].pop("median"),
+     "variants['no-cache'].summary['call_1_s']"),
+    (lambda d: d.update(comparisons=[{"variant": "turbo", "over": "no-cache", "metric": "s"}]),
+     "comparisons[0].variant"),
+])
+def test_validate_names_the_bad_key(breaks, key):
+    d = copy.deepcopy(_good())
+    validate(d)
+    breaks(d)
+    with pytest.raises(SchemaError) as e:
+        validate(d)
+    assert e.value.key == key
+
+
+def test_specs_travel_as_json():
+    from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec, spec_from_json, spec_to_json
+    for spec in (StartupSpec(variants=("0.8.5", "0.9.0+#19756+#24925+uint8"), limit_mm_per_prompt={"video": 0}, calls=2),
+                 ServeSpec(design="paired", variants=("0.10.2", "audios-per-step@4"), budget_s=5.0), WerSpec()):
+        assert spec_from_json(spec_to_json(spec)) == spec

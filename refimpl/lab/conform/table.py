@@ -47,7 +47,7 @@ def summary_md(r: dict) -> str:
 
 def _release_key(p: Path) -> tuple:
     v = p.name.removeprefix("vllm-").split(".summary")[0].removesuffix("-python")
-    return tuple(int(x) for x in v.split(".") if x.isdigit()), p.name
+    return tuple(int(x) for x in v.split(".") if x.isdigit()), "-python" in p.name
 
 
 def docs_table(results: Path = RESULTS) -> str:
@@ -63,6 +63,18 @@ def docs_table(results: Path = RESULTS) -> str:
         cells = [f"{g[k][0]} of {g[k][1]}" if k in g else "-" for k in groups]
         label = f"{r['meta'].get('vllm')} ({r['row']})" + (" via --vllm-python" if "-python" in p.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
+    lines += ["", "Time and disk per run (the 2-core VM, shared with other jobs: figures taken under load):", "",
+              "| vLLM | transformers / tokenizers / huggingface-hub / torch | install (s) | side venv (GB) | probe (s) |",
+              "|---|---|---|---|---|"]
+    for p, r in runs:
+        m, run = r["meta"], r.get("run", {})
+        inst = run.get("install") or {}
+        secs = "reused" if inst.get("reused") else f"{inst['seconds']:.0f}" if "seconds" in inst else "-"
+        size = f"{inst['bytes'] / 1e9:.1f}" if "bytes" in inst else "-"
+        probe = f"{run['probe_seconds']:.0f}" if "probe_seconds" in run else "-"
+        label = m.get("vllm") + (" via --vllm-python" if "-python" in p.name else "")
+        lines.append(f"| {label} | {m.get('transformers')} / {m.get('tokenizers')} / {m.get('huggingface-hub')} / "
+                     f"{m.get('torch')} | {secs} | {size} | {probe} |")
     return "\n".join(lines)
 
 

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from refimpl.errors import RefimplError
+from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.conform import compare as C
 from refimpl.lab.conform import side
 from refimpl.lab.conform.grid import probe_spec
@@ -86,12 +86,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         else:
             python = a.vllm_python
             if not Path(python).exists():
-                raise RefimplError(f"--vllm-python: no interpreter at {python}")
+                raise ConfigError("vllm_python", "an existing interpreter", f"no file at {python}")
         name = a.vllm or "python-" + str(abs(hash(python)) % 10**6)
         spec = probe_spec(side.cache_dir() / "models", quick=a.quick)
         total = len(spec["qwen"]) + len(spec["whisper"])
         jsonl = out / f"vllm-{name}.jsonl"
-        lines: list[dict] = []
+        lines = []
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, _bigmem_lock():
             spec_path = Path(tmp) / "spec.json"

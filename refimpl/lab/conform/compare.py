@@ -73,9 +73,9 @@ def flatten(line: dict) -> dict[str, Any]:
 
 
 def _mc(s: Setting) -> ModelConfig:
-    px = {"mm_processor_kwargs": {"max_pixels": s["max_pixels"]}} if s.get("max_pixels") else {}
+    px: dict[str, Any] = {"max_pixels": s["max_pixels"]} if s.get("max_pixels") else {}
     return ModelConfig(s["model"], max_model_len=s["max_model_len"], device="cpu", scale="small",
-                       limit_mm_per_prompt=dict(s["limits"]), **px)
+                       limit_mm_per_prompt=dict(s["limits"]), mm_processor_kwargs=px)
 
 
 def _sc(s: Setting) -> SchedulerConfig:

@@ -358,7 +358,7 @@ def cross_attention(vc, s: dict) -> dict:
 
 def meta() -> dict:
     import importlib.metadata as md
-    out = {"kind": "meta", "python": sys.version.split()[0]}
+    out: dict = {"kind": "meta", "python": sys.version.split()[0]}
     for dist in ("vllm", "transformers", "tokenizers", "huggingface-hub", "torch"):
         try:
             out[dist] = md.version(dist)

@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import fcntl
 import json
+import resource
 import sys
 import tempfile
 import time
@@ -40,6 +41,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--keep", action="store_true", help="keep the other side venvs (default: one at a time)")
     p.add_argument("--remove-after", action="store_true", help="delete this release's side venv after the probe")
     p.add_argument("--quick", action="store_true", help="max_model_len 4096 only (24 settings)")
+    p.add_argument("--no-lock", action="store_true", help=f"run the probe without waiting for {BIGMEM_LOCK} "
+                   "(releases that build no int64 dummy video at max_model_len peak far lower than 0.11.0)")
     p.add_argument("--out", default="results/conformance", help="folder for the probe lines and summary")
     return p
 
@@ -93,7 +96,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         jsonl = out / f"vllm-{name}.jsonl"
         lines = []
         t0 = time.monotonic()
-        with tempfile.TemporaryDirectory() as tmp, _bigmem_lock():
+        with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if a.no_lock else _bigmem_lock()):
             spec_path = Path(tmp) / "spec.json"
             spec_path.write_text(json.dumps(spec))
             with open(jsonl, "w") as f:
@@ -105,6 +108,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 except KeyboardInterrupt:
                     print(f"\ninterrupted: the {len(lines) - 1} settings probed are in {jsonl}", file=sys.stderr)
         info["probe_seconds"] = time.monotonic() - t0
+        info["probe_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         if not a.vllm:  # name the file by the version the build reports
             version = next((ln.get("vllm") for ln in lines if ln.get("kind") == "meta"), None) or name
             named = out / f"vllm-{version}-python.jsonl"

@@ -64,17 +64,18 @@ def docs_table(results: Path = RESULTS) -> str:
         label = f"{r['meta'].get('vllm')} ({r['row']})" + (" via --vllm-python" if "-python" in p.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
     lines += ["", "Time and disk per run (the 2-core VM, shared with other jobs: figures taken under load):", "",
-              "| vLLM | transformers / tokenizers / huggingface-hub / torch | install (s) | side venv (GB) | probe (s) |",
-              "|---|---|---|---|---|"]
+              "| vLLM | transformers / tokenizers / huggingface-hub / torch | install (s) | side venv (GB) | probe (s) "
+              "| probe peak RSS (GB) |", "|---|---|---|---|---|---|"]
     for p, r in runs:
         m, run = r["meta"], r.get("run", {})
         inst = run.get("install") or {}
         secs = "reused" if inst.get("reused") else f"{inst['seconds']:.0f}" if "seconds" in inst else "-"
         size = f"{inst['bytes'] / 1e9:.1f}" if "bytes" in inst else "-"
         probe = f"{run['probe_seconds']:.0f}" if "probe_seconds" in run else "-"
+        peak = f"{run['probe_peak_rss_bytes'] / 1e9:.1f}" if "probe_peak_rss_bytes" in run else "not recorded"
         label = m.get("vllm") + (" via --vllm-python" if "-python" in p.name else "")
         lines.append(f"| {label} | {m.get('transformers')} / {m.get('tokenizers')} / {m.get('huggingface-hub')} / "
-                     f"{m.get('torch')} | {secs} | {size} | {probe} |")
+                     f"{m.get('torch')} | {secs} | {size} | {probe} | {peak} |")
     return "\n".join(lines)
 
 

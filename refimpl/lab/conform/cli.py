@@ -54,7 +54,7 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
     ranking = C.nearest(lines, rows)
     target = row or (version if version in rows else ranking[0][0])
     tally, diffs = C.compare(lines, target)
-    return {"meta": meta, "row": target, "row_given": bool(row) or version in rows,
+    return {"meta": meta, "row": target, "startup_row": C.startup_row(target), "row_given": bool(row) or version in rows,
             "complete": any(ln.get("kind") == "end" for ln in lines),
             "settings": sum(ln.get("kind") in ("qwen", "whisper") for ln in lines),
             "tally": tally, "differences": [d.__dict__ for d in diffs],

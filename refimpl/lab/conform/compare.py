@@ -86,7 +86,7 @@ def _release(row: str) -> tuple[int, ...]:
     return tuple(int(x) for x in row.split("."))
 
 
-def _startup_row(row: str) -> str:
+def startup_row(row: str) -> str:
     """The start-up row a release runs: the newest release row at or before it (0.14.0 -> 0.13.0)."""
     older = [r for r in RELEASE_ROWS if _release(r) <= _release(row)]
     return max(older, key=_release) if older else row
@@ -98,7 +98,7 @@ def _expected(setting_key: str, row: str) -> dict[str, Any]:
     s = json.loads(setting_key)
     if s["model"] == WHISPER:
         return _expected_whisper(s, row)
-    v = _startup_row(row)
+    v = startup_row(row)
     mc, sc = _mc(s), _sc(s)
     per_item = oracles.max_tokens_per_item(mc, v)
     out: dict[str, Any] = {"max_tokens_per_item": per_item,

@@ -1,6 +1,6 @@
 """refimpl conform's comparison on recorded probe output (no vLLM here: installing it stays out of
 the fast suite). The fixture holds lines that vLLM 0.11.0 answered on this machine
-(results/conformance/vllm-0.11.0.jsonl, a sample of its settings)."""
+(results/conformance/vllm-0.11.0/probe.jsonl, a sample of its settings)."""
 import ast
 import copy
 import json

@@ -2,8 +2,9 @@
 
 ``--vllm X``: a side venv with vLLM X and its period pins (created, or reused); ``--vllm-python
 PATH``: an interpreter that already has vLLM (a release, or your own build). Writes
-``results/conformance/vllm-<version>.jsonl`` (the probe's lines, as they come: a partial file
-on Ctrl-C) and ``.summary.json``; prints field by field ``equal on N of M``. Exit 1 on a
+``results/conformance/vllm-<version>/probe.jsonl`` (the probe's lines, as they come: a partial
+file on Ctrl-C) and ``summary.json`` beside it (a folder per run: ``results/*/*.json`` are the
+benches' Results); prints field by field ``equal on N of M``. Exit 1 on a
 difference that is not a known one (KNOWN in compare.py), 2 on bad input.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -31,9 +33,9 @@ BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # a 16k profile run with an int64 vide
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="refimpl conform", description=__doc__.split("\n\n")[0])
     who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--from-jsonl", help="compare recorded probe lines (a results/conformance/*.jsonl)")
+    who.add_argument("--from-jsonl", help="compare recorded probe lines (a results/conformance/*/probe.jsonl)")
     who.add_argument("--table", action="store_true", help="only rewrite docs/conformance.md's table "
-                     "from the committed results/conformance/*.summary.json")
+                     "from the committed results/conformance/*/summary.json")
     who.add_argument("--vllm", help="a release with a line in refimpl/lab/conform/pins.tsv (e.g. 0.11.0)")
     who.add_argument("--vllm-python", help="an interpreter where vLLM is installed (your build)")
     p.add_argument("--row", help="the row to check against (default: the release's; every row for an "
@@ -76,9 +78,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         if a.from_jsonl:
             src = Path(a.from_jsonl)
             lines = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
-            old = (out / src.name).with_suffix(".summary.json")  # keep the run's time and disk
+            dest = out / (src.parent.name if src.name == "probe.jsonl" else src.stem)
+            old = dest / "summary.json"  # keep the run's time and disk
             info = json.loads(old.read_text()).get("run", {}) if old.exists() else {}
-            return _report(_check(lines, a.row), info, out / src.name)
+            return _report(_check(lines, a.row), info, dest)
         if a.vllm:
             side.get_pins(a.vllm)
             if not a.keep:
@@ -93,7 +96,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         name = a.vllm or "python-" + str(abs(hash(python)) % 10**6)
         spec = probe_spec(side.cache_dir() / "models", quick=a.quick)
         total = len(spec["qwen"]) + len(spec["whisper"])
-        jsonl = out / f"vllm-{name}.jsonl"
+        run_dir = out / f"vllm-{name}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        jsonl = run_dir / "probe.jsonl"
         lines = []
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if a.no_lock else _bigmem_lock()):
@@ -111,13 +116,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         info["probe_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         if not a.vllm:  # name the file by the version the build reports
             version = next((ln.get("vllm") for ln in lines if ln.get("kind") == "meta"), None) or name
-            named = out / f"vllm-{version}-python.jsonl"
-            jsonl.rename(named)
-            jsonl = named
+            named = out / f"vllm-{version}-python"
+            if named.exists():
+                shutil.rmtree(named)
+            run_dir.rename(named)
+            run_dir = named
         result = _check(lines, a.row)
         if a.vllm and a.remove_after:
             side.remove(a.vllm)
-        return _report(result, info, jsonl)
+        return _report(result, info, run_dir)
     except RefimplError as e:
         print(f"refimpl conform: error: {e}", file=sys.stderr)
         return 2
@@ -133,10 +140,11 @@ def _bigmem_lock():
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _report(result: dict, info: dict, jsonl: Optional[Path]) -> int:
+def _report(result: dict, info: dict, run_dir: Path) -> int:
     result["run"] = info
-    if jsonl is not None:
-        summary = jsonl.with_suffix(".summary.json")
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = run_dir / "summary.json"
         summary.write_text(json.dumps(result, indent=1, default=str) + "\n")
         print(f"wrote {summary}")
     print(summary_md(result))

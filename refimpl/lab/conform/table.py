@@ -1,5 +1,5 @@
 """Markdown of conformance results: one run's summary, and the docs table (release x field:
-equal on N of M) from every committed ``results/conformance/*.summary.json``."""
+equal on N of M) from every committed ``results/conformance/*/summary.json``."""
 from __future__ import annotations
 
 import json
@@ -46,13 +46,13 @@ def summary_md(r: dict) -> str:
 
 
 def _release_key(p: Path) -> tuple:
-    v = p.name.removeprefix("vllm-").split(".summary")[0].removesuffix("-python")
-    return tuple(int(x) for x in v.split(".") if x.isdigit()), "-python" in p.name
+    v = p.parent.name.removeprefix("vllm-").removesuffix("-python")
+    return tuple(int(x) for x in v.split(".") if x.isdigit()), "-python" in p.parent.name
 
 
 def docs_table(results: Path = RESULTS) -> str:
     """Release x field table of the committed summaries (a contributor's ``-python`` runs included)."""
-    runs = [(p, json.loads(p.read_text())) for p in sorted(results.glob("*.summary.json"), key=_release_key)]
+    runs = [(p, json.loads(p.read_text())) for p in sorted(results.glob("*/summary.json"), key=_release_key)]
     seen = {g for _, r in runs for g in _groups(r["tally"])}
     groups = [g for g in dict.fromkeys(GROUPS.values()) if g in seen] + sorted(seen - set(GROUPS.values()))
     head = "| vLLM (row) | settings | " + " | ".join(groups) + " | differences (known) |"
@@ -63,7 +63,7 @@ def docs_table(results: Path = RESULTS) -> str:
         cells = [f"{g[k][0]} of {g[k][1]}" if k in g else "-" for k in groups]
         sr = r.get("startup_row", r["row"])
         label = f"{r['meta'].get('vllm')} ({r['row']}" + (f"; start-up row {sr}" if sr != r["row"] else "") + ")" \
-            + (" via --vllm-python" if "-python" in p.name else "")
+            + (" via --vllm-python" if "-python" in p.parent.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
     lines += ["", "Time and disk per run (the 2-core VM, shared with other jobs: figures taken under load):", "",
               "| vLLM | transformers / tokenizers / huggingface-hub / torch | install (s) | side venv (GB) | probe (s) "
@@ -75,7 +75,7 @@ def docs_table(results: Path = RESULTS) -> str:
         size = f"{inst['bytes'] / 1e9:.1f}" if "bytes" in inst else "-"
         probe = f"{run['probe_seconds']:.0f}" if "probe_seconds" in run else "-"
         peak = f"{run['probe_peak_rss_bytes'] / 1e9:.1f}" if "probe_peak_rss_bytes" in run else "not recorded"
-        label = m.get("vllm") + (" via --vllm-python" if "-python" in p.name else "")
+        label = m.get("vllm") + (" via --vllm-python" if "-python" in p.parent.name else "")
         lines.append(f"| {label} | {m.get('transformers')} / {m.get('tokenizers')} / {m.get('huggingface-hub')} / "
                      f"{m.get('torch')} | {secs} | {size} | {probe} | {peak} |")
     return "\n".join(lines)
@@ -99,15 +99,15 @@ def write_docs_table(doc: Path = Path("docs/conformance.md"), results: Path = RE
 def confirmed(row: str, results: Path = RESULTS) -> list[str]:
     """One line per committed run checked against ``row``: 'vLLM X: equal on N of M (known: K)'."""
     out = []
-    for p in sorted(results.glob("*.summary.json"), key=_release_key):
+    for p in sorted(results.glob("*/summary.json"), key=_release_key):
         r = json.loads(p.read_text())
         if r["row"] != row:
             continue
         eq = sum(t[0] for t in r["tally"].values())
         n = sum(t[1] for t in r["tally"].values())
         known = len(r["differences"]) - r["failures"]
-        how = " via --vllm-python" if "-python" in p.name else ""
+        how = " via --vllm-python" if "-python" in p.parent.name else ""
         out.append(f"vLLM {r['meta'].get('vllm')}{how}: {r['settings']} settings, fields equal on {eq} of {n}, "
-                   f"{known} known difference(s), {r['failures']} unexplained ([{p.name}]"
-                   f"(../../results/conformance/{p.name}))")
+                   f"{known} known difference(s), {r['failures']} unexplained ([{p.parent.name}]"
+                   f"(../../results/conformance/{p.parent.name}/summary.json))")
     return out

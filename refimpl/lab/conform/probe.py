@@ -335,10 +335,12 @@ def vllm_config(mc, s: dict):
     from vllm.platforms import current_platform
     sc = scheduler_config(mc, s)
     cc = CacheConfig(**_kwargs_for(CacheConfig, dict(block_size=s["block_size"], swap_space=0)))
-    # no GPU: the platform's config check and its device queries are stubbed (one query)
-    for name in ("check_and_update_config",):
-        if hasattr(type(current_platform), name):
-            setattr(type(current_platform), name, classmethod(lambda cls, c: None))
+    # no GPU: the platform's config check is stubbed, and (0.10.2) its async-output query
+    cls = type(current_platform)
+    if hasattr(cls, "check_and_update_config"):
+        cls.check_and_update_config = classmethod(lambda cls, c: None)
+    if hasattr(cls, "is_async_output_supported"):
+        cls.is_async_output_supported = classmethod(lambda cls, enforce_eager: False)
     kw = dict(model_config=mc, scheduler_config=sc, cache_config=cc, device_config=DeviceConfig(device="cpu"))
     return VllmConfig(**_kwargs_for(VllmConfig, kw))
 

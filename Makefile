@@ -25,6 +25,8 @@
 #   make calibrate     the cost model's rates on this machine (about a minute; run it on a quiet
 #                      machine) -> results/<hardware>/calibration.json; make cost-check prints the
 #                      predicted-against-measured table of the committed start-up and budget runs
+#   make conformance  VLLM=0.11.0: real vLLM's profiling code against the rows (a ~10 GB side venv;
+#                      VLLM_PYTHON=PATH checks your own vLLM build instead; docs/conformance.md)
 #   make browser-deps  apt-get installs Debian's chromium and chromium-driver where missing: the
 #                      explorer's real-browser test (tests/notebooks/test_explorer_browser.py, part of
 #                      `make test`) drives them through selenium; .ci/run runs this first, and under
@@ -49,7 +51,7 @@ PYTEST_ARGS ?=
 # start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test test-fast user-tests test-ends soak report report-quick lab explore calibrate cost-check \
+.PHONY: .venv setup lint test test-fast user-tests test-ends soak report report-quick lab explore calibrate cost-check conformance \
 	browser-deps clean distclean
 
 .venv setup: $(STAMP)
@@ -132,6 +134,17 @@ calibrate: $(STAMP)
 
 cost-check: $(STAMP)
 	$(BIN)/python -m refimpl.lab.explore.cost_check
+
+# Real vLLM's profiling code against the rows (docs/conformance.md): a side venv of ~10 GB under
+# ~/.cache/refimpl/conform (3-11 min to install, one at a time), the probe 2-7 min under the
+# big-memory lock. Not part of make test or .ci/run. VLLM=0.11.0 (a line of pins.tsv), or
+# VLLM_PYTHON=/path/to/python for an interpreter with your own vLLM build; CONFORM_FLAGS=--keep ...
+VLLM ?=
+VLLM_PYTHON ?=
+CONFORM_FLAGS ?=
+conformance: $(STAMP)
+	@test -n "$(VLLM)$(VLLM_PYTHON)" || { echo "make conformance VLLM=0.11.0 (or VLLM_PYTHON=/path/to/python)"; exit 2; }
+	$(BIN)/refimpl conform $(if $(VLLM_PYTHON),--vllm-python $(VLLM_PYTHON),--vllm $(VLLM)) $(CONFORM_FLAGS)
 
 # sudo only where not root; nothing is installed when both are on PATH already.
 SUDO        := $(if $(filter 0,$(shell id -u)),,sudo)

@@ -19,6 +19,7 @@ from refimpl.lab.studies import throughput as T
 USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
        refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
        refimpl report --summary-of results/<hardware>   (rewrite its summary.md from its JSON)
+       refimpl conform --vllm X | --vllm-python PATH [--row ROW] [--keep] [--quick]
 
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
@@ -26,6 +27,7 @@ USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl
   bench calibrate the start-up cost model's rates on this machine (about a minute)
                   -> results/<hardware>/calibration.json
   report          run every notebook headless and write reports/latest/
+  conform         real vLLM's profiling code against the rows (docs/conformance.md)
 Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
 
@@ -80,6 +82,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if argv[:1] == ["report"]:
         from refimpl.lab import report  # optional: papermill, the report's, is absent where only benches run
         return report.main(argv[1:])
+    if argv[:1] == ["conform"]:
+        from refimpl.lab.conform.cli import main as conform_main
+        return conform_main(argv[1:])
     if argv[:1] == ["bench"]:
         return bench(*parse(argv[1:]))
     print(USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)

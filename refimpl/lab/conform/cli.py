@@ -1,0 +1,155 @@
+"""``refimpl conform``: run the kit's probe in real vLLM and check the rows against it.
+
+``--vllm X``: a side venv with vLLM X and its period pins (created, or reused); ``--vllm-python
+PATH``: an interpreter that already has vLLM (a release, or your own build). Writes
+``results/conformance/vllm-<version>/probe.jsonl`` (the probe's lines, as they come: a partial
+file on Ctrl-C) and ``summary.json`` beside it (a folder per run: ``results/*/*.json`` are the
+benches' Results); prints field by field ``equal on N of M``. Exit 1 on a
+difference that is not a known one (KNOWN in compare.py), 2 on bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from refimpl.errors import ConfigError, RefimplError
+from refimpl.lab.conform import compare as C
+from refimpl.lab.conform import side
+from refimpl.lab.conform.grid import probe_spec
+from refimpl.lab.conform.table import summary_md, write_docs_table
+
+BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # a 16k profile run with an int64 video peaks at 5.2 GB
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="refimpl conform", description=__doc__.split("\n\n")[0])
+    who = p.add_mutually_exclusive_group(required=True)
+    who.add_argument("--from-jsonl", help="compare recorded probe lines (a results/conformance/*/probe.jsonl)")
+    who.add_argument("--table", action="store_true", help="only rewrite docs/conformance.md's table "
+                     "from the committed results/conformance/*/summary.json")
+    who.add_argument("--vllm", help="a release with a line in refimpl/lab/conform/pins.tsv (e.g. 0.11.0)")
+    who.add_argument("--vllm-python", help="an interpreter where vLLM is installed (your build)")
+    p.add_argument("--row", help="the row to check against (default: the release's; every row for an "
+                   "unknown version, naming the nearest)")
+    p.add_argument("--keep", action="store_true", help="keep the other side venvs (default: one at a time)")
+    p.add_argument("--remove-after", action="store_true", help="delete this release's side venv after the probe")
+    p.add_argument("--quick", action="store_true", help="max_model_len 4096 only (24 settings)")
+    p.add_argument("--no-lock", action="store_true", help=f"run the probe without waiting for {BIGMEM_LOCK} "
+                   "(releases that build no int64 dummy video at max_model_len peak far lower than 0.11.0)")
+    p.add_argument("--out", default="results/conformance", help="folder for the probe lines and summary")
+    return p
+
+
+def _check(lines: list[dict], row: Optional[str]) -> dict:
+    meta = next((ln for ln in lines if ln.get("kind") == "meta"), {})
+    version = meta.get("vllm") or "unknown"
+    rows = C.release_rows()
+    ranking = C.nearest(lines, rows)
+    target = row or (version if version in rows else ranking[0][0])
+    tally, diffs = C.compare(lines, target)
+    return {"meta": meta, "row": target, "startup_row": C.startup_row(target), "row_given": bool(row) or version in rows,
+            "complete": any(ln.get("kind") == "end" for ln in lines),
+            "settings": sum(ln.get("kind") in ("qwen", "whisper") for ln in lines),
+            "tally": tally, "differences": [d.__dict__ for d in diffs],
+            "failures": len(C.failures(diffs)),
+            "nearest": [{"row": r, "settings_failing": n, "settings_differing": m} for r, n, m in ranking],
+            "known": {k.name: k.reason for k in C.KNOWN if any(d.known == k.name for d in diffs)}}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info: dict = {}
+    try:
+        if a.table:
+            write_docs_table()
+            print("wrote the table of docs/conformance.md")
+            return 0
+        if a.from_jsonl:
+            src = Path(a.from_jsonl)
+            lines = [json.loads(x) for x in src.read_text().splitlines() if x.strip()]
+            dest = out / (src.parent.name if src.name == "probe.jsonl" else src.stem)
+            old = dest / "summary.json"  # keep the run's time and disk
+            info = json.loads(old.read_text()).get("run", {}) if old.exists() else {}
+            return _report(_check(lines, a.row), info, dest)
+        if a.vllm:
+            side.get_pins(a.vllm)
+            if not a.keep:
+                for gone in side.remove_others(a.vllm):
+                    print(f"removed the side venv {gone} (one at a time; --keep keeps them)", file=sys.stderr)
+            info["install"] = side.create(a.vllm)
+            python = str(side.venv_python(a.vllm))
+        else:
+            python = a.vllm_python
+            if not Path(python).exists():
+                raise ConfigError("vllm_python", "an existing interpreter", f"no file at {python}")
+        name = a.vllm or "python-" + str(abs(hash(python)) % 10**6)
+        spec = probe_spec(side.cache_dir() / "models", quick=a.quick)
+        total = len(spec["qwen"]) + len(spec["whisper"])
+        run_dir = out / f"vllm-{name}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        jsonl = run_dir / "probe.jsonl"
+        lines = []
+        t0 = time.monotonic()
+        with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if a.no_lock else _bigmem_lock()):
+            spec_path = Path(tmp) / "spec.json"
+            spec_path.write_text(json.dumps(spec))
+            with open(jsonl, "w") as f:
+                try:
+                    for line in side.run_probe(python, spec_path, total):
+                        f.write(json.dumps(line) + "\n")
+                        f.flush()
+                        lines.append(line)
+                except KeyboardInterrupt:
+                    print(f"\ninterrupted: the {len(lines) - 1} settings probed are in {jsonl}", file=sys.stderr)
+        info["probe_seconds"] = time.monotonic() - t0
+        info["probe_peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        if not a.vllm:  # name the file by the version the build reports
+            version = next((ln.get("vllm") for ln in lines if ln.get("kind") == "meta"), None) or name
+            named = out / f"vllm-{version}-python"
+            if named.exists():
+                shutil.rmtree(named)
+            run_dir.rename(named)
+            run_dir = named
+        result = _check(lines, a.row)
+        if a.vllm and a.remove_after:
+            side.remove(a.vllm)
+        return _report(result, info, run_dir)
+    except RefimplError as e:
+        print(f"refimpl conform: error: {e}", file=sys.stderr)
+        return 2
+
+
+@contextlib.contextmanager
+def _bigmem_lock():
+    with open(BIGMEM_LOCK, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _report(result: dict, info: dict, run_dir: Path) -> int:
+    result["run"] = info
+    if run_dir is not None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        summary = run_dir / "summary.json"
+        summary.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        print(f"wrote {summary}")
+    print(summary_md(result))
+    return 1 if result["failures"] or not result["complete"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,387 @@
+"""refimpl's conformance probe. Runs INSIDE an interpreter that has vLLM (a side venv or a
+contributor's build): it imports nothing of refimpl and nothing vLLM does not bring.
+
+``python probe.py SPEC.json``: SPEC names the model directories and the settings (refimpl's
+``conform.grid`` writes it). One JSON object per line on stdout: ``meta`` first, then one
+``qwen`` line per setting and one ``whisper`` line per Whisper setting. A field whose vLLM
+internal is missing or raised is ``{"not_probed": "<why>"}``: the comparison counts it as a
+difference, never as a pass.
+
+Driven per Qwen2.5-VL setting (vLLM's own code, on CPU, no weights, no encoder forward):
+the max-tokens lookup (``get_max_tokens_per_item_by_nonzero_modality``, ``..._by_modality``
+from 0.13), ``compute_encoder_budget``, ``MultiModalBudget`` (0.10.1 on), and the release's
+``GPUModelRunner.profile_run`` called unbound on a stub runner: its registry records
+``get_decoder_dummy_data`` (the real HF call runs), its model stops at the encoder. The dummy
+builders (``_get_dummy_images`` / ``_get_dummy_videos``) are recorded for shape and dtype,
+``Qwen2_5_VLProcessor.__call__`` counted per phase. Whisper: ``get_encdec_max_encoder_len``,
+``max_num_encoder_input_tokens`` after ``VllmConfig``, ``CrossAttentionSpec.max_memory_usage_bytes``.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import sys
+import traceback
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class _Stop(Exception):
+    """Raised by the stub model at the encoder: the profile run stops there."""
+
+
+# The JSON lines go to the original stdout; everything else printed (vLLM's logs) to stderr.
+_OUT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
+
+def emit(obj: dict) -> None:
+    _OUT.write(json.dumps(obj, default=str) + "\n")
+    _OUT.flush()
+
+
+def not_probed(e: BaseException) -> dict:
+    last = traceback.extract_tb(e.__traceback__)[-1:] if e.__traceback__ else []
+    where = f" at {os.path.basename(last[0].filename)}:{last[0].lineno}" if last else ""
+    return {"not_probed": f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}{where}"}
+
+
+def field(out: dict, name: str, fn):
+    try:
+        out[name] = fn()
+    except _Stop:
+        raise
+    except Exception as e:  # noqa: BLE001 - any failure is recorded, never a pass
+        out[name] = not_probed(e)
+    return out[name]
+
+
+def _kwargs_for(cls, kw: dict) -> dict:
+    """The keywords ``cls`` accepts (a field that became init-only or moved is left out)."""
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return kw
+    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        return kw
+    return {k: v for k, v in kw.items() if k in params}
+
+
+# ----------------------------------------------------------------------------- counters
+class Counters:
+    """HF-processor passes (``Qwen2_5_VLProcessor.__call__``) and dummy-builder calls."""
+
+    def __init__(self):
+        self.passes = 0
+        self.raw: list[dict] = []
+        self.recording = False
+
+    def install(self):
+        from transformers import Qwen2_5_VLProcessor
+        call = Qwen2_5_VLProcessor.__call__
+        counters = self
+
+        sig = inspect.signature(call)
+
+        def counted(proc, *a, **kw):  # a pass with images or videos (a text-only call is the tokenizer's)
+            args = sig.bind(proc, *a, **kw).arguments
+            if any(args.get(k) not in (None, [], {}) for k in ("images", "videos")):
+                counters.passes += 1
+            return call(proc, *a, **kw)
+        Qwen2_5_VLProcessor.__call__ = counted
+        from vllm.multimodal import profiling
+        builder = profiling.BaseDummyInputsBuilder
+        images, videos = builder._get_dummy_images, builder._get_dummy_videos
+        static = isinstance(inspect.getattr_static(builder, "_get_dummy_images"), staticmethod)
+
+        def rec_images(*a, **kw):
+            out = images(*a, **kw)
+            if counters.recording:
+                counters.raw += [{"modality": "image", "shape": [im.size[1], im.size[0], len(im.getbands())],
+                                  "dtype": "uint8"} for im in out]
+            return out
+
+        def rec_videos(*a, **kw):
+            out = videos(*a, **kw)
+            if counters.recording:
+                counters.raw += [{"modality": "video", "shape": list(v.shape), "dtype": str(v.dtype)} for v in out]
+            return out
+        # static up to 0.10, methods from 0.11 (the wrapper passes self on)
+        builder._get_dummy_images = staticmethod(rec_images) if static else rec_images
+        builder._get_dummy_videos = staticmethod(rec_videos) if static else rec_videos
+
+
+COUNTERS = Counters()
+
+
+# ----------------------------------------------------------------------------- configs
+def model_config(path: str, s: dict):
+    from vllm.config import ModelConfig
+    kw = dict(model=path, tokenizer=path, max_model_len=s["max_model_len"], dtype="float32",
+              seed=0, trust_remote_code=False)
+    if "limits" in s:
+        kw["limit_mm_per_prompt"] = s["limits"]
+    if s.get("max_pixels"):
+        kw["mm_processor_kwargs"] = {"max_pixels": s["max_pixels"]}
+    return ModelConfig(**_kwargs_for(ModelConfig, kw))
+
+
+def scheduler_config(mc, s: dict):
+    from vllm.config import SchedulerConfig
+    kw = dict(max_num_batched_tokens=s["max_num_batched_tokens"], max_num_seqs=s["max_num_seqs"],
+              max_model_len=mc.max_model_len, is_encoder_decoder=mc.is_encoder_decoder,
+              enable_chunked_prefill=not mc.is_encoder_decoder)  # V1's default for decoder-only
+    sc = SchedulerConfig(**_kwargs_for(SchedulerConfig, kw))
+    for k in ("max_model_len", "is_encoder_decoder"):  # init-only from 0.11.1
+        if hasattr(sc, k) and getattr(sc, k) != kw[k]:
+            try:
+                setattr(sc, k, kw[k])
+            except Exception:  # noqa: BLE001
+                pass
+    return sc
+
+
+def registry():
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    return MULTIMODAL_REGISTRY
+
+
+def lookup(mc, reg=None):
+    reg = reg or registry()
+    if hasattr(reg, "get_max_tokens_per_item_by_nonzero_modality"):
+        return dict(reg.get_max_tokens_per_item_by_nonzero_modality(mc))
+    out = dict(reg.get_max_tokens_per_item_by_modality(mc))
+    limits = reg.get_mm_limits_per_prompt(mc) if hasattr(reg, "get_mm_limits_per_prompt") else {}
+    return {m: n for m, n in out.items() if n > 0 and limits.get(m, 1) > 0}
+
+
+def encoder_budget(mc, sc):
+    from vllm.v1.core.encoder_cache_manager import compute_encoder_budget
+    return list(compute_encoder_budget(mc, sc, registry()))
+
+
+# ----------------------------------------------------------------------------- profile run
+class RecordingRegistry:
+    """The real registry; ``get_decoder_dummy_data`` calls are recorded (seq_len, mm_counts)."""
+
+    def __init__(self, real):
+        self._real, self.calls = real, []
+
+    def get_decoder_dummy_data(self, *a, **kw):
+        sig = inspect.signature(self._real.get_decoder_dummy_data).bind(*a, **kw)
+        self.calls.append({"seq_len": sig.arguments.get("seq_len"),
+                           "mm_counts": dict(sig.arguments.get("mm_counts") or {})})
+        return self._real.get_decoder_dummy_data(*a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class StubModel:
+    """Class attributes of the release's model class; any method call stops the run there
+    (the first one a profile run makes is the encoder's) and records its keyword shapes."""
+
+    def __init__(self, cls):
+        self._cls, self.encoder_kwargs = cls, None
+
+    def __getattr__(self, name):
+        value = inspect.getattr_static(self._cls, name, None)
+        if value is not None and not callable(value) and not isinstance(value, (property, staticmethod, classmethod)):
+            return value
+
+        def stop(*a, **kw):
+            self.encoder_kwargs = {"method": name, **kw}
+            raise _Stop(name)
+        return stop
+
+
+class StubRunner:
+    """What ``GPUModelRunner.profile_run`` reads; its other methods are the release's own."""
+
+    def __init__(self, runner_cls, attrs: dict):
+        self._runner_cls = runner_cls
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, name):
+        value = inspect.getattr_static(self._runner_cls, name, None)
+        if isinstance(value, property):
+            return value.fget(self)
+        if isinstance(value, staticmethod):
+            return value.__func__
+        if callable(value):
+            return value.__get__(self, type(self))
+        raise AttributeError(f"stub runner has no {name!r} (GPUModelRunner moved it)")
+
+
+def _triples(x) -> list:
+    """(t, h, w) rows of a grid tensor, a list of them, or a batched (n, 1, 3) stack."""
+    x = x.tolist() if hasattr(x, "tolist") else x
+    if x and isinstance(x[0], (int, float)):
+        return [x]
+    return [row for part in x for row in _triples(part)]
+
+
+def _grids(kwargs: dict) -> dict:
+    return {key.split("_")[0]: _triples(kwargs[key]) for key in ("image_grid_thw", "video_grid_thw")
+            if kwargs.get(key) is not None}
+
+
+def profile_run(mc, sc, budget_obj, runner_budget=None):
+    from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    reg = RecordingRegistry(registry())
+    model = StubModel(Qwen2_5_VLForConditionalGeneration)
+    attrs = dict(model_config=mc, scheduler_config=sc, mm_registry=reg, model=model,
+                 max_model_len=mc.max_model_len, max_num_tokens=sc.max_num_batched_tokens,
+                 max_num_reqs=sc.max_num_seqs, device="cpu", pin_memory=False,
+                 supports_mm_inputs=True, is_multimodal_model=True, mm_budget=budget_obj,
+                 is_pooling_model=False, uses_mrope=True)
+    if budget_obj is None:  # before MultiModalBudget: the runner's own budget fields (its __init__'s)
+        attrs["max_num_encoder_input_tokens"], attrs["encoder_cache_size"] = runner_budget
+    runner = StubRunner(GPUModelRunner, attrs)
+    COUNTERS.raw, COUNTERS.recording = [], True
+    try:
+        GPUModelRunner.profile_run(runner)
+    except _Stop:
+        pass
+    finally:
+        COUNTERS.recording = False
+    if model.encoder_kwargs is None:
+        raise RuntimeError("profile_run finished without reaching the encoder")
+    grids = _grids(model.encoder_kwargs)
+    modality = next(iter(grids), None)
+    return {"calls": reg.calls, "modality": modality, "items": len(grids.get(modality, [])),
+            "grid": grids.get(modality, [])[:1], "raw": COUNTERS.raw,
+            "encoder_method": model.encoder_kwargs["method"]}
+
+
+# ----------------------------------------------------------------------------- per setting
+def probe_qwen(path: str, s: dict) -> dict:
+    out: dict = {"kind": "qwen", "setting": s}
+    mc = field(out, "_model_config", lambda: model_config(path, s))
+    if isinstance(mc, dict):
+        return out
+    del out["_model_config"]
+    sc = field(out, "_scheduler_config", lambda: scheduler_config(mc, s))
+    if isinstance(sc, dict):
+        return out
+    del out["_scheduler_config"]
+    passes = {}
+    reset_cache(mc)  # a fresh start-up: nothing a previous setting processed is cached
+    n = COUNTERS.passes
+    budget_obj = None
+    try:
+        from vllm.v1.worker.utils import MultiModalBudget  # noqa: F401  (0.10.1 on)
+        have_budget = True
+    except ImportError:
+        have_budget = False
+    if have_budget:
+        def make_budget():
+            nonlocal budget_obj
+            from vllm.v1.worker.utils import MultiModalBudget
+            budget_obj = MultiModalBudget(mc, sc, registry())
+            return {"encoder_compute_budget": budget_obj.encoder_compute_budget,
+                    "encoder_cache_size": budget_obj.encoder_cache_size,
+                    "max_items_per_batch": dict(budget_obj.max_items_per_batch_by_modality)}
+        field(out, "mm_budget", make_budget)
+    else:
+        field(out, "runner_encoder_budget", lambda: encoder_budget(mc, sc))
+    passes["runner_init"] = COUNTERS.passes - n
+    field(out, "max_tokens_per_item", lambda: lookup(mc))
+    n = COUNTERS.passes
+    field(out, "encoder_budget", lambda: encoder_budget(mc, sc))  # the scheduler's call
+    passes["scheduler_init"] = COUNTERS.passes - n
+    if not s.get("lookup_only"):
+        n = COUNTERS.passes
+        field(out, "profile", lambda: profile_run(mc, sc, budget_obj, out.get("runner_encoder_budget")))
+        passes["profile_run"] = COUNTERS.passes - n
+        out["hf_passes"] = passes
+    return out
+
+
+def reset_cache(mc) -> None:
+    """The registry's processing cache emptied (0.9.0 to 0.10.0 keep one per process)."""
+    reset = getattr(registry(), "reset_processor_cache", None)
+    if reset is None:
+        return
+    try:
+        reset(mc)
+    except TypeError:
+        reset()
+
+
+def probe_whisper(path: str, s: dict) -> dict:
+    out: dict = {"kind": "whisper", "setting": s}
+    mc = field(out, "_model_config", lambda: model_config(path, s))
+    if isinstance(mc, dict):
+        return out
+    del out["_model_config"]
+    field(out, "encdec_max_encoder_len", lambda: registry().get_encdec_max_encoder_len(mc))
+    vc = field(out, "_vllm_config", lambda: vllm_config(mc, s))
+    if isinstance(vc, dict):
+        return out
+    del out["_vllm_config"]
+    field(out, "max_num_encoder_input_tokens", lambda: vc.scheduler_config.max_num_encoder_input_tokens)
+    field(out, "cross_attention", lambda: cross_attention(vc, s))
+    return out
+
+
+def vllm_config(mc, s: dict):
+    from vllm.config import CacheConfig, DeviceConfig, VllmConfig
+    from vllm.platforms import current_platform
+    sc = scheduler_config(mc, s)
+    cc = CacheConfig(**_kwargs_for(CacheConfig, dict(block_size=s["block_size"], swap_space=0)))
+    # no GPU: the platform's config check is stubbed, and (0.10.2) its async-output query
+    cls = type(current_platform)
+    if hasattr(cls, "check_and_update_config"):
+        cls.check_and_update_config = classmethod(lambda cls, c: None)
+    if hasattr(cls, "is_async_output_supported"):
+        cls.is_async_output_supported = classmethod(lambda cls, enforce_eager: False)
+    kw = dict(model_config=mc, scheduler_config=sc, cache_config=cc, device_config=DeviceConfig(device="cpu"))
+    return VllmConfig(**_kwargs_for(VllmConfig, kw))
+
+
+def cross_attention(vc, s: dict) -> dict:
+    import torch
+    from vllm.v1.kv_cache_interface import CrossAttentionSpec
+    hf = vc.model_config.hf_config
+    heads = hf.decoder_attention_heads
+    kw = dict(block_size=s["block_size"], num_kv_heads=heads, head_size=hf.d_model // heads,
+              dtype=torch.float16, use_mla=False)
+    spec = CrossAttentionSpec(**_kwargs_for(CrossAttentionSpec, kw))
+    nbytes = spec.max_memory_usage_bytes(vc)
+    return {"max_memory_usage_bytes": nbytes, "page_size_bytes": spec.page_size_bytes,
+            "blocks": nbytes // spec.page_size_bytes}
+
+
+def meta() -> dict:
+    import importlib.metadata as md
+    out: dict = {"kind": "meta", "python": sys.version.split()[0]}
+    for dist in ("vllm", "transformers", "tokenizers", "huggingface-hub", "torch"):
+        try:
+            out[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            out[dist] = None
+    import vllm
+    out["vllm_module"] = getattr(vllm, "__version__", None)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(open(argv[1]).read())
+    emit(meta())
+    COUNTERS.install()
+    for s in spec.get("qwen", []):
+        emit(probe_qwen(spec["qwen_dir"], s))
+    for s in spec.get("whisper", []):
+        emit(probe_whisper(spec["whisper_dir"], s))
+    emit({"kind": "end"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

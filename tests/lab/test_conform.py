@@ -1,0 +1,125 @@
+"""refimpl conform's comparison on recorded probe output (no vLLM here: installing it stays out of
+the fast suite). The fixture holds lines that vLLM 0.11.0 answered on this machine
+(results/conformance/vllm-0.11.0/probe.jsonl, a sample of its settings)."""
+import ast
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from refimpl.errors import ConfigError
+from refimpl.lab.conform import compare as C
+from refimpl.lab.conform import side
+from refimpl.lab.conform.cli import main
+from refimpl.lab.conform.grid import qwen_settings, whisper_settings
+from refimpl.lab.conform.table import write_docs_table
+
+FIXTURE = Path(__file__).parent / "data" / "conform" / "vllm-0.11.0-sample.jsonl"
+
+
+@pytest.fixture(scope="module")
+def lines():
+    return [json.loads(x) for x in FIXTURE.read_text().splitlines()]
+
+
+def _settings(lines):
+    return [ln for ln in lines if ln.get("kind") in ("qwen", "whisper")]
+
+
+def test_the_grid_is_the_issue_s():
+    full = [s for s in qwen_settings() if not s.get("lookup_only")]
+    assert len(full) == 72 and len({s["id"] for s in full}) == 72
+    assert [s["max_model_len"] for s in qwen_settings() if s.get("lookup_only")] == [32768, 65536, 128000]
+    assert len(whisper_settings()) == 2
+
+
+def test_recorded_0_11_0_equals_its_row(lines):
+    tally, diffs = C.compare(lines, "0.11.0")
+    assert C.failures(diffs) == []
+    assert all(eq == n for eq, n in tally.values()), tally
+    assert {"max_tokens_per_item", "profile.seq_len", "profile.raw_dtype", "hf_passes",
+            "cross_attention_blocks"} <= set(tally)
+
+
+def test_a_neighbouring_row_fails(lines):
+    """0.10.2 built the profile dummy at max_num_batched_tokens, 0.11.1 an uint8 video: the grid sees both."""
+    fields = {row: {d.field for d in C.failures(C.compare(lines, row)[1])} for row in ("0.10.2", "0.11.1")}
+    assert "profile.seq_len" in fields["0.10.2"]
+    assert "profile.raw_dtype" in fields["0.11.1"]
+
+
+def test_a_changed_value_and_a_missing_internal_fail(lines):
+    changed = copy.deepcopy(lines)
+    q = next(ln for ln in changed if ln.get("kind") == "qwen" and "profile" in ln)
+    q["max_tokens_per_item"]["image"] += 1
+    q["profile"] = {"not_probed": "AttributeError: GPUModelRunner has no _get_mm_dummy_batch"}
+    bad = C.failures(C.compare(changed, "0.11.0")[1])
+    assert {d.field for d in bad} >= {"max_tokens_per_item", "profile.seq_len", "profile.raw_shape"}
+    assert all(d.setting == q["setting"]["id"] for d in bad)
+
+
+def test_known_differences_are_named_and_only_those(lines):
+    swapped = copy.deepcopy(lines)
+    q = next(ln for ln in swapped if ln.get("kind") == "qwen" and ln.get("profile", {}).get("modality") == "video")
+    raw = q["profile"]["raw"][-1]
+    t, h, w, c = raw["shape"]
+    raw["shape"] = [t, h + 28, w, c]  # not square: vLLM's (T, W, H, 3) against the kit's (T, H, W, 3)
+    want = C.expected(q["setting"], "0.11.0")["profile.raw_shape"]
+    assert C._transposed(q["setting"], "profile.raw_shape", [t, w, h, c], [t, h, w, c], "0.11.0")
+    diffs = C.compare(swapped, "0.11.0")[1]
+    assert [d.known for d in diffs] == [None] and diffs[0].want == want  # h + 28 is not a transpose
+
+
+def test_nearest_row_for_a_build_of_unknown_version(lines):
+    ranking = C.nearest(lines, C.release_rows())
+    assert ranking[0][:2] == ("0.11.0", 0)
+    assert all(n > 0 for _, n, _ in ranking[1:])
+
+
+def test_cli_from_recorded_lines(tmp_path, lines, capsys):
+    assert main(["--from-jsonl", str(FIXTURE), "--out", str(tmp_path)]) == 0
+    assert "against the row 0.11.0" in capsys.readouterr().out
+    bad = copy.deepcopy(lines)
+    next(ln for ln in bad if ln.get("kind") == "qwen")["encoder_budget"] = [1, 1]
+    p = tmp_path / "bad.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in bad))
+    assert main(["--from-jsonl", str(p), "--out", str(tmp_path)]) == 1
+    partial = tmp_path / "partial.jsonl"  # Ctrl-C: no end line, never a pass
+    partial.write_text("".join(json.dumps(x) + "\n" for x in lines if x.get("kind") != "end"))
+    assert main(["--from-jsonl", str(partial), "--out", str(tmp_path)]) == 1
+
+
+def test_pins_and_disk_guard(tmp_path, monkeypatch):
+    table = side.pins_table()
+    assert {"0.9.2", "0.10.2", "0.11.0", "0.11.1", "0.13.0", "0.14.0"} <= set(table)
+    assert table["0.11.0"].requirements()[:2] == ["vllm==0.11.0", "transformers==4.56.2"]
+    with pytest.raises(ConfigError) as e:
+        side.get_pins("0.1.0")
+    assert e.value.field == "vllm"
+    with pytest.raises(ConfigError) as e:
+        side.check_disk(tmp_path, need=1 << 62)
+    assert e.value.field == "disk" and "GB free" in str(e.value)
+
+
+def test_probe_stands_alone():
+    """The probe runs in vLLM's interpreter: it imports nothing of refimpl nor refimpl's own deps."""
+    tree = ast.parse(Path(side.PROBE).read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
+    assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
+                     "vllm", "transformers", "torch"}, names
+
+
+def test_docs_table_is_the_committed_results():
+    root = Path(__file__).resolve().parents[2]
+    assert write_docs_table(root / "docs" / "conformance.md", root / "results" / "conformance", check=True), \
+        "docs/conformance.md's table is stale: run refimpl conform --table"
+
+
+def test_whisper_is_compared_only_under_an_encoder_length_row(lines):
+    """0.9.2 ran Whisper on V0 only: no encoder-length row, so its Whisper lines are not compared
+    (its Qwen lines are); from 0.10.2 each Whisper field is."""
+    tally_092 = C.compare(lines, "0.9.2")[0]
+    assert "cross_attention_blocks" not in tally_092 and "max_tokens_per_item" in tally_092
+    assert C.compare(lines, "0.10.2")[0]["cross_attention_blocks"][1] == 2

@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.core.kv_cache_utils import cross_attention_sizing
 from refimpl.lab.conform.grid import WHISPER, Setting
 from refimpl.multimodal import worst_case as wc
 from refimpl.testing import oracles
@@ -27,7 +28,7 @@ GROUPS = {"max_tokens_per_item": "max tokens per item", "encoder_budget": "encod
           "profile.seq_len": "profile modality / items / seq_len", "profile.tokens": "processed grid (tokens)",
           "profile.raw_shape": "raw dummy shape", "profile.raw_dtype": "raw dummy dtype",
           "hf_passes": "HF passes by phase", "encdec_max_encoder_len": "Whisper encoder length",
-          "max_num_encoder_input_tokens": "Whisper encoder length", "cross_attention_blocks": "cross-attention blocks"}
+          "max_num_encoder_input_tokens": "Whisper encoder length", "cross_attention_blocks": "cross-attention blocks (KV spec)"}
 
 
 def _np(v: Any) -> Optional[str]:
@@ -129,7 +130,7 @@ def _expected_whisper(s: Setting, row: str) -> dict[str, Any]:
     vc = VllmConfig(mc, _sc(s), CacheConfig(block_size=s["block_size"]), encoder_len_variant=row)
     return {"encdec_max_encoder_len": mc.max_encoder_len,
             "max_num_encoder_input_tokens": vc.scheduler_config.max_num_encoder_input_tokens,
-            "cross_attention_blocks": oracles.cross_attention_blocks(vc)}
+            "cross_attention_blocks": cross_attention_sizing(vc).kv_check_blocks}  # CrossAttentionSpec's sizing
 
 
 def expected(s: Setting, row: str) -> dict[str, Any]:
@@ -155,10 +156,6 @@ KNOWN: tuple[Known, ...] = (
     Known("video axis order", "vLLM's dummy video is np.full((T, W, H, 3)): width and height swapped "
           "against the (T, H, W, 3) of a decoded video; the kit builds (T, H, W, 3) (documented at "
           "BaseDummyInputsBuilder._get_dummy_videos); equal for square frames", _transposed),
-    Known("cross-attention blocks ignore the row", "refimpl.testing.cross_attention_blocks sizes from "
-          "the per-item encoder length whatever the row; from 0.13.0 vLLM's CrossAttentionSpec reads "
-          "max_num_encoder_input_tokens (max_num_batched_tokens, #29421). Being fixed by issue 28",
-          lambda s, f, got, want, row: f == "cross_attention_blocks"),
 )
 
 

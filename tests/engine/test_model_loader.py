@@ -1,9 +1,12 @@
 """Model loader: seeded random ("dummy") weights, shapes from the shipped configs, HF round trip."""
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
+import refimpl
 from refimpl.config import ModelConfig
 from refimpl.worker.model_loader import get_model
 
@@ -57,7 +60,8 @@ def test_dummy_qwen_small_and_dtype():
 
 @pytest.mark.slow
 def test_hf_load_round_trip(tiny, tmp_path):
-    tiny.save_pretrained(tmp_path)
+    tiny.save_pretrained(tmp_path)  # a local HF directory also holds the processor's config
+    shutil.copy(Path(refimpl.__file__).parent / "data" / "whisper-tiny" / "preprocessor_config.json", tmp_path)
     loaded = get_model(_mc(load_format="hf", model_path=str(tmp_path)))
     assert type(loaded).__name__ == "WhisperForConditionalGeneration" and not loaded.training
     sd_a, sd_b = tiny.state_dict(), loaded.state_dict()

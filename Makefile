@@ -51,7 +51,7 @@ PYTEST_ARGS ?=
 # start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
 
-.PHONY: .venv setup lint test test-fast user-tests test-ends soak report report-quick lab explore calibrate cost-check conformance \
+.PHONY: .venv setup lint test test-fast torch-target user-tests test-ends soak report report-quick lab explore calibrate cost-check conformance \
 	browser-deps clean distclean
 
 .venv setup: $(STAMP)
@@ -86,12 +86,18 @@ USER_DIR    ?= /tmp/refimpl-user-tests
 USER_TORCH  ?= /tmp/refimpl-user-torch-$(shell grep -E '^torch(vision)?==' $(CONSTRAINTS) | sed 's/==//' | paste -sd- -)
 USER_WHEEL  := build/wheel
 
+# The shared torch target (torch and torchvision as constraints.txt pins them, with their CUDA
+# libraries), built once; user-tests, test-ends and .ci/run's fresh .venv point at it.
+torch-target:
+	test -d $(USER_TORCH)/torch || { rm -rf $(USER_TORCH).tmp && \
+		$(PYTHON) -m pip install -q --no-compile --target $(USER_TORCH).tmp -c $(CONSTRAINTS) torch torchvision && \
+		mv $(USER_TORCH).tmp $(USER_TORCH); }
+	@echo $(USER_TORCH)
+
 user-tests:
 	rm -rf $(USER_WHEEL) $(USER_VENV) $(USER_DIR)
 	$(PYTHON) -m pip wheel -q --no-deps -w $(USER_WHEEL) .
-	$(if $(USER_TORCH),test -d $(USER_TORCH)/torch || { rm -rf $(USER_TORCH).tmp && \
-		$(PYTHON) -m pip install -q --no-compile --target $(USER_TORCH).tmp -c $(CONSTRAINTS) torch torchvision && \
-		mv $(USER_TORCH).tmp $(USER_TORCH); })
+	$(if $(USER_TORCH),$(MAKE) --no-print-directory torch-target)
 	$(PYTHON) -m venv $(USER_VENV)
 	$(if $(USER_TORCH),echo $(USER_TORCH) > $$($(USER_VENV)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/user_torch.pth)
 	@t0=$$(date +%s); $(USER_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) $(USER_WHEEL)/refimpl-*.whl \

@@ -11,9 +11,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON=${PYTHON:-python3}
+# (the cached Qwen start-ups per row, the Whisper engine against transformers' generate, every
+# bad input, the public API; kept to four files so .ci/run stays within 20 minutes)
 ENDS_TESTS=${ENDS_TESTS:-tests/engine/test_engine_startup.py tests/engine/test_llm_engine.py
-  tests/engine/test_registry_isolation.py tests/core/test_release_rows.py tests/core/test_bad_inputs.py
-  tests/core/test_testing_api.py}
+  tests/core/test_bad_inputs.py tests/core/test_testing_api.py}
 ends=("$@"); [ ${#ends[@]} -gt 0 ] || ends=(newest lowest)
 
 rm -rf build/wheel && mkdir -p build

@@ -11,7 +11,7 @@ from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR, Study, legacy_file_name
-from refimpl.lab.studies.startup import StartupStudy, quick_size, quick_variants
+from refimpl.lab.studies.startup import FLAME_VARIANTS, StartupStudy, quick_size, quick_variants
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE
 from refimpl.variants import LADDER
 
@@ -90,10 +90,12 @@ def test_quick_start_up_runs_fresh_processes_at_its_size(benches, tmp_path):
 def test_full_start_up_runs_every_variant_then_both_reset_scopes(benches, tmp_path):
     s = StartupStudy(mode="full", out_dir=tmp_path)
     s.flamegraphs(), s.startup(), s.budget(), s.two_process()
-    assert [c[2] for c in benches if c[0] == "flame"] == list(LADDER)
+    assert [c[2] for c in benches if c[0] == "flame"] == [v for v in LADDER if v in FLAME_VARIANTS]
+    StartupStudy(mode="full", out_dir=tmp_path, flame_variants=None).flamegraphs()
+    assert [c[2] for c in benches if c[0] == "flame"][4:] == list(LADDER)  # None: every variant
     runs = [c for c in benches if c[0] != "flame"]
     assert [(spec.variants, spec.repeats, spec.max_model_len) for _, spec, _ in runs[:2]] == [
-        (LADDER, 3, None), ((BEFORE, AFTER), 5, None)]
+        (LADDER, 3, None), ((BEFORE, AFTER), 3, None)]
     assert [(spec.process_mode, spec.reset_scope) for _, spec, _ in runs[2:]] == [
         ("mp", "v0.9.0"), ("mp", "all")]
     assert all(not in_process for *_, in_process in runs)

@@ -46,6 +46,10 @@ QUICK_REPEATS = 2
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
 # tokens; the mechanism is the same)
 TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
+# full mode's flame-graphed (untimed) start-ups: the rows whose profile tells the story (the release before
+# and after #17935, the last release measured, ours); every run is a fresh process, so the first flame
+# start-up is the warm-up of the files all of them read. The other rows' flame graphs: FLAME_VARIANTS.
+FLAME_VARIANTS = ("0.8.5", "0.9.0", "0.11.1", "refimpl")
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
 
@@ -118,15 +122,16 @@ def quick_variants() -> tuple[str, ...]:
 
 @dataclass
 class StartupStudy(Study):
-    """Notebook 01: a flame-graphed (untimed) start-up per variant, ``repeats`` fresh-process
+    """Notebook 01: a flame-graphed (untimed) start-up per variant of ``flame_variants``, ``repeats`` fresh-process
     start-ups each, ``budget_repeats`` of the budget experiment. QUICK: QUICK_* on ``quick_variants``,
     one flame graph. A ratio is shown from ``min_n`` runs a side."""
     values_name: ClassVar[str] = "values_startup.json"
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
     repeats: int = 3
-    budget_repeats: int = 5
+    budget_repeats: int = 3
     flame_rate: int = 20
+    flame_variants: Optional[tuple[str, ...]] = FLAME_VARIANTS  # None: every variant
     max_model_len: Optional[int] = None
     limits: list[str] = field(default_factory=list)
     numpy_hugepage: str = "off"
@@ -149,9 +154,11 @@ class StartupStudy(Study):
                            numpy_hugepage=self.numpy_hugepage, limit_mm_per_prompt=parse_limits(self.limits))
 
     def flamegraphs(self) -> dict[str, Optional[Path]]:
-        """``flame_startup_<variant>.svg`` per variant (QUICK: the last; stored: none), or None."""
+        """``flame_startup_<variant>.svg`` per variant of ``flame_variants`` that is measured (QUICK: the
+        last variant; stored: none), or None."""
         spec, out = self.spec(), {}
-        for v in [] if self.mode == "stored" else self.variants[-1:] if self.quick else self.variants:
+        full = [v for v in self.variants if self.flame_variants is None or v in self.flame_variants]
+        for v in [] if self.mode == "stored" else self.variants[-1:] if self.quick else full or self.variants[:1]:
             guard.wait_for_memory(spec, v)
             out[v] = flamegraph(spec, v, self.out_dir, f"flame_startup_{v}", speedscope=False,
                                 rate=self.flame_rate)

@@ -31,6 +31,10 @@ from refimpl.sampling_params import SamplingParams
 from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.variants import STARTUP_VARIANTS
 
+__all__ = ["PARTS", "REPORTED", "MEMORY_FIELDS", "TRANSPORT_FIELDS", "make_vllm_config", "thp_state",
+           "set_numpy_hugepage", "two_process_record", "summarize_two_process", "run_once", "summarize_runs",
+           "result"]
+
 # seconds per part of the multimodal work (ProcessingStats)
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
 THP = Path("/sys/kernel/mm/transparent_hugepage")

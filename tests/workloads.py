@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from refimpl.core.kv_cache_manager import cdiv
 from refimpl.request import RequestStatus
-from utils import QWEN, WHISPER, FakeModelRunner, create_requests, create_scheduler
+from refimpl.testing import QWEN, WHISPER, FakeModelRunner, create_requests, create_scheduler
 
 CROSS = cdiv(1500, 16)
 

@@ -6,6 +6,7 @@ import contextlib
 import datetime as _dt
 import os
 import platform
+import re
 import shutil
 import subprocess
 from importlib import metadata
@@ -46,6 +47,22 @@ def cpu_model() -> str:
             if line.lower().startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return platform.processor() or platform.machine()
+
+
+def hardware_folder(hardware: dict) -> str:
+    """The results/ folder name of a Result's ``env["hardware"]``: ``cpu-amd-epyc-2c`` for an
+    "AMD EPYC" with 2 logical cores, ``gpu-nvidia-h100-80gb-hbm3`` for that GPU."""
+    if hardware.get("gpu"):
+        return "gpu-" + "-".join(re.findall(r"[a-z0-9]+", hardware["gpu"]["name"].lower()))
+    words = [w for w in re.findall(r"[a-z0-9]+", re.sub(r"\((r|tm)\)|@.*", "", hardware["cpu"]["model"].lower()))
+             if w not in ("processor", "cpu", "core")]
+    return f"cpu-{'-'.join(words[:2])}-{hardware['cpu']['logical_cores']}c"
+
+
+def this_machine() -> dict:
+    """The ``hardware`` fields ``hardware_folder`` reads, for this machine (no collect_env)."""
+    gpu = {"name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else None
+    return {"gpu": gpu, "cpu": {"model": cpu_model(), "logical_cores": os.cpu_count()}}
 
 
 def git_info(root: Path = REPO_ROOT) -> dict[str, Any]:

@@ -135,3 +135,16 @@ def test_pyspy_profiles_a_short_command(tmp_path):
         pytest.skip("py-spy cannot attach here (needs root / CAP_SYS_PTRACE)")
     assert "<svg" in svg.read_text()[:2000]
     assert "speedscope" in json.loads(ss.read_text())["$schema"]
+
+
+def test_profile_worker_wraps_one_worker_run_with_its_json_beside_the_svg(monkeypatch, tmp_path):
+    from refimpl.lab.bench import fresh
+    from refimpl.lab.bench.specs import StartupSpec, spec_from_json
+    seen = []
+    monkeypatch.setattr(fresh, "profile_with_pyspy", lambda cmd, svg, ss, rate: seen.append((cmd, svg, ss, rate)) or True)
+    spec = StartupSpec(variants=("0.9.0",))
+    assert fresh.profile_worker(spec, "0.9.0", tmp_path / "a.svg", rate=50) is True
+    (cmd, svg, ss, rate), = seen
+    assert cmd[cmd.index("--output-json") + 1] == str(tmp_path / "a.run.json") and cmd[2] == fresh.WORKER
+    assert cmd[cmd.index("--variant") + 1] == "0.9.0" and spec_from_json(cmd[cmd.index("--spec") + 1]) == spec
+    assert (svg, ss, rate) == (tmp_path / "a.svg", None, 50)

@@ -11,22 +11,20 @@ from refimpl.core.kv_cache_utils import cross_attention_sizing
 from refimpl.engine.core import EngineCore, check_encoder_len
 from refimpl.errors import EncoderLengthMismatchError
 from refimpl.multimodal import MultiModalRegistry
+from refimpl.testing import FakeRegistry, create_requests, create_scheduler
 from refimpl.variants import ENCODER_LEN_VARIANTS
 from refimpl.worker.gpu_model_runner import GPUModelRunner
-from utils import FakeRegistry, create_requests, create_scheduler, patch_registry
 
 
 def whisper(variant: str, batched: int = 8192, model: str = "whisper-large-v3", dtype="float16"):
-    with patch_registry():
-        return VllmConfig(ModelConfig(model, device="cpu", scale="full", dtype=dtype),
-                          SchedulerConfig(max_num_batched_tokens=batched), CacheConfig(block_size=16),
-                          encoder_len_variant=variant)
+    return VllmConfig(ModelConfig(model, device="cpu", scale="full", dtype=dtype),
+                      SchedulerConfig(max_num_batched_tokens=batched), CacheConfig(block_size=16),
+                      encoder_len_variant=variant, mm_registry=FakeRegistry())
 
 
 @pytest.mark.parametrize("batched", [8192, 32768])
 def test_0_13_0_sizes_cross_attention_from_the_budget(batched):
-    with patch_registry():
-        fixed, v13, v14 = (cross_attention_sizing(whisper(v, batched)) for v in ("0.11.0", "0.13.0", "0.14.0"))
+    fixed, v13, v14 = (cross_attention_sizing(whisper(v, batched)) for v in ("0.11.0", "0.13.0", "0.14.0"))
     per_block = 32 * 2 * 16 * 1280 * 2  # large-v3 decoder layers x (K, V) x block x d_model x fp16
     assert fixed.bytes_per_block == v13.bytes_per_block == per_block
     assert fixed.scheduler_blocks == fixed.needed_blocks == fixed.kv_check_blocks == 94
@@ -38,11 +36,10 @@ def test_0_13_0_sizes_cross_attention_from_the_budget(batched):
 
 
 def test_0_13_0_budget_follows_max_num_batched_tokens():
-    with patch_registry():
-        cfg = whisper("0.13.0", model="whisper-tiny", dtype="float32")
-        assert cfg.scheduler_config.max_num_encoder_input_tokens == 8192  # PR #29421: not overridden
-        assert whisper("0.11.0").scheduler_config.max_num_encoder_input_tokens == 1500
-        budget, _ = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, FakeBudgetRegistry())
+    cfg = whisper("0.13.0", model="whisper-tiny", dtype="float32")
+    assert cfg.scheduler_config.max_num_encoder_input_tokens == 8192  # PR #29421: not overridden
+    assert whisper("0.11.0").scheduler_config.max_num_encoder_input_tokens == 1500
+    budget, _ = compute_encoder_budget(cfg.model_config, cfg.scheduler_config, FakeBudgetRegistry())
     assert budget // 1500 == 5  # 8192 holds 5 audios per step
 
 
@@ -57,22 +54,21 @@ class FakeBudgetRegistry(FakeRegistry):
 @pytest.mark.parametrize("variant", ["0.13.0", "0.14.0"])
 def test_the_guard_refuses_sizing_from_the_budget_by_default(variant):
     cfg = whisper(variant, model="whisper-tiny", dtype="float32")
-    with pytest.raises(EncoderLengthMismatchError) as e, patch_registry():
+    with pytest.raises(EncoderLengthMismatchError) as e:
         check_encoder_len(cfg)
     assert e.value.field == "scheduler_config.max_num_encoder_input_tokens" and e.value.limit == 1500
-    with pytest.raises(EncoderLengthMismatchError), patch_registry():
+    with pytest.raises(EncoderLengthMismatchError):
         EngineCore(cfg, "refimpl")
 
 
 @pytest.mark.parametrize("variant,cross", [("0.13.0", 512), ("0.14.0", 94), ("0.11.0", 94)])
 def test_the_scheduler_without_its_guard_allocates_what_the_release_did(variant, cross):
-    with patch_registry():
-        s = create_scheduler(num_blocks=4000, encoder_len_variant=variant,
-                             encoder_compute_budget=8192, encoder_cache_size=8192)
-        s.check_encoder_len = False  # what the release did
-        for r in create_requests(6, max_tokens=2):
-            s.add_request(r)
-        out = s.schedule()
+    s = create_scheduler(num_blocks=4000, encoder_len_variant=variant, encoder_compute_budget=8192,
+                         encoder_cache_size=8192, mm_registry=FakeRegistry())
+    s.check_encoder_len = False  # what the release did
+    for r in create_requests(6, max_tokens=2):
+        s.add_request(r)
+    out = s.schedule()
     first = out.scheduled_new_reqs[0]
     assert len(first.block_ids[1]) == cross
     assert len(out.scheduled_encoder_inputs) == 5  # 8192 // 1500 audios encoded in one step
@@ -88,11 +84,10 @@ def test_audios_per_step_is_a_what_if_not_a_release():
 
 def test_0_10_2_kv_check_calls_the_registry_per_cross_attention_layer():
     reg = FakeRegistry()
-    with patch_registry(reg):
-        cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig(),
-                         encoder_len_variant="0.10.2")
-        calls = reg.calls
-        GPUModelRunner(cfg).determine_num_blocks()
+    cfg = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig(),
+                     encoder_len_variant="0.10.2", mm_registry=reg)
+    calls = reg.calls
+    GPUModelRunner(cfg).determine_num_blocks()
     assert reg.calls - calls == 4 + 1  # 4 decoder layers' CrossAttentionSpec, then the concurrency log
 
 

@@ -3,14 +3,13 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.errors import ConfigError, EncoderLengthMismatchError
-from utils import patch_registry
+from refimpl.testing import FakeRegistry
 
 
 def _config(n: int, variant: str = "audios-per-step", **sc_kw) -> VllmConfig:
-    with patch_registry():
-        return VllmConfig(ModelConfig("whisper-tiny", device="cpu"),
-                          SchedulerConfig(max_num_seqs=16, max_audios_per_step=n, **sc_kw),
-                          CacheConfig(), encoder_len_variant=variant)
+    return VllmConfig(ModelConfig("whisper-tiny", device="cpu"),
+                      SchedulerConfig(max_num_seqs=16, max_audios_per_step=n, **sc_kw),
+                      CacheConfig(), encoder_len_variant=variant, mm_registry=FakeRegistry())
 
 
 def test_config_field_disagreeing_with_the_encoder_refuses_to_start():

@@ -10,8 +10,8 @@ import torch
 
 from profile_stand_in import StandInRegistry, _qwen_config
 from refimpl.errors import ConfigError, EngineStateError
+from refimpl.testing import create_vllm_config
 from refimpl.worker.gpu_model_runner import GPUModelRunner
-from utils import create_vllm_config, patch_registry
 
 # an (1, 8, 8) patch grid: 64 patches of 3*2*14*14 values -> 16 tokens after the 2x2 merge
 IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[1, 8, 8]])}
@@ -23,11 +23,10 @@ IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[
     ("0.9.0", 256, None, 3)])              # max_num_batched_tokens; cdiv(80, 16) items, capped
 def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates(variant, seq_len, fit, items):
     reg = StandInRegistry({"image": 16, "video": 64}, {"image": IMAGE})
-    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3))
+    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3), mm_registry=reg)
     runner.encoder_compute_budget, runner.encoder_cache_size = 80, 100
     runner.load_model()
-    with patch_registry(reg):
-        peak = runner.profile_run(disable_cache=True, use_formula=True, variant=variant)
+    peak = runner.profile_run(disable_cache=True, use_formula=True, variant=variant)
     assert peak > 0 and runner.peak_memory_bytes == peak
     assert runner.profile_modality == "image"              # video is larger but limited to 0
     assert runner.profile_mm_items == items                 # min(80 // 16, max_num_seqs * 1)
@@ -40,14 +39,13 @@ def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates(variant
 
 def test_profile_run_reuses_the_runners_lookup_from_0_10_1():
     reg = StandInRegistry({"image": 16}, {"image": IMAGE})
-    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3))
+    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3), mm_registry=reg)
     runner.max_tokens_per_item = {"image": 16}              # the lookup at runner init
     runner.load_model()
-    with patch_registry(reg):
-        runner.profile_run(variant="0.10.2")
-        assert [c[0] for c in reg.calls] == ["dummy"]
-        runner.profile_run(variant="0.9.0")               # 0.9.x looked it up again (pass #2)
-        assert [c[0] for c in reg.calls] == ["dummy", "max_tokens", "dummy"]
+    runner.profile_run(variant="0.10.2")
+    assert [c[0] for c in reg.calls] == ["dummy"]
+    runner.profile_run(variant="0.9.0")                   # 0.9.x looked it up again (pass #2)
+    assert [c[0] for c in reg.calls] == ["dummy", "max_tokens", "dummy"]
 
 
 def test_kv_sizing_refuses_a_cache_that_cannot_hold_one_request():

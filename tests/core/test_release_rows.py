@@ -18,6 +18,7 @@ from refimpl.engine.core import EngineCore
 from refimpl.errors import InvalidInputError
 from refimpl.lab.bench.schema import Result
 from refimpl.multimodal.worst_case import lookup_specs, max_tokens_per_item, profile_dummy
+from refimpl.testing import create_requests
 from refimpl.variants import (
     ENCODER_LEN_VARIANTS,
     LEGACY_NAMES,
@@ -25,7 +26,6 @@ from refimpl.variants import (
     get_startup_variant,
     legacy_name,
 )
-from utils import create_requests
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("make_pass_table", ROOT / "scripts" / "make_pass_table.py")

@@ -2,7 +2,7 @@
 tests/engine/test_scheduler_properties.py)."""
 from __future__ import annotations
 
-from utils import WHISPER
+from refimpl.testing import WHISPER
 from workloads import CROSS, Job, run_workload
 
 

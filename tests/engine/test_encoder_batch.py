@@ -6,16 +6,15 @@ import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.core.sched.scheduler import Scheduler
-from utils import FakeModelRunner, create_requests, patch_registry, run_to_completion
+from refimpl.testing import FakeModelRunner, FakeRegistry, create_requests, run_to_completion
 
 CROSS = 94  # cdiv(1500, 16)
 
 
 def _config(n: int, variant: str = "audios-per-step", **sc_kw) -> VllmConfig:
-    with patch_registry():
-        return VllmConfig(ModelConfig("whisper-tiny", device="cpu"),
-                          SchedulerConfig(max_num_seqs=16, max_audios_per_step=n, **sc_kw),
-                          CacheConfig(), encoder_len_variant=variant)
+    return VllmConfig(ModelConfig("whisper-tiny", device="cpu"),
+                      SchedulerConfig(max_num_seqs=16, max_audios_per_step=n, **sc_kw),
+                      CacheConfig(), encoder_len_variant=variant, mm_registry=FakeRegistry())
 
 
 @pytest.mark.slow
@@ -30,7 +29,6 @@ def test_n_audios_per_step_and_94_cross_blocks_whatever_n(n):
     for r in create_requests(10, max_tokens=3):
         s.add_request(r)
     per_step = []
-    with patch_registry():  # FakeModelRunner asserts 94 cross blocks per new request
-        run_to_completion(s, FakeModelRunner(cross_blocks=CROSS),
-                          on_step=lambda i, so: per_step.append(len(so.scheduled_encoder_inputs)))
+    run_to_completion(s, FakeModelRunner(cross_blocks=CROSS),  # it asserts 94 cross blocks per new request
+                      on_step=lambda i, so: per_step.append(len(so.scheduled_encoder_inputs)))
     assert max(per_step) == min(n, 10) and sum(per_step) == 10

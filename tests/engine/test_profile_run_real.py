@@ -4,20 +4,19 @@ import pytest
 import torch
 
 from profile_stand_in import StandInRegistry, _qwen_config
+from refimpl.testing import create_vllm_config
 from refimpl.worker.gpu_model_runner import GPUModelRunner
-from utils import create_vllm_config, patch_registry
 
 
 @pytest.mark.slow
 def test_profile_run_whisper_stand_in_then_kv_sizing():
     reg = StandInRegistry({"audio": 1500}, {"audio": {"input_features": torch.zeros(80, 3000)}})
-    cfg = create_vllm_config(max_num_batched_tokens=512, max_num_seqs=8, block_size=16)
+    cfg = create_vllm_config(max_num_batched_tokens=512, max_num_seqs=8, block_size=16, mm_registry=reg)
     cfg.cache_config.kv_cache_memory_bytes = 32 << 20
     runner = GPUModelRunner(cfg)
     runner.encoder_compute_budget, runner.encoder_cache_size = 1500, 1500
     runner.load_model()
-    with patch_registry(reg):
-        assert runner.profile_run(disable_cache=False, use_formula=False) > 0
+    assert runner.profile_run(disable_cache=False, use_formula=False) > 0
     assert runner.profile_modality == "audio" and runner.profile_mm_items == 1
     assert runner.profile_encoder_tokens == 1500
     # KV: 4 layers * 2 * 16 tokens * 6 heads * 64 dims * 4 bytes

@@ -28,7 +28,6 @@ from refimpl.request import RequestStatus
 from refimpl.sampling_params import SEED_LIMIT, SEED_MAX, SEED_MIN, SamplingParams
 from refimpl.worker.model_loader import initialize_dummy_weights
 from refimpl.worker.whisper_runner import WhisperRunner
-from utils import audio_prompt, greedy
 
 pytestmark = pytest.mark.slow  # engines stepped through hypothesis interleavings
 
@@ -39,6 +38,15 @@ SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 SOAK = settings(SETTINGS, max_examples=100)
 
+
+def audio_prompt(audio) -> dict:
+    """A Whisper prompt of one 16 kHz audio."""
+    return {"multi_modal_data": {"audio": (audio, 16000)}}
+
+
+def greedy(k: int) -> SamplingParams:
+    """``k`` tokens, EOS ignored."""
+    return SamplingParams(max_tokens=k, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")

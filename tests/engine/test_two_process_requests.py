@@ -27,12 +27,20 @@ from refimpl.errors import InvalidInputError, SamplingParamsError
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 from refimpl.worker.whisper_runner import WhisperRunner
-from utils import audio_prompt, greedy
 
 pytestmark = pytest.mark.slow  # two-process engines (a P1 child per test)
 
 VOCAB = 51865
 
+
+def audio_prompt(audio) -> dict:
+    """A Whisper prompt of one 16 kHz audio."""
+    return {"multi_modal_data": {"audio": (audio, 16000)}}
+
+
+def greedy(k: int) -> SamplingParams:
+    """``k`` tokens, EOS ignored."""
+    return SamplingParams(max_tokens=k, ignore_eos=True)
 
 
 @pytest.fixture(scope="module")

@@ -30,9 +30,9 @@ from refimpl.errors import EncoderLengthMismatchError
 from refimpl.request import Request
 from refimpl.sample.sampler import Sampler
 from refimpl.sampling_params import SamplingParams
+from refimpl.testing import WHISPER_PROMPT, FakeRegistry, create_vllm_config
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 from refimpl.worker.model_loader import initialize_dummy_weights
-from utils import WHISPER_PROMPT, FakeRegistry, create_vllm_config, patch_registry
 
 pytestmark = pytest.mark.slow  # engine runs against transformers' generate()
 
@@ -218,45 +218,42 @@ def test_paged_causal_attention_equals_unpaged():
 
 def test_cross_attention_builder_reads_encoder_len_every_step():
     reg = FakeRegistry()
-    with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", registry=reg)
-        builder = CrossAttentionBuilder(cfg, 16, torch.device("cpu"))
-        calls = reg.calls
-        blocks = [list(range(1, 95)), list(range(95, 189))]
-        qsl = np.array([0, 4, 5])
-        md = builder.build(qsl, np.array([1500, 0]), blocks)       # r0 first step, r1 decoding
-        md2 = builder.build(qsl, np.array([0, 0]), blocks)
-        assert reg.calls == calls + 2
-        with pytest.raises(EncoderLengthMismatchError):        # 64 blocks cannot hold 1500
-            builder.build(qsl, np.array([1500, 0]), [list(range(1, 65)), list(range(65, 129))])
-        reg.value = 1024                 # metadata length that is not the model's own
-        with pytest.raises(EncoderLengthMismatchError):
-            CrossAttentionBuilder(cfg, 16, torch.device("cpu"), 1500).build(qsl, np.array([0, 0]), blocks)
+    cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", mm_registry=reg)
+    builder = CrossAttentionBuilder(cfg, 16, torch.device("cpu"))
+    calls = reg.calls
+    blocks = [list(range(1, 95)), list(range(95, 189))]
+    qsl = np.array([0, 4, 5])
+    md = builder.build(qsl, np.array([1500, 0]), blocks)       # r0 first step, r1 decoding
+    md2 = builder.build(qsl, np.array([0, 0]), blocks)
+    assert reg.calls == calls + 2
+    with pytest.raises(EncoderLengthMismatchError):        # 64 blocks cannot hold 1500
+        builder.build(qsl, np.array([1500, 0]), [list(range(1, 65)), list(range(65, 129))])
+    reg.value = 1024                 # metadata length that is not the model's own
+    with pytest.raises(EncoderLengthMismatchError):
+        CrossAttentionBuilder(cfg, 16, torch.device("cpu"), 1500).build(qsl, np.array([0, 0]), blocks)
     assert md.seq_lens.tolist() == [1500, 1500] and md.max_seq_len == 1500
     assert md.slot_mapping.tolist() == list(range(16, 16 + 1500)) and md2.slot_mapping.numel() == 0
     assert md.block_table.shape == (2, 94)
 
 
 def test_runner_reads_encoder_len_once_at_init(setup):
-    reg = FakeRegistry()
-    with patch_registry(reg):  # the runner's site reads the config from PR #24989 on
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2+#24989", registry=reg)
-        calls = reg.calls
-        runner = GPUModelRunner(cfg)
-        runner.model = setup[1].model
-        runner.initialize_kv_cache(200)
+    reg = FakeRegistry()  # the runner's site reads the config from PR #24989 on
+    cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2+#24989", mm_registry=reg)
+    calls = reg.calls
+    runner = GPUModelRunner(cfg)
+    runner.model = setup[1].model
+    runner.initialize_kv_cache(200)
     assert reg.calls == calls and runner.whisper_runner.encoder_len == 1500
 
 
 def test_runner_refuses_a_wrong_encoder_len(setup):
     reg = FakeRegistry()
-    with patch_registry(reg):
-        cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", registry=reg)
-        reg.value = 1024                 # the alias of a batching budget, not the encoder's 1500
-        runner = GPUModelRunner(cfg)
-        runner.model = setup[1].model
-        with pytest.raises(EncoderLengthMismatchError):
-            runner.initialize_kv_cache(200)
+    cfg = create_vllm_config(block_size=16, encoder_len_variant="0.10.2", mm_registry=reg)
+    reg.value = 1024                 # the alias of a batching budget, not the encoder's 1500
+    runner = GPUModelRunner(cfg)
+    runner.model = setup[1].model
+    with pytest.raises(EncoderLengthMismatchError):
+        runner.initialize_kv_cache(200)
 
 
 def test_seeded_sampling_is_deterministic():

@@ -4,6 +4,9 @@ the fast suite). The fixture holds lines that vLLM 0.11.0 answered on this machi
 import ast
 import copy
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -102,13 +105,35 @@ def test_pins_and_disk_guard(tmp_path, monkeypatch):
     assert e.value.field == "disk" and "GB free" in str(e.value)
 
 
-def test_probe_stands_alone():
-    """The probe runs in vLLM's interpreter: it imports nothing of refimpl nor refimpl's own deps."""
-    tree = ast.parse(Path(side.PROBE).read_text())
+@pytest.mark.parametrize("name", ["probe.py", "probe_profile.py"])
+def test_probe_stands_alone(name):
+    """The probe runs in vLLM's interpreter: it imports nothing of refimpl nor refimpl's own deps
+    (only its own second file, beside it)."""
+    tree = ast.parse(Path(side.PROBE).with_name(name).read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
-                     "vllm", "transformers", "torch"}, names
+                     "vllm", "transformers", "torch", "probe_profile"}, names
+
+
+def test_the_probe_runs_as_a_script_from_its_folder(tmp_path):
+    """``python probe.py SPEC`` finds probe_profile.py beside it with no PYTHONPATH of refimpl's
+    (a stand-in vllm package here: meta, the counters installed, no settings)."""
+    profiling = tmp_path / "vllm" / "multimodal" / "profiling.py"
+    profiling.parent.mkdir(parents=True)
+    (tmp_path / "vllm" / "__init__.py").write_text("__version__ = 'stand-in'\n")
+    (profiling.parent / "__init__.py").write_text("")
+    profiling.write_text("class BaseDummyInputsBuilder:\n"
+                         "    @staticmethod\n    def _get_dummy_images(*a): return []\n"
+                         "    @staticmethod\n    def _get_dummy_videos(*a): return []\n")
+    spec = tmp_path / "spec.json"
+    spec.write_text("{}")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(tmp_path)}
+    proc = subprocess.run([sys.executable, str(side.PROBE), str(spec)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [x["kind"] for x in lines] == ["meta", "end"] and lines[0]["vllm_module"] == "stand-in"
 
 
 def test_docs_table_is_the_committed_results():

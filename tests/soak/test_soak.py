@@ -33,7 +33,7 @@ from hypothesis import HealthCheck, given, settings
 
 import workloads as tsp
 from fuzz_inputs import Fuzzer, fuzz_cases
-from utils import QWEN, WHISPER
+from refimpl.testing import QWEN, WHISPER
 
 pytestmark = pytest.mark.soak
 

@@ -34,8 +34,6 @@ import contextlib
 import ctypes
 import gc
 import importlib
-import os
-import re
 import time
 from functools import partial
 from pathlib import Path
@@ -50,29 +48,15 @@ from refimpl.engine.startup_memory import MemoryRates
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
-from refimpl.lab.env import REPO_ROOT, cpu_model, result_env
+from refimpl.lab.env import REPO_ROOT, hardware_folder, result_env, this_machine  # the last two: moved to env
 from refimpl.lab.stats import summarize
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
 GiB = 1 << 30
 VIDEO_DTYPES = ("uint8", "int64")
-
-
-def hardware_folder(hardware: dict) -> str:
-    """The results/ folder name of a Result's ``env["hardware"]``: ``cpu-amd-epyc-2c`` for an
-    "AMD EPYC" with 2 logical cores, ``gpu-nvidia-h100-80gb-hbm3`` for that GPU."""
-    if hardware.get("gpu"):
-        return "gpu-" + "-".join(re.findall(r"[a-z0-9]+", hardware["gpu"]["name"].lower()))
-    words = [w for w in re.findall(r"[a-z0-9]+", re.sub(r"\((r|tm)\)|@.*", "", hardware["cpu"]["model"].lower()))
-             if w not in ("processor", "cpu", "core")]
-    return f"cpu-{'-'.join(words[:2])}-{hardware['cpu']['logical_cores']}c"
-
-
-def this_machine() -> dict:
-    """The ``hardware`` fields ``hardware_folder`` reads, for this machine (no collect_env)."""
-    gpu = {"name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else None
-    return {"gpu": gpu, "cpu": {"model": cpu_model(), "logical_cores": os.cpu_count()}}
+__all__ = ["GiB", "VIDEO_DTYPES", "default_out", "model_rate", "memory_rates", "load_rates", "measure",
+           "median_of", "run_once", "result", "lines", "hardware_folder", "this_machine"]
 
 
 def default_out() -> Path:

@@ -17,6 +17,8 @@ import torch
 
 from refimpl.lab.env import THREAD_ENV_VARS
 
+__all__ = ["set_single_thread", "write_json", "profile_with_pyspy"]
+
 
 def set_single_thread() -> int:
     """CPU math on one thread (the thread variables, torch's intra- and inter-op); torch's count."""

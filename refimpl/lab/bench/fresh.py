@@ -14,11 +14,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from refimpl.errors import RefimplError
-from refimpl.lab.bench.common import write_json
+from refimpl.lab.bench.common import profile_with_pyspy, write_json
 from refimpl.lab.bench.specs import Spec, spec_from_json, spec_to_json
+
+__all__ = ["REFIMPL_ERROR_EXIT", "FreshProcessError", "run_in_fresh_process", "worker_command",
+           "profile_worker"]
 
 REFIMPL_ERROR_EXIT = 3
 PARENT_PID_ENV = "REFIMPL_PARENT_PID"
@@ -87,6 +91,15 @@ def worker_command(spec: Spec, variant: str, output_json: str) -> list[str]:
     """The command line of one worker run (for a profiler such as py-spy to wrap)."""
     return [sys.executable, "-m", WORKER, "--spec", spec_to_json(spec), "--variant", variant,
             "--output-json", output_json]
+
+
+def profile_worker(spec: Spec, variant: str, out_svg: str | os.PathLike,
+                   out_speedscope: Optional[str | os.PathLike] = None, *, rate: int = 100) -> bool:
+    """py-spy profiles (flame graph SVG, speedscope JSON when asked) of one fresh worker run of
+    ``variant``; its run JSON beside the SVG (``<name>.run.json``). True when every profile was written,
+    else False and one warning (common.profile_with_pyspy)."""
+    out_json = Path(out_svg).with_suffix(".run.json")
+    return profile_with_pyspy(worker_command(spec, variant, str(out_json)), out_svg, out_speedscope, rate=rate)
 
 
 def main(argv: Optional[list[str]] = None) -> int:

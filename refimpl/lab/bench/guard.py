@@ -31,6 +31,9 @@ from refimpl.lab.bench.startup import make_vllm_config
 from refimpl.tokenizer import WHISPER_EN_PROMPT_TOKENS, WHISPER_PROMPT_TOKENS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
+__all__ = ["MEMORY_WAIT_S", "check", "check_output", "check_memory", "check_startup_memory",
+           "check_serving_memory", "wait_for_memory"]
+
 GiB = memory.GiB
 MEMORY_WAIT_S = 300.0  # how long a run waits for memory other processes hold before it is refused
 AT_LEAST = {"repeats": 1, "calls": 1, "max_model_len": 1, "num_requests": 1, "max_tokens": 1,

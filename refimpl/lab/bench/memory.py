@@ -19,6 +19,9 @@ from refimpl.lab.bench.calibrate import default_out, load_rates, memory_rates
 from refimpl.variants import StartupVariant
 from refimpl.worker.model_loader import parameter_bytes
 
+__all__ = ["GiB", "SERVING_MARGIN_BYTES", "startup_rates", "startup_peak", "startup_bytes", "serving_parts",
+           "request_bytes"]
+
 GiB = 1 << 30
 SERVING_MARGIN_BYTES = GiB // 2  # one step's activations and encoder output
 

@@ -16,6 +16,8 @@ from typing import Any
 from refimpl.lab.bench.common import write_json
 from refimpl.variants import legacy_name
 
+__all__ = ["SCHEMA_VERSION", "BENCHES", "SchemaError", "validate", "Result"]
+
 SCHEMA_VERSION = 2
 BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
            "workload", "wer", "calibrate")

@@ -25,6 +25,10 @@ from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
+__all__ = ["PERCENTILES", "METRICS", "WorkItem", "make_workload", "latency_summary", "build_engine",
+           "serve_engine", "serve_hf", "executor", "run_once", "gains", "abba_sums", "engine_over_generate",
+           "result"]
+
 PERCENTILES = (50, 90, 99)
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
 METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),

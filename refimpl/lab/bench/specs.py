@@ -12,6 +12,10 @@ import tyro
 from refimpl.config.model import SUPPORTED_MODELS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
+__all__ = ["HF", "LADDER", "Spec", "StartupSpec", "ServeSpec", "WerSpec", "CalibrateSpec", "DESIGNS",
+           "CHOICES", "SPECS", "spec_from_params", "command_of", "parse_limits", "spec_to_json",
+           "spec_from_json"]
+
 HF = "hf-generate"  # transformers' generate() in static batches: the serving benches' baseline
 def default(text: str) -> Any:
     """A field's ``--help`` default, said in words where its value (None, empty) means something else."""

@@ -4,7 +4,6 @@ with ``calls`` each ``compute_encoder_budget`` call's s, passes, page faults (Re
 ``reset_mm_cache``, and one real request's cost on the wire."""
 from __future__ import annotations
 
-import json
 import resource
 import time
 from pathlib import Path
@@ -12,8 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from refimpl.audio import load_speech_clips
-from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-from refimpl.config.model import get_preprocessor_dict
+from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.engine.core import EngineCore
 from refimpl.engine.mp.core_proc import EngineCoreRequest
@@ -22,6 +20,7 @@ from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec
 from refimpl.lab.env import result_env
+from refimpl.lab.model_dir import model_config
 from refimpl.lab.stats import summarize
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.multimodal.cache import item_nbytes
@@ -30,6 +29,10 @@ from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.variants import STARTUP_VARIANTS
+
+__all__ = ["PARTS", "REPORTED", "MEMORY_FIELDS", "TRANSPORT_FIELDS", "make_vllm_config", "thp_state",
+           "set_numpy_hugepage", "two_process_record", "summarize_two_process", "run_once", "summarize_runs",
+           "result"]
 
 # seconds per part of the multimodal work (ProcessingStats)
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")
@@ -41,16 +44,11 @@ REPORTED = ("hf_processor_calls", "hf_mm_passes", "passes_by_phase", "cache_hits
 
 
 def make_vllm_config(spec: StartupSpec, **extra) -> VllmConfig:
-    """The VllmConfig of ``spec``; a ``model_path``'s weights and its non-default preprocessor settings."""
-    kw: dict = {}
-    if spec.model_path:
-        shipped = get_preprocessor_dict(spec.model)
-        local = json.loads((Path(spec.model_path) / "preprocessor_config.json").read_text())
-        kw = {k: v for k, v in local.items() if k in shipped and v != shipped[k] and k != "processor_class"}
-    mc = ModelConfig(spec.model, max_model_len=spec.max_model_len, device=spec.device,  # type: ignore[arg-type]
-                     limit_mm_per_prompt=dict(spec.limit_mm_per_prompt),
-                     mm_processor_kwargs={**kw, **spec.mm_processor_kwargs},
-                     load_format="hf" if spec.model_path else "auto", model_path=spec.model_path)
+    """The VllmConfig of ``spec``; a ``model_path``'s weights and its non-default preprocessor settings
+    (refimpl.lab.model_dir, as the explorer builds it)."""
+    mc = model_config(spec.model, model_path=spec.model_path, max_model_len=spec.max_model_len,
+                      device=spec.device, limit_mm_per_prompt=dict(spec.limit_mm_per_prompt),
+                      mm_processor_kwargs=dict(spec.mm_processor_kwargs))
     return VllmConfig(mc, SchedulerConfig(), CacheConfig(), **extra)
 
 

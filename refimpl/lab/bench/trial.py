@@ -19,6 +19,8 @@ from refimpl.lab.bench.fresh import WORKER, bench_module, run_in_fresh_process
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import Spec, spec_to_json
 
+__all__ = ["TIMEOUT_S", "Step", "Trial", "steps", "executor", "run", "exit_status", "default_out"]
+
 TIMEOUT_S = 1800.0  # per fresh process
 
 

@@ -19,6 +19,8 @@ from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
 from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
+__all__ = ["MODEL", "clip_references", "transcribe_clips", "word_error_rates", "run_once", "result"]
+
 MODEL = WerSpec().model
 normalize = EnglishTextNormalizer({})
 

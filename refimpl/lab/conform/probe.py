@@ -28,11 +28,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # probe_profile.py, beside this file
 
-
-class _Stop(Exception):
-    """Raised by the stub model at the encoder: the profile run stops there."""
-
+from probe_profile import COUNTERS, StopAtEncoder, profile_run, registry  # noqa: E402
 
 # The JSON lines go to the original stdout; everything else printed (vLLM's logs) to stderr.
 _OUT = os.fdopen(os.dup(1), "w")
@@ -53,11 +51,21 @@ def not_probed(e: BaseException) -> dict:
 def field(out: dict, name: str, fn):
     try:
         out[name] = fn()
-    except _Stop:
+    except StopAtEncoder:
         raise
     except Exception as e:  # noqa: BLE001 - any failure is recorded, never a pass
         out[name] = not_probed(e)
     return out[name]
+
+
+def needed(out: dict, name: str, fn):
+    """``fn()``, a config the setting's other fields need; None when it failed, ``out[name]`` then
+    saying why (and the setting ends there)."""
+    value = field(out, name, fn)
+    if isinstance(value, dict):
+        return None
+    del out[name]
+    return value
 
 
 def _kwargs_for(cls, kw: dict) -> dict:
@@ -69,53 +77,6 @@ def _kwargs_for(cls, kw: dict) -> dict:
     if any(p.kind == p.VAR_KEYWORD for p in params.values()):
         return kw
     return {k: v for k, v in kw.items() if k in params}
-
-
-# ----------------------------------------------------------------------------- counters
-class Counters:
-    """HF-processor passes (``Qwen2_5_VLProcessor.__call__``) and dummy-builder calls."""
-
-    def __init__(self):
-        self.passes = 0
-        self.raw: list[dict] = []
-        self.recording = False
-
-    def install(self):
-        from transformers import Qwen2_5_VLProcessor
-        call = Qwen2_5_VLProcessor.__call__
-        counters = self
-
-        sig = inspect.signature(call)
-
-        def counted(proc, *a, **kw):  # a pass with images or videos (a text-only call is the tokenizer's)
-            args = sig.bind(proc, *a, **kw).arguments
-            if any(args.get(k) not in (None, [], {}) for k in ("images", "videos")):
-                counters.passes += 1
-            return call(proc, *a, **kw)
-        Qwen2_5_VLProcessor.__call__ = counted
-        from vllm.multimodal import profiling
-        builder = profiling.BaseDummyInputsBuilder
-        images, videos = builder._get_dummy_images, builder._get_dummy_videos
-        static = isinstance(inspect.getattr_static(builder, "_get_dummy_images"), staticmethod)
-
-        def rec_images(*a, **kw):
-            out = images(*a, **kw)
-            if counters.recording:
-                counters.raw += [{"modality": "image", "shape": [im.size[1], im.size[0], len(im.getbands())],
-                                  "dtype": "uint8"} for im in out]
-            return out
-
-        def rec_videos(*a, **kw):
-            out = videos(*a, **kw)
-            if counters.recording:
-                counters.raw += [{"modality": "video", "shape": list(v.shape), "dtype": str(v.dtype)} for v in out]
-            return out
-        # static up to 0.10, methods from 0.11 (the wrapper passes self on)
-        builder._get_dummy_images = staticmethod(rec_images) if static else rec_images
-        builder._get_dummy_videos = staticmethod(rec_videos) if static else rec_videos
-
-
-COUNTERS = Counters()
 
 
 # ----------------------------------------------------------------------------- configs
@@ -145,11 +106,6 @@ def scheduler_config(mc, s: dict):
     return sc
 
 
-def registry():
-    from vllm.multimodal import MULTIMODAL_REGISTRY
-    return MULTIMODAL_REGISTRY
-
-
 def lookup(mc, reg=None):
     reg = reg or registry()
     if hasattr(reg, "get_max_tokens_per_item_by_nonzero_modality"):
@@ -164,112 +120,12 @@ def encoder_budget(mc, sc):
     return list(compute_encoder_budget(mc, sc, registry()))
 
 
-# ----------------------------------------------------------------------------- profile run
-class RecordingRegistry:
-    """The real registry; ``get_decoder_dummy_data`` calls are recorded (seq_len, mm_counts)."""
-
-    def __init__(self, real):
-        self._real, self.calls = real, []
-
-    def get_decoder_dummy_data(self, *a, **kw):
-        sig = inspect.signature(self._real.get_decoder_dummy_data).bind(*a, **kw)
-        self.calls.append({"seq_len": sig.arguments.get("seq_len"),
-                           "mm_counts": dict(sig.arguments.get("mm_counts") or {})})
-        return self._real.get_decoder_dummy_data(*a, **kw)
-
-    def __getattr__(self, name):
-        return getattr(self._real, name)
-
-
-class StubModel:
-    """Class attributes of the release's model class; any method call stops the run there
-    (the first one a profile run makes is the encoder's) and records its keyword shapes."""
-
-    def __init__(self, cls):
-        self._cls, self.encoder_kwargs = cls, None
-
-    def __getattr__(self, name):
-        value = inspect.getattr_static(self._cls, name, None)
-        if value is not None and not callable(value) and not isinstance(value, (property, staticmethod, classmethod)):
-            return value
-
-        def stop(*a, **kw):
-            self.encoder_kwargs = {"method": name, **kw}
-            raise _Stop(name)
-        return stop
-
-
-class StubRunner:
-    """What ``GPUModelRunner.profile_run`` reads; its other methods are the release's own."""
-
-    def __init__(self, runner_cls, attrs: dict):
-        self._runner_cls = runner_cls
-        self.__dict__.update(attrs)
-
-    def __getattr__(self, name):
-        value = inspect.getattr_static(self._runner_cls, name, None)
-        if isinstance(value, property):
-            return value.fget(self)
-        if isinstance(value, staticmethod):
-            return value.__func__
-        if callable(value):
-            return value.__get__(self, type(self))
-        raise AttributeError(f"stub runner has no {name!r} (GPUModelRunner moved it)")
-
-
-def _triples(x) -> list:
-    """(t, h, w) rows of a grid tensor, a list of them, or a batched (n, 1, 3) stack."""
-    x = x.tolist() if hasattr(x, "tolist") else x
-    if x and isinstance(x[0], (int, float)):
-        return [x]
-    return [row for part in x for row in _triples(part)]
-
-
-def _grids(kwargs: dict) -> dict:
-    return {key.split("_")[0]: _triples(kwargs[key]) for key in ("image_grid_thw", "video_grid_thw")
-            if kwargs.get(key) is not None}
-
-
-def profile_run(mc, sc, budget_obj, runner_budget=None):
-    from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
-    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
-    reg = RecordingRegistry(registry())
-    model = StubModel(Qwen2_5_VLForConditionalGeneration)
-    attrs = dict(model_config=mc, scheduler_config=sc, mm_registry=reg, model=model,
-                 max_model_len=mc.max_model_len, max_num_tokens=sc.max_num_batched_tokens,
-                 max_num_reqs=sc.max_num_seqs, device="cpu", pin_memory=False,
-                 supports_mm_inputs=True, is_multimodal_model=True, mm_budget=budget_obj,
-                 is_pooling_model=False, uses_mrope=True)
-    if budget_obj is None:  # before MultiModalBudget: the runner's own budget fields (its __init__'s)
-        attrs["max_num_encoder_input_tokens"], attrs["encoder_cache_size"] = runner_budget
-    runner = StubRunner(GPUModelRunner, attrs)
-    COUNTERS.raw, COUNTERS.recording = [], True
-    try:
-        GPUModelRunner.profile_run(runner)
-    except _Stop:
-        pass
-    finally:
-        COUNTERS.recording = False
-    if model.encoder_kwargs is None:
-        raise RuntimeError("profile_run finished without reaching the encoder")
-    grids = _grids(model.encoder_kwargs)
-    modality = next(iter(grids), None)
-    return {"calls": reg.calls, "modality": modality, "items": len(grids.get(modality, [])),
-            "grid": grids.get(modality, [])[:1], "raw": COUNTERS.raw,
-            "encoder_method": model.encoder_kwargs["method"]}
-
-
 # ----------------------------------------------------------------------------- per setting
 def probe_qwen(path: str, s: dict) -> dict:
     out: dict = {"kind": "qwen", "setting": s}
-    mc = field(out, "_model_config", lambda: model_config(path, s))
-    if isinstance(mc, dict):
+    if (mc := needed(out, "_model_config", lambda: model_config(path, s))) is None or \
+            (sc := needed(out, "_scheduler_config", lambda: scheduler_config(mc, s))) is None:
         return out
-    del out["_model_config"]
-    sc = field(out, "_scheduler_config", lambda: scheduler_config(mc, s))
-    if isinstance(sc, dict):
-        return out
-    del out["_scheduler_config"]
     passes = {}
     reset_cache(mc)  # a fresh start-up: nothing a previous setting processed is cached
     n = COUNTERS.passes
@@ -316,15 +172,11 @@ def reset_cache(mc) -> None:
 
 def probe_whisper(path: str, s: dict) -> dict:
     out: dict = {"kind": "whisper", "setting": s}
-    mc = field(out, "_model_config", lambda: model_config(path, s))
-    if isinstance(mc, dict):
+    if (mc := needed(out, "_model_config", lambda: model_config(path, s))) is None:
         return out
-    del out["_model_config"]
     field(out, "encdec_max_encoder_len", lambda: registry().get_encdec_max_encoder_len(mc))
-    vc = field(out, "_vllm_config", lambda: vllm_config(mc, s))
-    if isinstance(vc, dict):
+    if (vc := needed(out, "_vllm_config", lambda: vllm_config(mc, s))) is None:
         return out
-    del out["_vllm_config"]
     field(out, "max_num_encoder_input_tokens", lambda: vc.scheduler_config.max_num_encoder_input_tokens)
     field(out, "cross_attention", lambda: cross_attention(vc, s))
     return out

@@ -10,21 +10,21 @@ standalone with voila).
 from __future__ import annotations
 
 import html
-import json
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Optional
 
-from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-from refimpl.config.checks import check_count, check_mm_processor_kwargs, check_model_dir
+from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
+from refimpl.config.checks import check_count, check_mm_processor_kwargs
 from refimpl.config.model import get_preprocessor_dict
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore.cost_model import Calibration, Prediction, predict
+from refimpl.lab.model_dir import local_model, model_config
 from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant
 
@@ -86,27 +86,11 @@ class Outputs:
                                                  "peak_rss_bytes": p.peak_rss_bytes, "peak_rss": p.peak_rss}}
 
 
-def local_model(path: str) -> tuple[str, dict]:
-    """(shipped model of the same family, preprocessor settings that differ) of a local HF
-    directory. Raises ConfigError("model_path") without its two configs or for another family."""
-    d = check_model_dir(path, weights=False)  # the explorer plans from the configs, loads no weights
-    cfg = json.loads((d / "config.json").read_text())
-    kind = cfg.get("model_type")
-    if kind == "qwen2_5_vl":
-        model = "qwen2.5-vl-3b"
-    elif kind == "whisper":
-        model = "whisper-large-v3" if cfg.get("num_mel_bins") == 128 else \
-            "whisper-tiny.en" if cfg.get("vocab_size") == 51864 else "whisper-tiny"
-    else:
-        raise ConfigError("model_path", "a Qwen2.5-VL or Whisper config.json", f"model_type {kind!r}")
-    shipped, local = get_preprocessor_dict(model), json.loads((d / "preprocessor_config.json").read_text())
-    return model, {k: v for k, v in local.items() if k in shipped and v != shipped[k] and not k.endswith("_type")
-                   and k != "processor_class"}
-
-
 def vllm_config(s: Settings) -> VllmConfig:
-    """The small-scale CPU config of ``s`` (nothing loaded). Raises ConfigError naming the field."""
-    model, kw = local_model(s.model_path) if s.model_path else (s.model, {})
+    """The small-scale CPU config of ``s`` (nothing loaded; a local directory as the start-up bench
+    reads it: refimpl.lab.model_dir). Raises ConfigError naming the field."""
+    model = local_model(s.model_path) if s.model_path else s.model
+    kw: dict[str, Any] = {}
     for k in ("min_pixels", "max_pixels"):
         if getattr(s, k) is not None:
             if model.startswith("whisper"):
@@ -115,9 +99,9 @@ def vllm_config(s: Settings) -> VllmConfig:
     check_mm_processor_kwargs(model, kw, get_preprocessor_dict(model))  # ModelConfig's own rules
     if s.frames is not None:
         check_count("frames", s.frames, 1)
-    mc = ModelConfig(model, max_model_len=s.max_model_len, device="cpu",  # type: ignore[arg-type]  # None: derived
-                     limit_mm_per_prompt=dict(s.limit_mm_per_prompt), mm_processor_kwargs=kw,
-                     mm_processor_cache_gb=s.mm_processor_cache_gb)
+    mc = model_config(model, model_path=s.model_path, load_weights=False, max_model_len=s.max_model_len,
+                      device="cpu", limit_mm_per_prompt=dict(s.limit_mm_per_prompt), mm_processor_kwargs=kw,
+                      mm_processor_cache_gb=s.mm_processor_cache_gb)
     return VllmConfig(mc, SchedulerConfig(), CacheConfig())
 
 

@@ -22,8 +22,8 @@ from IPython.display import Markdown, display
 from refimpl.config import SUPPORTED_MODELS, get_config_dict
 from refimpl.errors import ConfigError
 from refimpl.lab.bench import calibrate, trial
-from refimpl.lab.bench.calibrate import hardware_folder, this_machine
 from refimpl.lab.bench.specs import CalibrateSpec
+from refimpl.lab.env import hardware_folder, this_machine
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer import LOCAL, ROWS, Outputs, Settings, explore, render

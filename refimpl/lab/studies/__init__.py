@@ -12,8 +12,7 @@ from matplotlib.figure import Figure
 
 from refimpl.errors import ConfigError
 from refimpl.lab.bench import trial
-from refimpl.lab.bench.common import profile_with_pyspy
-from refimpl.lab.bench.fresh import worker_command
+from refimpl.lab.bench.fresh import profile_worker
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import Spec, command_of
 from refimpl.lab.env import REPO_ROOT
@@ -117,9 +116,8 @@ def flamegraph(spec: Spec, variant: str, out_dir: Path, name: str, *,
                speedscope: bool = True, rate: int = 50) -> Optional[Path]:
     """py-spy flame graph (SVG, and speedscope JSON) of one worker run of ``variant``, or None."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    cmd = worker_command(spec, variant, str(out_dir / f"{name}.run.json"))
-    ok = profile_with_pyspy(cmd, out_dir / f"{name}.svg",
-                            out_dir / f"{name}.speedscope.json" if speedscope else None, rate=rate)
+    ok = profile_worker(spec, variant, out_dir / f"{name}.svg",
+                        out_dir / f"{name}.speedscope.json" if speedscope else None, rate=rate)
     return out_dir / f"{name}.svg" if ok else None
 
 

@@ -1,0 +1,159 @@
+"""The conformance probe's stand-ins for the release's profile run (probe.py, beside it, imports this
+file by its folder: both run INSIDE vLLM's interpreter and import nothing of refimpl): HF-processor
+pass counters, a recording registry, and the stub model and runner that ``GPUModelRunner.profile_run``
+runs on until the encoder.
+"""
+from __future__ import annotations
+
+import inspect
+
+
+class StopAtEncoder(Exception):
+    """Raised by the stub model at the encoder: the profile run stops there."""
+
+
+def registry():
+    from vllm.multimodal import MULTIMODAL_REGISTRY
+    return MULTIMODAL_REGISTRY
+
+
+# ----------------------------------------------------------------------------- counters
+class Counters:
+    """HF-processor passes (``Qwen2_5_VLProcessor.__call__``) and dummy-builder calls."""
+
+    def __init__(self):
+        self.passes = 0
+        self.raw: list[dict] = []
+        self.recording = False
+
+    def install(self):
+        from transformers import Qwen2_5_VLProcessor
+        call = Qwen2_5_VLProcessor.__call__
+        counters = self
+
+        sig = inspect.signature(call)
+
+        def counted(proc, *a, **kw):  # a pass with images or videos (a text-only call is the tokenizer's)
+            args = sig.bind(proc, *a, **kw).arguments
+            if any(args.get(k) not in (None, [], {}) for k in ("images", "videos")):
+                counters.passes += 1
+            return call(proc, *a, **kw)
+        Qwen2_5_VLProcessor.__call__ = counted
+        from vllm.multimodal import profiling
+        builder = profiling.BaseDummyInputsBuilder
+        images, videos = builder._get_dummy_images, builder._get_dummy_videos
+        static = isinstance(inspect.getattr_static(builder, "_get_dummy_images"), staticmethod)
+
+        def rec_images(*a, **kw):
+            out = images(*a, **kw)
+            if counters.recording:
+                counters.raw += [{"modality": "image", "shape": [im.size[1], im.size[0], len(im.getbands())],
+                                  "dtype": "uint8"} for im in out]
+            return out
+
+        def rec_videos(*a, **kw):
+            out = videos(*a, **kw)
+            if counters.recording:
+                counters.raw += [{"modality": "video", "shape": list(v.shape), "dtype": str(v.dtype)} for v in out]
+            return out
+        # static up to 0.10, methods from 0.11 (the wrapper passes self on)
+        builder._get_dummy_images = staticmethod(rec_images) if static else rec_images
+        builder._get_dummy_videos = staticmethod(rec_videos) if static else rec_videos
+
+
+COUNTERS = Counters()
+
+
+# ----------------------------------------------------------------------------- profile run
+class RecordingRegistry:
+    """The real registry; ``get_decoder_dummy_data`` calls are recorded (seq_len, mm_counts)."""
+
+    def __init__(self, real):
+        self._real, self.calls = real, []
+
+    def get_decoder_dummy_data(self, *a, **kw):
+        sig = inspect.signature(self._real.get_decoder_dummy_data).bind(*a, **kw)
+        self.calls.append({"seq_len": sig.arguments.get("seq_len"),
+                           "mm_counts": dict(sig.arguments.get("mm_counts") or {})})
+        return self._real.get_decoder_dummy_data(*a, **kw)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class StubModel:
+    """Class attributes of the release's model class; any method call stops the run there
+    (the first one a profile run makes is the encoder's) and records its keyword shapes."""
+
+    def __init__(self, cls):
+        self._cls, self.encoder_kwargs = cls, None
+
+    def __getattr__(self, name):
+        value = inspect.getattr_static(self._cls, name, None)
+        if value is not None and not callable(value) and not isinstance(value, (property, staticmethod, classmethod)):
+            return value
+
+        def stop(*a, **kw):
+            self.encoder_kwargs = {"method": name, **kw}
+            raise StopAtEncoder(name)
+        return stop
+
+
+class StubRunner:
+    """What ``GPUModelRunner.profile_run`` reads; its other methods are the release's own."""
+
+    def __init__(self, runner_cls, attrs: dict):
+        self._runner_cls = runner_cls
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, name):
+        value = inspect.getattr_static(self._runner_cls, name, None)
+        if isinstance(value, property):
+            return value.fget(self)
+        if isinstance(value, staticmethod):
+            return value.__func__
+        if callable(value):
+            return value.__get__(self, type(self))
+        raise AttributeError(f"stub runner has no {name!r} (GPUModelRunner moved it)")
+
+
+def _triples(x) -> list:
+    """(t, h, w) rows of a grid tensor, a list of them, or a batched (n, 1, 3) stack."""
+    x = x.tolist() if hasattr(x, "tolist") else x
+    if x and isinstance(x[0], (int, float)):
+        return [x]
+    return [row for part in x for row in _triples(part)]
+
+
+def _grids(kwargs: dict) -> dict:
+    return {key.split("_")[0]: _triples(kwargs[key]) for key in ("image_grid_thw", "video_grid_thw")
+            if kwargs.get(key) is not None}
+
+
+def profile_run(mc, sc, budget_obj, runner_budget=None):
+    from vllm.model_executor.models.qwen2_5_vl import Qwen2_5_VLForConditionalGeneration
+    from vllm.v1.worker.gpu_model_runner import GPUModelRunner
+    reg = RecordingRegistry(registry())
+    model = StubModel(Qwen2_5_VLForConditionalGeneration)
+    attrs = dict(model_config=mc, scheduler_config=sc, mm_registry=reg, model=model,
+                 max_model_len=mc.max_model_len, max_num_tokens=sc.max_num_batched_tokens,
+                 max_num_reqs=sc.max_num_seqs, device="cpu", pin_memory=False,
+                 supports_mm_inputs=True, is_multimodal_model=True, mm_budget=budget_obj,
+                 is_pooling_model=False, uses_mrope=True)
+    if budget_obj is None:  # before MultiModalBudget: the runner's own budget fields (its __init__'s)
+        attrs["max_num_encoder_input_tokens"], attrs["encoder_cache_size"] = runner_budget
+    runner = StubRunner(GPUModelRunner, attrs)
+    COUNTERS.raw, COUNTERS.recording = [], True
+    try:
+        GPUModelRunner.profile_run(runner)
+    except StopAtEncoder:
+        pass
+    finally:
+        COUNTERS.recording = False
+    if model.encoder_kwargs is None:
+        raise RuntimeError("profile_run finished without reaching the encoder")
+    grids = _grids(model.encoder_kwargs)
+    modality = next(iter(grids), None)
+    return {"calls": reg.calls, "modality": modality, "items": len(grids.get(modality, [])),
+            "grid": grids.get(modality, [])[:1], "raw": COUNTERS.raw,
+            "encoder_method": model.encoder_kwargs["method"]}

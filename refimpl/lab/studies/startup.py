@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Optional
 
@@ -14,35 +13,36 @@ from refimpl.config import ModelConfig
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec, parse_limits
-from refimpl.lab.bench.startup import make_vllm_config, summarize_two_process
-from refimpl.lab.stats import median, summarize
+from refimpl.lab.bench.startup import summarize_two_process
+from refimpl.lab.stats import median
 from refimpl.lab.studies import (
-    REFERENCE,
-    RESULTS_DIR,
     Shown,
     Study,
-    figure,
     flamegraph,
     md_table,
     provenance,
-    save,
     section_md,
 )
 from refimpl.lab.studies import startup_tables as T
+from refimpl.lab.studies.startup_figures import budget_figure, ladder_figure, phases_figure  # noqa: F401
+from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' and tests' names)
+    CROSSOVER_SIZES,
+    QUICK_LIMITS,
+    QUICK_MIN_RATIO,
+    QUICK_REPEATS,
+    QUICK_SIZES,
+    predicted_ratio,
+    quick_size,
+    quick_variants,
+    regime,
+    regime_sentence,
+    size,
+)
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
 from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
 from refimpl.multimodal.photos import load_sample_photos, pan_video
-from refimpl.variants import LADDER, STARTUP_VARIANTS
+from refimpl.variants import LADDER
 
-# QUICK: no image (whose HF cost does not shrink with max_model_len) and the smallest max_model_len of
-# QUICK_SIZES at which the cost model predicts 0.9.0 / 0.8.5 of at least QUICK_MIN_RATIO: there the full
-# run's finding (0.9.0 slower) holds, at a cost of minutes (at 8192 tokens it does not: 0.9.0 runs 1 HF
-# pass against 4 and its int64 dummy video is small).
-QUICK_SIZES = (8192, 16384, 32768, 65536)
-QUICK_MIN_RATIO = 1.1
-QUICK_LIMITS = ("image=0",)
-CROSSOVER_SIZES = (4096, 8192, 12288, 16384, 24576, 32768, 49152, 65536, 98304, 128000)
-QUICK_REPEATS = 2
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
 # tokens; the mechanism is the same)
 TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
@@ -52,72 +52,6 @@ TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", 
 FLAME_VARIANTS = ("0.8.5", "0.9.0", "0.11.1", "refimpl")
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
-
-
-@lru_cache(maxsize=None)
-def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = ()) -> float:
-    """The cost model's 0.9.0 / 0.8.5 start-up seconds at this size, priced with the reference machine's
-    calibration (a prediction: ratios travel between machines better than seconds)."""
-    from refimpl.engine.startup_plan import StartupPlan
-    from refimpl.lab.explore.cost_model import Calibration, predict  # the explorer's model
-    cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
-    vc = make_vllm_config(StartupSpec(model=model, max_model_len=max_model_len, device="cpu",
-                                      limit_mm_per_prompt=parse_limits(list(limits))))
-    after, before = (predict(StartupPlan.build(vc, v), cal).total_s for v in (AFTER, BEFORE))
-    return after / before
-
-
-def quick_size(model: str = "qwen2.5-vl-3b", limits: tuple[str, ...] = QUICK_LIMITS) -> int:
-    """The smallest of QUICK_SIZES where ``predicted_ratio`` reaches QUICK_MIN_RATIO (else the largest)."""
-    return next((n for n in QUICK_SIZES if predicted_ratio(model, n, limits) >= QUICK_MIN_RATIO), QUICK_SIZES[-1])
-
-
-def regime(res: Result, hardware: str = REFERENCE) -> dict:
-    """Where ``res`` was measured against the finding: its size, the predicted 0.9.0 / 0.8.5 there, the
-    predicted crossover (the two CROSSOVER_SIZES around the first prediction above 1), the measured ratio
-    and the committed full run's (``startup_<model>.json`` of ``hardware``)."""
-    x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})  # as ``size`` reads them
-    model, mml = res.params["model"], x.get("max_model_len", res.params.get("max_model_len"))
-    lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
-    limits = tuple(f"{k}={n}" for k, n in lim.items())
-    above = [n for n in CROSSOVER_SIZES if predicted_ratio(model, n, limits) > 1]
-    full = Result.load(RESULTS_DIR / hardware / f"startup_{model}.json")
-    return {"size": size(res), "predicted": predicted_ratio(model, mml, limits),
-            "crossover": (CROSSOVER_SIZES[CROSSOVER_SIZES.index(above[0]) - 1], above[0]) if above and
-            above[0] != CROSSOVER_SIZES[0] else None,
-            "measured": T.ratios(res).get(f"{AFTER} / {BEFORE}"), "ratio_of": T.time_key(res),
-            "full": T.ratios(full).get(f"{AFTER} / {BEFORE}"), "full_size": size(full), "full_ratio_of": T.time_key(full),
-            "full_file": f"results/{hardware}/startup_{model}.json"}
-
-
-def _ci(c: dict) -> str:
-    return f"{c['estimate']:.2f}" + (f" [{c['low']:.2f}, {c['high']:.2f}]" if c.get("low") is not None else "")
-
-
-def regime_sentence(res: Result, hardware: str = REFERENCE) -> str:
-    """The regime of ``res`` in words: whether the finding holds at its size (predicted), the measured
-    ratio, and the committed full run's beside it."""
-    r = regime(res, hardware)
-    where = ("above 1: the regime of the full run's finding" if r["predicted"] > 1 else
-             "below 1: at this size 0.9.0's single HF pass saves more than its hashing costs, the opposite "
-             "regime to the full run")
-    out = f"Measured at {r['size']}, where the cost model predicts {AFTER} / {BEFORE} = {r['predicted']:.2f} ({where})"
-    if r["crossover"]:
-        out += (f"; it predicts the ratio crosses 1 between {r['crossover'][0]} and {r['crossover'][1]} tokens "
-                "with these limits")
-    if (m := r["measured"]) and m.get("estimate") is not None:
-        out += f". Measured here: {_ci(m)} ({T.TIME_LABEL[r['ratio_of']]})"
-    if (f := r["full"]) and f.get("estimate") is not None:
-        out += f". The committed full run ({r['full_size']}, `{r['full_file']}`): {_ci(f)} ({T.TIME_LABEL[r['full_ratio_of']]})"
-    return out + "."
-
-
-def quick_variants() -> tuple[str, ...]:
-    """0.8.5, 0.9.0, the first copy-free hasher on the int64 video (0.9.0+#24925), shape-only."""
-    vs = list(STARTUP_VARIANTS.values())
-    stream = next(v.name for v in vs if v.cache_during_profiling and v.mm.hash_byte_path == "stream"
-                  and v.mm.dummy_video_dtype == "int64" and not v.formula_models)
-    return (BEFORE, AFTER, stream, next(v.name for v in vs if v.mm.shape_only))
 
 
 @dataclass
@@ -285,84 +219,6 @@ class StartupStudy(Study):
                                      / 2**20 for p in ("p0", "p1") for w in ("before", "after")}
                                  for k, m in med.items()})
         return rows
-
-
-def size(res: Result) -> str:
-    """'max_model_len N, <limits>' of the runs of ``res``."""
-    x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})
-    lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
-    return (f"max_model_len {x.get('max_model_len', res.params.get('max_model_len'))}, "
-            + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality"))
-
-
-def _title(res: Result, what: str, names: list[str]) -> str:
-    """'<what>, <model>' / size and runs each (and the variants without runs) / provenance."""
-    left_out = [v for v in res.variants if v not in names]
-    n = {len(r["runs"]) for r in res.variants.values() if r["runs"]}
-    runs = f"{'-'.join(map(str, sorted(n)))} runs each" if n else "no runs"
-    return (f"{what}, {res.params['model']}\n{size(res)}; {runs}"
-            + (f"; no runs of {', '.join(left_out)}" if left_out else "") + f"\n{provenance(res)}")
-
-
-def ladder_figure(res: Result, out_dir: Path, name: str = "startup_ladder"):
-    """Start-up s (HF passes on each bar) and peak RSS GiB per variant, median with min-max."""
-    names, time_key = T.measured(res), T.time_key(res)
-    fig, axes = figure(11, 4.4, 2)
-    for ax, key, scale, label, color in ((axes[0], time_key, 1, T.TIME_LABEL[time_key], "tab:blue"),
-                                         (axes[1], "peak_rss_bytes", 2**30, "peak RSS GiB", "tab:gray")):
-        ax.set_ylabel(f"{label} (median, min-max)")
-        if not names:
-            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
-            continue
-        st = [summarize([x[key] / scale for x in res.runs(v)]) for v in names]
-        bars = ax.bar(names, [s["median"] for s in st], capsize=3, color=color,
-                      yerr=[[s["median"] - s["min"] for s in st], [s["max"] - s["median"] for s in st]])
-        ax.tick_params(axis="x", rotation=30)
-        for t in ax.get_xticklabels():
-            t.set_ha("right")
-        if scale == 1:
-            ax.bar_label(bars, [f"{res.runs(v)[0]['hf_mm_passes']} HF\npasses" for v in names],
-                         label_type="center", color="white", fontsize=8)
-    fig.suptitle(_title(res, "Start-up per variant", names), fontsize=10)
-    return save(fig, out_dir, name)
-
-
-def phases_figure(res: Result, out_dir: Path):
-    """Median seconds per start-up phase, one horizontal stacked bar per variant."""
-    names = T.measured(res)
-    fig, ax = figure(9, 1.6 + 0.4 * len(names))
-    left = [0.0] * len(names)
-    for ph in T.PHASE_ORDER:
-        vals = [median(run["phases"].get(ph, 0.0) for run in res.runs(v)) for v in names]
-        if any(vals):
-            ax.barh(names, vals, left=left, label=ph)
-            left = [a + b for a, b in zip(left, vals)]
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds (median per phase)")
-    fig.legend(loc="outside right upper", fontsize=8)
-    ax.set_title(_title(res, "Start-up phases", names), fontsize=9)
-    return save(fig, out_dir, "startup_phases")
-
-
-def budget_figure(res: Result, out_dir: Path):
-    """Seconds of each budget call per variant (median, min-max); variants without runs named."""
-    fig, ax = figure(8, 3.8)
-    names = T.measured(res)
-    width = 0.8 / max(len(names), 1)
-    n = max((len(res.runs(v)[0]["calls_s"]) for v in names), default=0)
-    for i, v in enumerate(names):
-        calls = list(zip(*[run["calls_s"] for run in res.runs(v)]))
-        meds = [median(c) for c in calls]
-        ax.bar([k + i * width for k in range(n)], meds, width, label=v, capsize=3,
-               yerr=[[m - min(c) for m, c in zip(meds, calls)], [max(c) - m for m, c in zip(meds, calls)]])
-    ax.set_xticks([k + width * (len(names) - 1) / 2 for k in range(n)], [f"call {k + 1}" for k in range(n)])
-    if names:
-        fig.legend(loc="outside right upper")
-    else:
-        ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
-    ax.set_ylabel("seconds (median, min-max)")
-    ax.set_title(_title(res, "compute_encoder_budget calls", names), fontsize=9)
-    return save(fig, out_dir, "budget_calls")
 
 
 def budget_pair(budget: Result) -> Optional[tuple[str, str]]:

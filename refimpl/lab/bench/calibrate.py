@@ -16,9 +16,14 @@ megapixel, memory in bytes per byte or element; keys as ``RATE_KEYS`` documents 
                       output (padded) frame-megapixel, least squares), their extra peak memory per
                       input element; Whisper's feature extractor on one 30 s clip per model (s)
   copy_s_per_gib, free_s_per_gib: torch clone (the per-item split) and freeing (the reset)
+  large.*             the same fill (int64, uint8), copy and ndarray-hash rates once more on arrays
+                      of ``large_mib`` (1 GiB; ``large.gib`` says which): start-up's items are
+                      1-12 GiB and fresh pages cost more per byte there; the model interpolates
+                      between the two sizes (cost_model.sized_rate)
   model.<m>.*         the first model of each family (qwen2.5, whisper): runner construction,
                       load_model, the text dummy run, the KV cache (s, bytes), the encoder (s and
-                      bytes per token or per item); every Whisper model: one uncached
+                      bytes per token or per item; Qwen2.5-VL: one frame pair at 1024, 4096 and
+                      16384 tokens, s = a t + b t^2 per pair, least squares); every Whisper model: one uncached
                       ``get_encdec_max_encoder_len`` call (s)
   rss.*               the process's resident bytes after the imports and each model's weights
 
@@ -198,6 +203,21 @@ def _copies(r: dict, size: int) -> None:
     r["free_s_per_gib"] = float(np.median(times)) / (size / GiB)
 
 
+def _large(r: dict, size: int) -> None:
+    """Fill, copy and ndarray-hash rates at ``size`` (one run each: the arrays are large)."""
+    r["large.gib"] = size / GiB
+    for dt in VIDEO_DTYPES:
+        shape = (size // (3 * np.dtype(dt).itemsize), 3)
+        r[f"large.fill_s_per_gib.{dt}"] = measure(partial(np.full, shape, 255, dtype=dt))[0] / (size / GiB)
+    t = torch.zeros(size // 4)
+    r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
+    del t
+    arr = np.full((size // 24, 3), 255, dtype=np.int64)
+    for path in BYTE_PATHS:
+        r[f"large.hash_s_per_gib.{path}.ndarray"] = measure(
+            partial(hash_kwargs_by, path, model_id="m", item=arr))[0] / (arr.nbytes / GiB)
+
+
 def _hf_qwen(r: dict, size: int, model: str) -> None:
     from refimpl.config import ModelConfig
     from refimpl.multimodal.registry import MultiModalRegistry
@@ -250,14 +270,19 @@ def _model(r: dict, model: str) -> None:
         feats = torch.zeros(1, fe.feature_size, fe.nb_max_frames)
         r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
             lambda: runner._run_encoder("audio", {"input_features": feats}))
-    else:  # one frame pair of two sizes: s = k n^p in tokens n (slightly above linear here)
+    else:  # one frame pair (grid_t 1) at 1024, 4096 and 16384 tokens: s = a t + b t^2 (full attention per frame)
         points = []
-        for side in (896, 1792):
+        for side in (896, 1792, 3584):
             g = side // 14
             batch = {"pixel_values_videos": torch.zeros(g * g, 1176), "video_grid_thw": torch.tensor([[1, g, g]])}
             s, peak = measure(partial(runner._run_encoder, "video", batch))
             points.append((g * g // 4, s, peak))
-        (n1, s1, _), (n2, s2, p2) = points
+        t = np.array([p[0] for p in points], dtype=float)
+        a, b = np.linalg.lstsq(np.stack([t, t * t], axis=1), np.array([p[1] for p in points]), rcond=None)[0]
+        a, b = (0.0, float(np.mean([p[1] / p[0] ** 2 for p in points]))) if a < 0 else \
+            (float(np.mean([p[1] / p[0] for p in points])), 0.0) if b < 0 else (float(a), float(b))
+        r[k + "encoder_pair_s_per_token"], r[k + "encoder_pair_s_per_token2"] = a, b
+        (n1, s1, _), (n2, s2, p2) = points[0], points[1]  # the power law's rates (calibrations before 0.2)
         r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
         r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
         r[k + "encoder_peak_per_token"] = p2 / n2
@@ -292,9 +317,12 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
     importlib.import_module("refimpl.worker.gpu_model_runner")  # what a start-up imports before its phases
     r["rss.base"] = rss_bytes()
     size = spec.size_mib << 20
+    r["size_gib"] = size / GiB
     _fills(r, size)
     _hashes(r, size)
     _copies(r, size)
+    if spec.large_mib:
+        _large(r, spec.large_mib << 20)
     families = {m.split("-")[0]: m for m in reversed(spec.models)}  # the first model of each family
     if "qwen2.5" in families:
         _hf_qwen(r, size, families["qwen2.5"])

@@ -16,6 +16,7 @@ GPU phases.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -68,6 +69,17 @@ class Calibration:
         """The rate ``key`` of ``model`` (calibrate.model_rate)."""
         return model_rate(self.rates, model, key, fallback)
 
+    def sized(self, key: str, nbytes: float) -> float:
+        """Rate ``key`` (s/GiB) for an array of ``nbytes``: the ``size_mib`` rate up to that size,
+        the ``large.<key>`` rate from ``large.gib`` on, linear in log2(size) between; ``key``
+        alone where the calibration has no large rate (one made before them)."""
+        small = self[key]
+        if f"large.{key}" not in self.rates:
+            return small
+        s0, s1, large = self.rates.get("size_gib", 0.125), self.rates["large.gib"], self.rates[f"large.{key}"]
+        x = min(1.0, max(0.0, math.log2(max(nbytes, 1) / GiB / s0) / math.log2(s1 / s0)))
+        return small + x * (large - small)
+
     def memory_rates(self, model: str) -> MemoryRates:
         """The plan's MemoryRates for ``model`` from this calibration."""
         return memory_rates(self.rates, model)
@@ -106,19 +118,22 @@ def step_seconds(s: Step, plan: StartupPlan, cal: Calibration) -> dict[str, floa
     """The benches' parts (PARTS) of one step, in seconds."""
     out = dict.fromkeys(PARTS, 0.0)
     if s.built == "processed":
-        out["dummy_s"] = sum(i.processed_bytes for i in s.items) / GiB * cal["fill_s_per_gib.float32"]
+        out["dummy_s"] = sum(i.processed_bytes / GiB * cal.sized("fill_s_per_gib.float32", i.processed_bytes)
+                             for i in s.items)
     elif s.built == "raw":  # one array per distinct item: the builders repeat the same object
-        fill = {i.spec: i.nbytes / GiB * cal[f"fill_s_per_gib.{'pil' if i.modality == 'image' else i.dtype}"]
+        fill = {i.spec: i.nbytes / GiB * cal.sized(f"fill_s_per_gib.{'pil' if i.modality == 'image' else i.dtype}",
+                                                   i.nbytes)
                 for i in s.items if i.modality != "audio"}  # np.zeros of audio: pages touched later
         out["dummy_s"] = sum(fill.values())
     path = plan.variant.mm.hash_byte_path
-    out["hash_s"] = sum(i.nbytes / GiB * cal[f"hash_s_per_gib.{path}.{i.kind}"] for i in s.items) if s.hashed else 0.0
+    out["hash_s"] = sum(i.nbytes / GiB * cal.sized(f"hash_s_per_gib.{path}.{i.kind}", i.nbytes)
+                        for i in s.items) if s.hashed else 0.0
     text = cal.model_rate(plan.model, "hf.text_only_s", "hf.text_only_s")  # Whisper's own, Qwen's has no suffix
     out["hf_text_only_s"] = s.text_only_calls * text
     out["hf_processor_s"] = out["hf_text_only_s"] + (
         text + sum(_hf_item_s(i, cal, plan.model) for i in s.hf_items) if s.hf_items else 0.0)
     split = [i for i in s.hf_items if sum(j.modality == i.modality for j in s.hf_items) > 1]
-    out["split_s"] = sum(i.processed_bytes for i in split) / GiB * cal["copy_s_per_gib"]
+    out["split_s"] = sum(i.processed_bytes / GiB * cal.sized("copy_s_per_gib", i.processed_bytes) for i in split)
     return out
 
 
@@ -128,9 +143,16 @@ def _encoder_s(plan: StartupPlan, cal: Calibration) -> float:
         return 0.0
     if i.modality == "audio":
         return n * cal.model_rate(plan.model, "encoder_s_per_item")
-    at, p = cal.model_rate(plan.model, "encoder_tokens"), cal.model_rate(plan.model, "encoder_exponent")
-    per_item = cal.model_rate(plan.model, "encoder_s_at_tokens") * (i.tokens / at) ** p
-    return n * (per_item + i.processed_bytes / GiB * cal["copy_s_per_gib"])  # torch.cat of the batch
+    copy = i.processed_bytes / GiB * cal.sized("copy_s_per_gib", i.processed_bytes)  # torch.cat of the batch
+    try:  # per frame pair (a video's frames padded to 2; an image is one): a t + b t^2 in its tokens t
+        a = cal.model_rate(plan.model, "encoder_pair_s_per_token")
+        b = cal.model_rate(plan.model, "encoder_pair_s_per_token2")
+    except KeyError:  # a calibration before the per-pair rates: the power law over the whole item
+        at, p = cal.model_rate(plan.model, "encoder_tokens"), cal.model_rate(plan.model, "encoder_exponent")
+        return n * (cal.model_rate(plan.model, "encoder_s_at_tokens") * (i.tokens / at) ** p + copy)
+    pairs = -(-i.shape[0] // 2) if len(i.shape) == 4 else 1
+    t = i.tokens / pairs
+    return n * (pairs * (a * t + b * t * t) + copy)
 
 
 def predict(plan: StartupPlan, cal: Calibration) -> Prediction:

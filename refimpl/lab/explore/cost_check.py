@@ -253,6 +253,31 @@ def committed_ratios(cal: Calibration, n: int, results_dir: Path = REPO_ROOT / "
     return out
 
 
+def carry_rates(old: Calibration, new: Calibration) -> Calibration:
+    """``old`` with the rates only ``new`` has, scaled to ``old``'s day by a rate both have: each
+    ``large.<key>`` as old[key] x new[large.<key>] / new[key]; the encoder's per-pair rates as
+    new's, times old's seconds at its ``encoder_tokens`` over new's per-pair price there. For a
+    calibration of a day that cannot be recalibrated (its rates measured before these existed)."""
+    r = dict(old.rates)
+    for k, v in new.rates.items():
+        if k in r:
+            continue
+        if k.startswith("large.") and k != "large.gib" and k[len("large."):] in old.rates:
+            r[k] = old.rates[k[len("large."):]] * v / new.rates[k[len("large."):]]
+        elif k in ("large.gib", "size_gib"):
+            r[k] = v
+    for m in {k[len("model."):-len(".encoder_pair_s_per_token")] for k in new.rates
+              if k.startswith("model.") and k.endswith(".encoder_pair_s_per_token")}:
+        pre = f"model.{m}."
+        if pre + "encoder_pair_s_per_token" in r or pre + "encoder_s_at_tokens" not in r:
+            continue
+        a, b, t = new.rates[pre + "encoder_pair_s_per_token"], new.rates[pre + "encoder_pair_s_per_token2"], \
+            old.rates[pre + "encoder_tokens"]
+        scale = old.rates[pre + "encoder_s_at_tokens"] / (a * t + b * t * t)
+        r[pre + "encoder_pair_s_per_token"], r[pre + "encoder_pair_s_per_token2"] = a * scale, b * scale
+    return Calibration(r, old.hardware, old.date, old.path)
+
+
 def _err(pair: tuple[float, float]) -> float:
     return pair[0] / pair[1] - 1
 
@@ -307,11 +332,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--quiet-only", action="store_true", help="leave out the -shared folder (runs made under load)")
     ap.add_argument("--same-day", nargs="+", metavar=("CALIBRATION", "LADDER"),
                     help="the benchmark table: a calibration and start-up ladders measured on its day")
+    ap.add_argument("--carry-from", metavar="CALIBRATION",
+                    help="with --same-day: rates the same-day calibration lacks, from this one (carry_rates)")
     a = ap.parse_args(argv)
     if a.same_day:
         if len(a.same_day) < 2:
             ap.error("--same-day needs a calibration and at least one ladder")
-        print(same_day_table(Calibration.load(a.same_day[0]), [Path(p) for p in a.same_day[1:]], Path(a.results)))
+        cal = Calibration.load(a.same_day[0])
+        if a.carry_from:
+            cal = carry_rates(cal, Calibration.load(a.carry_from))
+        print(same_day_table(cal, [Path(p) for p in a.same_day[1:]], Path(a.results)))
         return 0
     cal = Calibration.load(a.calibration) if a.calibration else Calibration.for_this_machine(Path(a.results))
     if cal is None:

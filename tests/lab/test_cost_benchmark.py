@@ -109,3 +109,16 @@ def test_same_day_flag_prints_the_table(tmp_path, capsys):
                             "--results", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "| 0.9.0 |" in out and "hash_s:" in out
+
+
+def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
+    old = _cal()
+    new = cm.Calibration({**synthetic_rates(), "copy_s_per_gib": 1.0, "large.copy_s_per_gib": 3.0, "large.gib": 1.0,
+                          "model.qwen2.5-vl-3b.encoder_pair_s_per_token": 2e-4,
+                          "model.qwen2.5-vl-3b.encoder_pair_s_per_token2": 1e-8}, "cpu-other-2c", "2026-02-02")
+    c = cost_check.carry_rates(old, new)
+    assert c.date == old.date and c["copy_s_per_gib"] == old["copy_s_per_gib"]
+    assert c["large.copy_s_per_gib"] == pytest.approx(old["copy_s_per_gib"] * 3.0)
+    a, b = c.rates["model.qwen2.5-vl-3b.encoder_pair_s_per_token"], c.rates["model.qwen2.5-vl-3b.encoder_pair_s_per_token2"]
+    t = old["model.qwen2.5-vl-3b.encoder_tokens"]
+    assert a * t + b * t * t == pytest.approx(old["model.qwen2.5-vl-3b.encoder_s_at_tokens"]) and a / b == pytest.approx(2e4)

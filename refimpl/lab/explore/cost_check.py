@@ -338,10 +338,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if a.same_day:
         if len(a.same_day) < 2:
             ap.error("--same-day needs a calibration and at least one ladder")
-        cal = Calibration.load(a.same_day[0])
+        day = Calibration.load(a.same_day[0])
         if a.carry_from:
-            cal = carry_rates(cal, Calibration.load(a.carry_from))
-        print(same_day_table(cal, [Path(p) for p in a.same_day[1:]], Path(a.results)))
+            day = carry_rates(day, Calibration.load(a.carry_from))
+        print(same_day_table(day, [Path(p) for p in a.same_day[1:]], Path(a.results)))
         return 0
     cal = Calibration.load(a.calibration) if a.calibration else Calibration.for_this_machine(Path(a.results))
     if cal is None:

@@ -8,6 +8,8 @@ peak's holders (engine/startup_memory.py), are the plan's. ``predict(plan, calib
                + HF (text-only calls x s + image MP x s/MP + video input and padded output
                frame-MP x s/MP[dtype] + audio items x s) + split bytes x copy s/GiB
                + the processor's first build (the first pass that needs it) + reset bytes x free s/GiB
+               (fill, hash and copy rates by the item's size: Calibration.sized); the encoder per
+               frame pair, a t + b t^2 in the pair's tokens t
     peak RSS = the plan's peak_bytes_by_holder with the calibration's MemoryRates
 
 Every predicted number is labelled ``calibration.label``; refimpl/lab/explore/cost_check.py puts

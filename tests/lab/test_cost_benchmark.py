@@ -23,12 +23,14 @@ def _cal(**extra: float) -> cm.Calibration:
 
 def test_sized_rate_interpolates_in_log_size_and_holds_beyond_the_sizes():
     cal = _cal(**{"size_gib": 0.125, "large.gib": 1.0, "large.copy_s_per_gib": 2.0})
-    small = cal["copy_s_per_gib"]
-    assert cal.sized("copy_s_per_gib", 0.01 * GiB) == small
-    assert cal.sized("copy_s_per_gib", GiB / 8) == pytest.approx(small)
-    assert cal.sized("copy_s_per_gib", 12 * GiB) == pytest.approx(2.0)
-    assert cal.sized("copy_s_per_gib", GiB / 2 ** 1.5) == pytest.approx((small + 2.0) / 2)  # halfway in log2
-    assert cal.sized("hash_s_per_gib.v0.9.0.ndarray", 12 * GiB) == cal["hash_s_per_gib.v0.9.0.ndarray"]  # no large rate
+    r = cal.rates
+    small = r.copy_s_per_gib.small
+    assert r.sized(r.copy_s_per_gib, 0.01 * GiB) == small
+    assert r.sized(r.copy_s_per_gib, GiB / 8) == pytest.approx(small)
+    assert r.sized(r.copy_s_per_gib, 12 * GiB) == pytest.approx(2.0)
+    assert r.sized(r.copy_s_per_gib, GiB / 2 ** 1.5) == pytest.approx((small + 2.0) / 2)  # halfway in log2
+    v090 = r.hash_s_per_gib["v0.9.0.ndarray"]
+    assert v090.large is None and r.sized(v090, 12 * GiB) == v090.small  # no large rate
 
 
 def test_hash_of_a_large_item_reads_the_large_rate():
@@ -38,9 +40,10 @@ def test_hash_of_a_large_item_reads_the_large_rate():
     cal = _cal(**{"large.gib": 1.0, "large.hash_s_per_gib.v0.9.0.ndarray": 6.0})
     new = cm.predict(plan, cal)
     arrays = [i.nbytes for s in plan.steps for i in s.items if s.hashed and i.kind == "ndarray"]
-    assert max(arrays) > 3 * GiB and cal.sized("hash_s_per_gib.v0.9.0.ndarray", max(arrays)) == 6.0
+    rate = cal.rates.hash_s_per_gib["v0.9.0.ndarray"]
+    assert max(arrays) > 3 * GiB and cal.rates.sized(rate, max(arrays)) == 6.0
     assert new.seconds["hash_s"] - old.seconds["hash_s"] == pytest.approx(
-        sum(n / GiB * (cal.sized("hash_s_per_gib.v0.9.0.ndarray", n) - 3.0) for n in arrays))
+        sum(n / GiB * (cal.rates.sized(rate, n) - 3.0) for n in arrays))
     assert new.seconds["hash_s"] > old.seconds["hash_s"] + max(arrays) / GiB * 2.9
 
 
@@ -52,7 +55,7 @@ def test_encoder_priced_per_frame_pair_when_the_calibration_has_the_rates():
     a, b = 1e-4, 1e-8
     cal = _cal(**{"model.qwen2.5-vl-3b.encoder_pair_s_per_token": a, "model.qwen2.5-vl-3b.encoder_pair_s_per_token2": b})
     t = i.tokens / pairs
-    copy_s = i.processed_bytes / GiB * cal["copy_s_per_gib"]
+    copy_s = i.processed_bytes / GiB * cal.rates.copy_s_per_gib.small
     assert pairs > 1 and cm.predict(plan, cal).seconds["encoder_s"] == pytest.approx(
         plan.encoder_items * (pairs * (a * t + b * t * t) + copy_s))
     old = _cal()  # no per-pair rates: the power law over the item, as before
@@ -117,8 +120,9 @@ def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
                           "model.qwen2.5-vl-3b.encoder_pair_s_per_token": 2e-4,
                           "model.qwen2.5-vl-3b.encoder_pair_s_per_token2": 1e-8}, "cpu-other-2c", "2026-02-02")
     c = cost_check.carry_rates(old, new)
-    assert c.date == old.date and c["copy_s_per_gib"] == old["copy_s_per_gib"]
-    assert c["large.copy_s_per_gib"] == pytest.approx(old["copy_s_per_gib"] * 3.0)
-    a, b = c.rates["model.qwen2.5-vl-3b.encoder_pair_s_per_token"], c.rates["model.qwen2.5-vl-3b.encoder_pair_s_per_token2"]
-    t = old["model.qwen2.5-vl-3b.encoder_tokens"]
-    assert a * t + b * t * t == pytest.approx(old["model.qwen2.5-vl-3b.encoder_s_at_tokens"]) and a / b == pytest.approx(2e4)
+    small = old.rates.copy_s_per_gib.small
+    assert c.date == old.date and c.rates.copy_s_per_gib.small == small and c.rates.large_gib == 1.0
+    assert c.rates.copy_s_per_gib.large == pytest.approx(small * 3.0)
+    q, q0 = c.rates.models["qwen2.5-vl-3b"], old.rates.models["qwen2.5-vl-3b"]
+    a, b, t = q.encoder_pair_s_per_token, q.encoder_pair_s_per_token2, q0.encoder_tokens
+    assert a * t + b * t * t == pytest.approx(q0.encoder_s_at_tokens) and a / b == pytest.approx(2e4)

@@ -2,7 +2,8 @@
 
 Each run is a fresh process that first imports what a start-up worker imports, then measures on
 arrays of ``size_mib`` and a few small HF-processor calls (rates in seconds per GiB or per
-megapixel, memory in bytes per byte or element; keys as ``RATE_KEYS`` documents them):
+megapixel, memory in bytes per byte or element; stored as dotted keys, read as the typed record
+refimpl/lab/bench/rates.py ``Rates``, whose ``from_flat`` / ``to_flat`` define every key):
 
   first_use.*         importing the processors' modules (the budget experiment pays it in its
                       first call) and building each model's HF processor (the first pass pays it)
@@ -44,15 +45,15 @@ import re
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from PIL import Image
 
-from refimpl.config import SUPPORTED_MODELS
 from refimpl.engine.startup_memory import MemoryRates
 from refimpl.lab.bench.common import set_single_thread
+from refimpl.lab.bench.rates import Rates
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.env import REPO_ROOT, cpu_model, result_env
@@ -85,42 +86,26 @@ def default_out() -> Path:
     return REPO_ROOT / "results" / hardware_folder(this_machine()) / "calibration.json"
 
 
-def model_rate(rates: dict[str, float], model: str, key: str, fallback: Optional[str] = None) -> float:
-    """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``, a key with a dot
-    ``<key>.<model>``), else that of the calibrated model of its family (whisper-tiny for
-    whisper-large-v3, both at the small scale), else ``fallback``. Raises KeyError naming it."""
-    def name_of(m: str) -> str:
-        return f"rss.model.{m}" if key == "rss" else f"{key}.{m}" if "." in key else f"model.{m}.{key}"
-    for m in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
-        if name_of(m) in rates:
-            return rates[name_of(m)]
-    name = fallback or name_of(model)
-    if name not in rates:
-        raise KeyError(f"the calibration has no rate {name!r}: rerun refimpl bench calibrate")
-    return rates[name]
-
-
-def memory_rates(rates: dict[str, float], model: str) -> MemoryRates:
+def memory_rates(rates: Rates, model: str) -> MemoryRates:
     """The StartupPlan's MemoryRates for ``model`` from a calibration's rates (the defaults where a
     calibration of other models has none: a Whisper-only one has no video rates)."""
-    def m(key: str) -> float:
-        return model_rate(rates, model, key)
+    def m(name: str) -> float:
+        return rates.model(model, name)
     d, audio = MemoryRates(), model.startswith("whisper")
-    hf = dict(d.hf_per_element) | {k: rates[f"hf.video_peak_per_element.{k}"] for k in VIDEO_DTYPES
-                                   if f"hf.video_peak_per_element.{k}" in rates}
-    if "hf.image_peak_per_pixel" in rates:
-        hf["pil"] = rates["hf.image_peak_per_pixel"]
+    hf = dict(d.hf_per_element) | dict(rates.hf_video_peak_per_element)
+    if rates.hf_image_peak_per_pixel is not None:
+        hf["pil"] = rates.hf_image_peak_per_pixel
     return MemoryRates(
-        base=int(rates["rss.base"]), weights=int(m("rss")), kv_per_byte=m("kv_rss_per_byte"),
+        base=int(rates.rss_base), weights=int(m("weights_rss")), kv_per_byte=m("kv_rss_per_byte"),
         hf_per_element=tuple(hf.items()),
-        hash_peak=tuple((k, rates.get(f"hash_peak.{k}", x)) for k, x in d.hash_peak),
+        hash_peak=tuple((k, rates.hash_peak.get(k, x)) for k, x in d.hash_peak),
         encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
         encoder_per_audio=m("encoder_peak_per_item") if audio else 0.0, dummy_run=int(m("dummy_run_peak")))
 
 
-def load_rates(path: str | Path) -> dict[str, float]:
-    """The medians of a calibration Result's rates."""
-    return {k: v["median"] for k, v in Result.load(path).variants["rates"]["summary"].items()}
+def load_rates(path: str | Path) -> Rates:
+    """The medians of a calibration Result's rates, as the typed record."""
+    return Rates.from_flat({k: v["median"] for k, v in Result.load(path).variants["rates"]["summary"].items()})
 
 
 def _status(key: str) -> int:
@@ -330,6 +315,7 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
         _model(r, m)
     for m in (m for m in spec.models if m.startswith("whisper")):
         _whisper(r, m)
+    Rates.from_flat(r)  # every key one the record knows (KeyError naming one it does not)
     return {"variant": label, "torch_num_threads": threads, "rates": r, "seconds": time.perf_counter() - t_start}
 
 
@@ -343,19 +329,23 @@ def result(spec: CalibrateSpec, trial, in_process: bool) -> Result:
 
 def lines(res: Result) -> list[str]:
     """The headline rates (medians over the runs) and each run's seconds."""
-    s = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
+    flat = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
     runs = res.runs("rates")
     out = [f"calibrate on {res.hardware_name}: {len(runs)} run(s) of "
            + ", ".join(f"{x['seconds']:.0f} s" for x in runs)]
-    if not s:
+    if not flat:
         return out
-    out.append("hash s/GiB (ndarray): " + ", ".join(f"{p} {s[f'hash_s_per_gib.{p}.ndarray']:.2f}" for p in BYTE_PATHS))
-    out.append("fill s/GiB: " + ", ".join(f"{d} {s[f'fill_s_per_gib.{d}']:.2f}" for d in (*VIDEO_DTYPES, "float32")))
-    if "hf.image_s_per_mp" in s:
-        out.append(f"HF: image {1e3 * s['hf.image_s_per_mp']:.0f} ms/MP; video " + ", ".join(
-            f"{d} {1e3 * s[f'hf.video_in_s_per_mp.{d}']:.0f} + {1e3 * s[f'hf.video_out_s_per_mp.{d}']:.0f} ms/MP"
+    r = Rates.from_flat(flat)
+    out.append("hash s/GiB (ndarray): " + ", ".join(
+        f"{p} {r.hash_s_per_gib[f'{p}.ndarray'].small:.2f}"
+        + (f" ({r.hash_s_per_gib[f'{p}.ndarray'].large:.2f} at {r.large_gib:g} GiB)"
+           if r.hash_s_per_gib[f'{p}.ndarray'].large is not None else "") for p in BYTE_PATHS))
+    out.append("fill s/GiB: " + ", ".join(f"{d} {r.fill_s_per_gib[d].small:.2f}" for d in (*VIDEO_DTYPES, "float32")))
+    if r.hf_image_s_per_mp is not None:
+        out.append(f"HF: image {1e3 * r.hf_image_s_per_mp:.0f} ms/MP; video " + ", ".join(
+            f"{d} {1e3 * r.hf_video_in_s_per_mp[d]:.0f} + {1e3 * r.hf_video_out_s_per_mp[d]:.0f} ms/MP"
             for d in VIDEO_DTYPES))
-    calls = {k[len("model."):-len(".registry_call_s")]: v for k, v in s.items() if k.endswith(".registry_call_s")}
+    calls = {m: x.registry_call_s for m, x in r.models.items() if x.registry_call_s is not None}
     if calls:
         out.append("registry call: " + ", ".join(f"{m} {1e3 * v:.1f} ms" for m, v in calls.items()))
     return out

@@ -28,11 +28,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Optional
 
 from refimpl.engine.startup_plan import StartupPlan
+from refimpl.lab.bench.rates import SizedRate
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import spec_from_params
 from refimpl.lab.bench.startup import make_vllm_config
@@ -255,27 +256,30 @@ def committed_ratios(cal: Calibration, n: int, results_dir: Path = REPO_ROOT / "
 
 def carry_rates(old: Calibration, new: Calibration) -> Calibration:
     """``old`` with the rates only ``new`` has, scaled to ``old``'s day by a rate both have: each
-    ``large.<key>`` as old[key] x new[large.<key>] / new[key]; the encoder's per-pair rates as
+    large-size rate as old's small x new's large / new's small; the encoder's per-pair rates as
     new's, times old's seconds at its ``encoder_tokens`` over new's per-pair price there. For a
     calibration of a day that cannot be recalibrated (its rates measured before these existed)."""
-    r = dict(old.rates)
-    for k, v in new.rates.items():
-        if k in r:
+    o, n = old.rates, new.rates
+
+    def carried(mine: SizedRate, theirs: Optional[SizedRate]) -> SizedRate:
+        if mine.large is not None or theirs is None or theirs.large is None:
+            return mine
+        return SizedRate(mine.small, mine.small * theirs.large / theirs.small)
+    models = dict(o.models)
+    for m, x in o.models.items():
+        y = n.models.get(m)
+        if y is None or x.encoder_pair_s_per_token is not None or y.encoder_pair_s_per_token is None \
+                or y.encoder_pair_s_per_token2 is None or x.encoder_s_at_tokens is None or x.encoder_tokens is None:
             continue
-        if k.startswith("large.") and k != "large.gib" and k[len("large."):] in old.rates:
-            r[k] = old.rates[k[len("large."):]] * v / new.rates[k[len("large."):]]
-        elif k in ("large.gib", "size_gib"):
-            r[k] = v
-    for m in {k[len("model."):-len(".encoder_pair_s_per_token")] for k in new.rates
-              if k.startswith("model.") and k.endswith(".encoder_pair_s_per_token")}:
-        pre = f"model.{m}."
-        if pre + "encoder_pair_s_per_token" in r or pre + "encoder_s_at_tokens" not in r:
-            continue
-        a, b, t = new.rates[pre + "encoder_pair_s_per_token"], new.rates[pre + "encoder_pair_s_per_token2"], \
-            old.rates[pre + "encoder_tokens"]
-        scale = old.rates[pre + "encoder_s_at_tokens"] / (a * t + b * t * t)
-        r[pre + "encoder_pair_s_per_token"], r[pre + "encoder_pair_s_per_token2"] = a * scale, b * scale
-    return Calibration(r, old.hardware, old.date, old.path)
+        a, b, t = y.encoder_pair_s_per_token, y.encoder_pair_s_per_token2, x.encoder_tokens
+        scale = x.encoder_s_at_tokens / (a * t + b * t * t)
+        models[m] = replace(x, encoder_pair_s_per_token=a * scale, encoder_pair_s_per_token2=b * scale)
+    rates = replace(
+        o, large_gib=o.large_gib or n.large_gib,
+        fill_s_per_gib={k: carried(r, n.fill_s_per_gib.get(k)) for k, r in o.fill_s_per_gib.items()},
+        hash_s_per_gib={k: carried(r, n.hash_s_per_gib.get(k)) for k, r in o.hash_s_per_gib.items()},
+        copy_s_per_gib=carried(o.copy_s_per_gib, n.copy_s_per_gib), models=models)
+    return Calibration(rates, old.hardware, old.date, old.path)
 
 
 def _err(pair: tuple[float, float]) -> float:

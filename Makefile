@@ -22,8 +22,9 @@
 #                      notebooks/voila.json: a closed tab shuts its kernel (voila's shutdown beacon
 #                      carries no _xsrf token, so the page's server, on 127.0.0.1 only, does not
 #                      check one) and kernels idle 5 minutes with no tab open are culled
-#   make calibrate     the cost model's rates on this machine (about a minute; run it on a quiet
-#                      machine) -> results/<hardware>/calibration.json; make cost-check prints the
+#   make calibrate     the cost model's rates on this machine (run it on a quiet machine; peaks near
+#                      5 GiB, taken under /tmp/refimpl-bigmem.lock)
+#                      -> results/<hardware>/calibration.json; make cost-check prints the
 #                      predicted-against-measured table of the committed start-up and budget runs
 #   make conformance  VLLM=0.11.0: real vLLM's profiling code against the rows (a ~10 GB side venv;
 #                      VLLM_PYTHON=PATH checks your own vLLM build instead; docs/conformance.md)
@@ -136,7 +137,7 @@ explore: $(STAMP)
 	$(BIN)/voila notebooks/00_explore.ipynb --Voila.ip=127.0.0.1 --port=8866 --no-browser --Voila.config_file_paths=notebooks
 
 calibrate: $(STAMP)
-	$(BIN)/refimpl bench calibrate
+	flock /tmp/refimpl-bigmem.lock $(BIN)/refimpl bench calibrate
 
 cost-check: $(STAMP)
 	$(BIN)/python -m refimpl.lab.explore.cost_check

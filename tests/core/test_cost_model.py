@@ -131,7 +131,7 @@ def test_calibrate_result_and_lines():
     res = result(CalibrateSpec(repeats=2), Trial({"rates": runs}), in_process=True)
     res = Result.from_dict(res.to_dict())  # the schema accepts it
     cal = cm.Calibration.from_result(res)
-    assert cal.rates["hash_s_per_gib.v0.9.0.ndarray"] == 3.0 and cal.hardware == hardware_folder(res.env["hardware"])
+    assert cal.rates.hash_s_per_gib["v0.9.0.ndarray"].small == 3.0 and cal.hardware == hardware_folder(res.env["hardware"])
     text = "\n".join(lines(res))
     assert "v0.9.0 3.00" in text and "whisper-tiny.en 9.0 ms" in text
 

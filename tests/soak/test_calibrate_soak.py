@@ -14,7 +14,7 @@ def test_calibrate_measures_in_one_process(tmp_path):
     res = trial.run(CalibrateSpec(repeats=1, size_mib=16, models=("whisper-tiny",)), in_process=True,
                     out=tmp_path / "calibration.json", check=True)
     cal = cm.Calibration.load(tmp_path / "calibration.json")
-    assert res.bench == "calibrate" and cal.rates["hash_peak.v0.9.0.ndarray"] > cal.rates["hash_peak.stream.ndarray"]
+    assert res.bench == "calibrate" and cal.rates.hash_peak["v0.9.0.ndarray"] > cal.rates.hash_peak["stream.ndarray"]
     vc = VllmConfig(ModelConfig("whisper-tiny", device="cpu"), SchedulerConfig(), CacheConfig())
     pred = cm.predict(StartupPlan.build(vc, "0.9.0"), cal)
-    assert pred.total_s > 0 and pred.peak_rss_bytes > cal.rates["rss.base"]
+    assert pred.total_s > 0 and pred.peak_rss_bytes > cal.rates.rss_base

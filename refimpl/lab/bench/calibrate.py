@@ -2,7 +2,8 @@
 
 Each run is a fresh process that first imports what a start-up worker imports, then measures on
 arrays of ``size_mib`` and a few small HF-processor calls (rates in seconds per GiB or per
-megapixel, memory in bytes per byte or element; keys as ``RATE_KEYS`` documents them):
+megapixel, memory in bytes per byte or element; stored as dotted keys, read as the typed record
+refimpl/lab/bench/rates.py ``Rates``, whose ``from_flat`` / ``to_flat`` define every key):
 
   first_use.*         importing the processors' modules (the budget experiment pays it in its
                       first call) and building each model's HF processor (the first pass pays it)
@@ -16,9 +17,14 @@ megapixel, memory in bytes per byte or element; keys as ``RATE_KEYS`` documents 
                       output (padded) frame-megapixel, least squares), their extra peak memory per
                       input element; Whisper's feature extractor on one 30 s clip per model (s)
   copy_s_per_gib, free_s_per_gib: torch clone (the per-item split) and freeing (the reset)
+  large.*             the same fill (int64, uint8), copy and ndarray-hash rates once more on arrays
+                      of ``large_mib`` (1 GiB; ``large.gib`` says which): start-up's items are
+                      1-12 GiB and fresh pages cost more per byte there; the model interpolates
+                      between the two sizes (cost_model.sized_rate)
   model.<m>.*         the first model of each family (qwen2.5, whisper): runner construction,
                       load_model, the text dummy run, the KV cache (s, bytes), the encoder (s and
-                      bytes per token or per item); every Whisper model: one uncached
+                      bytes per token or per item; Qwen2.5-VL: one frame pair at 1024, 4096 and
+                      16384 tokens, s = a t + b t^2 per pair, least squares); every Whisper model: one uncached
                       ``get_encdec_max_encoder_len`` call (s)
   rss.*               the process's resident bytes after the imports and each model's weights
 
@@ -37,15 +43,15 @@ import importlib
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import numpy as np
 import torch
 from PIL import Image
 
-from refimpl.config import SUPPORTED_MODELS
 from refimpl.engine.startup_memory import MemoryRates
 from refimpl.lab.bench.common import set_single_thread
+from refimpl.lab.bench.rates import Rates
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.env import REPO_ROOT, hardware_folder, result_env, this_machine  # the last two: moved to env
@@ -64,42 +70,26 @@ def default_out() -> Path:
     return REPO_ROOT / "results" / hardware_folder(this_machine()) / "calibration.json"
 
 
-def model_rate(rates: dict[str, float], model: str, key: str, fallback: Optional[str] = None) -> float:
-    """``model.<model>.<key>`` (``rss`` reads ``rss.model.<model>``, a key with a dot
-    ``<key>.<model>``), else that of the calibrated model of its family (whisper-tiny for
-    whisper-large-v3, both at the small scale), else ``fallback``. Raises KeyError naming it."""
-    def name_of(m: str) -> str:
-        return f"rss.model.{m}" if key == "rss" else f"{key}.{m}" if "." in key else f"model.{m}.{key}"
-    for m in (model, *(m for m in SUPPORTED_MODELS if m.split("-")[0] == model.split("-")[0])):
-        if name_of(m) in rates:
-            return rates[name_of(m)]
-    name = fallback or name_of(model)
-    if name not in rates:
-        raise KeyError(f"the calibration has no rate {name!r}: rerun refimpl bench calibrate")
-    return rates[name]
-
-
-def memory_rates(rates: dict[str, float], model: str) -> MemoryRates:
+def memory_rates(rates: Rates, model: str) -> MemoryRates:
     """The StartupPlan's MemoryRates for ``model`` from a calibration's rates (the defaults where a
     calibration of other models has none: a Whisper-only one has no video rates)."""
-    def m(key: str) -> float:
-        return model_rate(rates, model, key)
+    def m(name: str) -> float:
+        return rates.model(model, name)
     d, audio = MemoryRates(), model.startswith("whisper")
-    hf = dict(d.hf_per_element) | {k: rates[f"hf.video_peak_per_element.{k}"] for k in VIDEO_DTYPES
-                                   if f"hf.video_peak_per_element.{k}" in rates}
-    if "hf.image_peak_per_pixel" in rates:
-        hf["pil"] = rates["hf.image_peak_per_pixel"]
+    hf = dict(d.hf_per_element) | dict(rates.hf_video_peak_per_element)
+    if rates.hf_image_peak_per_pixel is not None:
+        hf["pil"] = rates.hf_image_peak_per_pixel
     return MemoryRates(
-        base=int(rates["rss.base"]), weights=int(m("rss")), kv_per_byte=m("kv_rss_per_byte"),
+        base=int(rates.rss_base), weights=int(m("weights_rss")), kv_per_byte=m("kv_rss_per_byte"),
         hf_per_element=tuple(hf.items()),
-        hash_peak=tuple((k, rates.get(f"hash_peak.{k}", x)) for k, x in d.hash_peak),
+        hash_peak=tuple((k, rates.hash_peak.get(k, x)) for k, x in d.hash_peak),
         encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
         encoder_per_audio=m("encoder_peak_per_item") if audio else 0.0, dummy_run=int(m("dummy_run_peak")))
 
 
-def load_rates(path: str | Path) -> dict[str, float]:
-    """The medians of a calibration Result's rates."""
-    return {k: v["median"] for k, v in Result.load(path).variants["rates"]["summary"].items()}
+def load_rates(path: str | Path) -> Rates:
+    """The medians of a calibration Result's rates, as the typed record."""
+    return Rates.from_flat({k: v["median"] for k, v in Result.load(path).variants["rates"]["summary"].items()})
 
 
 def _status(key: str) -> int:
@@ -182,6 +172,21 @@ def _copies(r: dict, size: int) -> None:
     r["free_s_per_gib"] = float(np.median(times)) / (size / GiB)
 
 
+def _large(r: dict, size: int) -> None:
+    """Fill, copy and ndarray-hash rates at ``size`` (one run each: the arrays are large)."""
+    r["large.gib"] = size / GiB
+    for dt in VIDEO_DTYPES:
+        shape = (size // (3 * np.dtype(dt).itemsize), 3)
+        r[f"large.fill_s_per_gib.{dt}"] = measure(partial(np.full, shape, 255, dtype=dt))[0] / (size / GiB)
+    t = torch.zeros(size // 4)
+    r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
+    del t
+    arr = np.full((size // 24, 3), 255, dtype=np.int64)
+    for path in BYTE_PATHS:
+        r[f"large.hash_s_per_gib.{path}.ndarray"] = measure(
+            partial(hash_kwargs_by, path, model_id="m", item=arr))[0] / (arr.nbytes / GiB)
+
+
 def _hf_qwen(r: dict, size: int, model: str) -> None:
     from refimpl.config import ModelConfig
     from refimpl.multimodal.registry import MultiModalRegistry
@@ -234,14 +239,19 @@ def _model(r: dict, model: str) -> None:
         feats = torch.zeros(1, fe.feature_size, fe.nb_max_frames)
         r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
             lambda: runner._run_encoder("audio", {"input_features": feats}))
-    else:  # one frame pair of two sizes: s = k n^p in tokens n (slightly above linear here)
+    else:  # one frame pair (grid_t 1) at 1024, 4096 and 16384 tokens: s = a t + b t^2 (full attention per frame)
         points = []
-        for side in (896, 1792):
+        for side in (896, 1792, 3584):
             g = side // 14
             batch = {"pixel_values_videos": torch.zeros(g * g, 1176), "video_grid_thw": torch.tensor([[1, g, g]])}
             s, peak = measure(partial(runner._run_encoder, "video", batch))
             points.append((g * g // 4, s, peak))
-        (n1, s1, _), (n2, s2, p2) = points
+        t = np.array([p[0] for p in points], dtype=float)
+        a, b = np.linalg.lstsq(np.stack([t, t * t], axis=1), np.array([p[1] for p in points]), rcond=None)[0]
+        a, b = (0.0, float(np.mean([p[1] / p[0] ** 2 for p in points]))) if a < 0 else \
+            (float(np.mean([p[1] / p[0] for p in points])), 0.0) if b < 0 else (float(a), float(b))
+        r[k + "encoder_pair_s_per_token"], r[k + "encoder_pair_s_per_token2"] = a, b
+        (n1, s1, _), (n2, s2, p2) = points[0], points[1]  # the power law's rates (calibrations before 0.2)
         r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
         r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
         r[k + "encoder_peak_per_token"] = p2 / n2
@@ -276,9 +286,12 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
     importlib.import_module("refimpl.worker.gpu_model_runner")  # what a start-up imports before its phases
     r["rss.base"] = rss_bytes()
     size = spec.size_mib << 20
+    r["size_gib"] = size / GiB
     _fills(r, size)
     _hashes(r, size)
     _copies(r, size)
+    if spec.large_mib:
+        _large(r, spec.large_mib << 20)
     families = {m.split("-")[0]: m for m in reversed(spec.models)}  # the first model of each family
     if "qwen2.5" in families:
         _hf_qwen(r, size, families["qwen2.5"])
@@ -286,6 +299,7 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
         _model(r, m)
     for m in (m for m in spec.models if m.startswith("whisper")):
         _whisper(r, m)
+    Rates.from_flat(r)  # every key one the record knows (KeyError naming one it does not)
     return {"variant": label, "torch_num_threads": threads, "rates": r, "seconds": time.perf_counter() - t_start}
 
 
@@ -299,19 +313,23 @@ def result(spec: CalibrateSpec, trial, in_process: bool) -> Result:
 
 def lines(res: Result) -> list[str]:
     """The headline rates (medians over the runs) and each run's seconds."""
-    s = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
+    flat = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
     runs = res.runs("rates")
     out = [f"calibrate on {res.hardware_name}: {len(runs)} run(s) of "
            + ", ".join(f"{x['seconds']:.0f} s" for x in runs)]
-    if not s:
+    if not flat:
         return out
-    out.append("hash s/GiB (ndarray): " + ", ".join(f"{p} {s[f'hash_s_per_gib.{p}.ndarray']:.2f}" for p in BYTE_PATHS))
-    out.append("fill s/GiB: " + ", ".join(f"{d} {s[f'fill_s_per_gib.{d}']:.2f}" for d in (*VIDEO_DTYPES, "float32")))
-    if "hf.image_s_per_mp" in s:
-        out.append(f"HF: image {1e3 * s['hf.image_s_per_mp']:.0f} ms/MP; video " + ", ".join(
-            f"{d} {1e3 * s[f'hf.video_in_s_per_mp.{d}']:.0f} + {1e3 * s[f'hf.video_out_s_per_mp.{d}']:.0f} ms/MP"
+    r = Rates.from_flat(flat)
+    out.append("hash s/GiB (ndarray): " + ", ".join(
+        f"{p} {r.hash_s_per_gib[f'{p}.ndarray'].small:.2f}"
+        + (f" ({r.hash_s_per_gib[f'{p}.ndarray'].large:.2f} at {r.large_gib:g} GiB)"
+           if r.hash_s_per_gib[f'{p}.ndarray'].large is not None else "") for p in BYTE_PATHS))
+    out.append("fill s/GiB: " + ", ".join(f"{d} {r.fill_s_per_gib[d].small:.2f}" for d in (*VIDEO_DTYPES, "float32")))
+    if r.hf_image_s_per_mp is not None:
+        out.append(f"HF: image {1e3 * r.hf_image_s_per_mp:.0f} ms/MP; video " + ", ".join(
+            f"{d} {1e3 * r.hf_video_in_s_per_mp[d]:.0f} + {1e3 * r.hf_video_out_s_per_mp[d]:.0f} ms/MP"
             for d in VIDEO_DTYPES))
-    calls = {k[len("model."):-len(".registry_call_s")]: v for k, v in s.items() if k.endswith(".registry_call_s")}
+    calls = {m: x.registry_call_s for m, x in r.models.items() if x.registry_call_s is not None}
     if calls:
         out.append("registry call: " + ", ".join(f"{m} {1e3 * v:.1f} ms" for m, v in calls.items()))
     return out

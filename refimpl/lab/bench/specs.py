@@ -204,6 +204,7 @@ class CalibrateSpec(Spec):
     models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
     repeats: int = 2  # fresh processes; the model reads their medians
     size_mib: int = 128  # the arrays the rates are measured on (MiB); smaller ones overstate HF memory per element
+    large_mib: int = 1024  # fill, copy and hash once more at this size (0: not); peaks near 4 x this
     warmup: bool = False  # one untimed process first
 
     @property

@@ -8,6 +8,8 @@ peak's holders (engine/startup_memory.py), are the plan's. ``predict(plan, calib
                + HF (text-only calls x s + image MP x s/MP + video input and padded output
                frame-MP x s/MP[dtype] + audio items x s) + split bytes x copy s/GiB
                + the processor's first build (the first pass that needs it) + reset bytes x free s/GiB
+               (fill, hash and copy rates by the item's size: Calibration.sized); the encoder per
+               frame pair, a t + b t^2 in the pair's tokens t
     peak RSS = the plan's peak_bytes_by_holder with the calibration's MemoryRates
 
 Every predicted number is labelled ``calibration.label``; refimpl/lab/explore/cost_check.py puts
@@ -16,38 +18,52 @@ GPU phases.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TypeVar
 
 from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
-from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, model_rate, this_machine
+from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, this_machine
+from refimpl.lab.bench.rates import Rates, SizedRate
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
 
 __all__ = ["PARTS", "FIXED", "Calibration", "Prediction", "predict", "step_seconds"]
 GiB = 1 << 30
+T = TypeVar("T")
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")  # the benches' parts
 FIXED = ("processor_build_s", "model_s", "encoder_s", "reset_s", "import_s")  # the rest of the seconds
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The rates of one ``refimpl bench calibrate`` Result (medians over its runs)."""
-    rates: dict[str, float]
+    """The rates of one ``refimpl bench calibrate`` Result (medians over its runs): ``rates`` a
+    typed ``Rates`` record (a dict of the stored dotted keys is converted)."""
+    rates: Rates
     hardware: str  # its results/ folder
     date: str
     path: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rates, dict):
+            object.__setattr__(self, "rates", Rates.from_flat(self.rates))
 
     @property
     def label(self) -> str:
         return f"predicted (cost model, calibration of {self.hardware}, {self.date})"
 
+    @property
+    def flat(self) -> dict[str, float]:
+        """The rates as the Result stores them (dotted keys)."""
+        return self.rates.to_flat()
+
     @classmethod
     def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
         rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}  # as calibrate.load_rates
-        return cls(rates, hardware_folder(res.env["hardware"]), str(res.env.get("date", ""))[:10] or "undated", path)
+        return cls(Rates.from_flat(rates), hardware_folder(res.env["hardware"]),
+                   str(res.env.get("date", ""))[:10] or "undated", path)
 
     @classmethod
     def load(cls, path: str | Path) -> "Calibration":
@@ -60,17 +76,36 @@ class Calibration:
         return cls.load(p) if p.exists() else None
 
     def __getitem__(self, key: str) -> float:
-        if key not in self.rates:
+        """Deprecated (until 0.3.0): the rate of a stored dotted key; read ``rates`` instead."""
+        warnings.warn("Calibration[key] is deprecated and goes in 0.3.0: read Calibration.rates (a Rates record)",
+                      DeprecationWarning, stacklevel=2)
+        flat = self.flat
+        if key not in flat:
             raise KeyError(f"calibration of {self.hardware} has no rate {key!r}: rerun refimpl bench calibrate")
-        return self.rates[key]
+        return flat[key]
 
     def model_rate(self, model: str, key: str, fallback: Optional[str] = None) -> float:
-        """The rate ``key`` of ``model`` (calibrate.model_rate)."""
-        return model_rate(self.rates, model, key, fallback)
+        """Deprecated (until 0.3.0): the rate ``key`` of ``model`` (``rates.model(model, field)``)."""
+        warnings.warn("Calibration.model_rate is deprecated and goes in 0.3.0: use Calibration.rates.model",
+                      DeprecationWarning, stacklevel=2)
+        name = {"rss": "weights_rss"}.get(key, key.replace(".", "_"))
+        return self.rates.model(model, name, self.flat.get(fallback) if fallback else None)
 
     def memory_rates(self, model: str) -> MemoryRates:
         """The plan's MemoryRates for ``model`` from this calibration."""
         return memory_rates(self.rates, model)
+
+
+def _need(table: dict[str, T], key: str, what: str) -> T:
+    if key not in table:
+        raise KeyError(f"the calibration has no rate {what}.{key}: rerun refimpl bench calibrate")
+    return table[key]
+
+
+def _known(x: Optional[float], what: str) -> float:
+    if x is None:
+        raise KeyError(f"the calibration has no rate {what}: rerun refimpl bench calibrate")
+    return x
 
 
 @dataclass
@@ -94,63 +129,73 @@ class Prediction:
         return sum(self.peak_rss.values())
 
 
-def _hf_item_s(i: Item, cal: Calibration, model: str) -> float:
+def _hf_item_s(i: Item, r: Rates, model: str) -> float:
     if i.modality == "image":
-        return i.in_mp * cal["hf.image_s_per_mp"]
+        return i.in_mp * _known(r.hf_image_s_per_mp, "hf.image_s_per_mp")
     if i.modality == "video":
-        return i.in_mp * cal[f"hf.video_in_s_per_mp.{i.dtype}"] + i.out_mp * cal[f"hf.video_out_s_per_mp.{i.dtype}"]
-    return cal.model_rate(model, "hf.audio_s_per_item")
+        return (i.in_mp * _need(r.hf_video_in_s_per_mp, i.dtype, "hf.video_in_s_per_mp")
+                + i.out_mp * _need(r.hf_video_out_s_per_mp, i.dtype, "hf.video_out_s_per_mp"))
+    return r.model(model, "hf_audio_s_per_item")
 
 
 def step_seconds(s: Step, plan: StartupPlan, cal: Calibration) -> dict[str, float]:
     """The benches' parts (PARTS) of one step, in seconds."""
-    out = dict.fromkeys(PARTS, 0.0)
+    r, out = cal.rates, dict.fromkeys(PARTS, 0.0)
+
+    def gib_s(table: dict[str, SizedRate], key: str, what: str, nbytes: int) -> float:
+        return nbytes / GiB * r.sized(_need(table, key, what), nbytes)
     if s.built == "processed":
-        out["dummy_s"] = sum(i.processed_bytes for i in s.items) / GiB * cal["fill_s_per_gib.float32"]
+        out["dummy_s"] = sum(gib_s(r.fill_s_per_gib, "float32", "fill_s_per_gib", i.processed_bytes) for i in s.items)
     elif s.built == "raw":  # one array per distinct item: the builders repeat the same object
-        fill = {i.spec: i.nbytes / GiB * cal[f"fill_s_per_gib.{'pil' if i.modality == 'image' else i.dtype}"]
+        fill = {i.spec: gib_s(r.fill_s_per_gib, "pil" if i.modality == "image" else i.dtype, "fill_s_per_gib", i.nbytes)
                 for i in s.items if i.modality != "audio"}  # np.zeros of audio: pages touched later
         out["dummy_s"] = sum(fill.values())
     path = plan.variant.mm.hash_byte_path
-    out["hash_s"] = sum(i.nbytes / GiB * cal[f"hash_s_per_gib.{path}.{i.kind}"] for i in s.items) if s.hashed else 0.0
-    text = cal.model_rate(plan.model, "hf.text_only_s", "hf.text_only_s")  # Whisper's own, Qwen's has no suffix
+    out["hash_s"] = sum(gib_s(r.hash_s_per_gib, f"{path}.{i.kind}", "hash_s_per_gib", i.nbytes)
+                        for i in s.items) if s.hashed else 0.0
+    text = r.model(plan.model, "hf_text_only_s", r.hf_text_only_s)  # Whisper's own, Qwen's the calibration's
     out["hf_text_only_s"] = s.text_only_calls * text
     out["hf_processor_s"] = out["hf_text_only_s"] + (
-        text + sum(_hf_item_s(i, cal, plan.model) for i in s.hf_items) if s.hf_items else 0.0)
+        text + sum(_hf_item_s(i, r, plan.model) for i in s.hf_items) if s.hf_items else 0.0)
     split = [i for i in s.hf_items if sum(j.modality == i.modality for j in s.hf_items) > 1]
-    out["split_s"] = sum(i.processed_bytes for i in split) / GiB * cal["copy_s_per_gib"]
+    out["split_s"] = sum(i.processed_bytes / GiB * r.sized(r.copy_s_per_gib, i.processed_bytes) for i in split)
     return out
 
 
 def _encoder_s(plan: StartupPlan, cal: Calibration) -> float:
-    i, n = plan.profile_item, plan.encoder_items
+    i, n, r, m = plan.profile_item, plan.encoder_items, cal.rates, plan.model
     if i is None:
         return 0.0
     if i.modality == "audio":
-        return n * cal.model_rate(plan.model, "encoder_s_per_item")
-    at, p = cal.model_rate(plan.model, "encoder_tokens"), cal.model_rate(plan.model, "encoder_exponent")
-    per_item = cal.model_rate(plan.model, "encoder_s_at_tokens") * (i.tokens / at) ** p
-    return n * (per_item + i.processed_bytes / GiB * cal["copy_s_per_gib"])  # torch.cat of the batch
+        return n * r.model(m, "encoder_s_per_item")
+    copy = i.processed_bytes / GiB * r.sized(r.copy_s_per_gib, i.processed_bytes)  # torch.cat of the batch
+    a, b = r.model_or_none(m, "encoder_pair_s_per_token"), r.model_or_none(m, "encoder_pair_s_per_token2")
+    if a is None or b is None:  # a calibration before the per-pair rates: the power law over the whole item
+        at, p = r.model(m, "encoder_tokens"), r.model(m, "encoder_exponent")
+        return n * (r.model(m, "encoder_s_at_tokens") * (i.tokens / at) ** p + copy)
+    pairs = -(-i.shape[0] // 2) if len(i.shape) == 4 else 1  # per frame pair: a t + b t^2 in its tokens t
+    t = i.tokens / pairs
+    return n * (pairs * (a * t + b * t * t) + copy)
 
 
 def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
     """Price ``plan`` with ``cal``'s rates (see the module docstring and docs/cost-model.md)."""
-    v, m, budget = plan.variant, plan.model, plan.calls is not None
+    v, m, budget, r = plan.variant, plan.model, plan.calls is not None, cal.rates
     seconds = dict.fromkeys(PARTS + FIXED, 0.0)
-    build = cal[f"first_use.processor_build_s.{m}"]
+    build = r.model(m, "processor_build_s")
     first_in_dummy = bool(plan.steps) and not v.uses_formula(m)  # else the formula's lookup builds it
     seconds["processor_build_s"] = 0.0 if first_in_dummy else build
     if budget:
-        seconds["import_s"] = cal[f"first_use.import_s.{m}"]
+        seconds["import_s"] = r.model(m, "import_s")
         phases = {f"call_{k + 1}": 0.0 for k in range(plan.calls or 0)}
         phases["call_1"] = seconds["import_s"] + seconds["processor_build_s"]
     else:
         seconds["encoder_s"] = _encoder_s(plan, cal)
-        kv = plan.kv_bytes / GiB * cal.model_rate(m, "kv_s_per_gib")
+        kv = plan.kv_bytes / GiB * r.model(m, "kv_s_per_gib")
         if plan.kv_registry_calls:
-            kv += plan.kv_registry_calls * cal.model_rate(m, "registry_call_s")
-        phases = dict(zip(PHASES, (cal.model_rate(m, "runner_s") + seconds["processor_build_s"],
-                                   cal.model_rate(m, "load_s"), cal.model_rate(m, "dummy_run_s") + seconds["encoder_s"],
+            kv += plan.kv_registry_calls * r.model(m, "registry_call_s")
+        phases = dict(zip(PHASES, (r.model(m, "runner_s") + seconds["processor_build_s"],
+                                   r.model(m, "load_s"), r.model(m, "dummy_run_s") + seconds["encoder_s"],
                                    kv, 0.0, 0.0)))
         seconds["model_s"] = sum(phases.values()) - seconds["encoder_s"] - seconds["processor_build_s"]
     step_parts = []
@@ -163,6 +208,6 @@ def predict(plan: StartupPlan, cal: Calibration) -> Prediction:
             seconds[p] += parts[p]
         phases[s.phase] = phases.get(s.phase, 0.0) + sum(parts[p] for p in PARTS if p != "hf_text_only_s")
     if not budget and v.reset_at_end:
-        phases[RESET_PHASE] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * cal["free_s_per_gib"]
+        phases[RESET_PHASE] = seconds["reset_s"] = plan.cache_bytes_before_reset / GiB * r.free_s_per_gib
     peak_at, held = peak_bytes_by_holder(plan, cal.memory_rates(m))
     return Prediction(cal.label, seconds, phases, held, peak_at, plan.failure, step_parts)

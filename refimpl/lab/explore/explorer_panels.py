@@ -155,11 +155,11 @@ class WhisperPanel:
         """(seconds per registry call of ``model``, where it was measured): the committed paired
         run's when it served ``model`` (the cost behind the measured gains on the figure), else the
         calibration's, else a typed-in 10 ms."""
-        key = f"model.{model}.registry_call_s"
         if self.ref is not None and self.ref["model"] == model:
             return self.ref["registry_call_s"], f"measured while serving, {self.ref['source']}"
-        if self.calibration is not None and key in self.calibration.rates:
-            return self.calibration.rates[key], f"calibration of {self.calibration.hardware}, {self.calibration.date}"
+        own = self.calibration.rates.models.get(model) if self.calibration is not None else None
+        if own is not None and own.registry_call_s is not None and self.calibration is not None:
+            return own.registry_call_s, f"calibration of {self.calibration.hardware}, {self.calibration.date}"
         return 0.01, "nothing measured: typed in"
 
     def model(self) -> ws.SiteModel:

@@ -61,7 +61,7 @@ from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
 GiB = 1 << 30
 VIDEO_DTYPES = ("uint8", "int64")
-__all__ = ["GiB", "VIDEO_DTYPES", "default_out", "model_rate", "memory_rates", "load_rates", "measure",
+__all__ = ["GiB", "VIDEO_DTYPES", "default_out", "memory_rates", "load_rates", "measure",
            "median_of", "run_once", "result", "lines", "hardware_folder", "this_machine"]
 
 

@@ -25,10 +25,10 @@ from typing import Optional, TypeVar
 
 from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
-from refimpl.lab.bench.calibrate import hardware_folder, memory_rates, this_machine
+from refimpl.lab.bench.calibrate import memory_rates
 from refimpl.lab.bench.rates import Rates, SizedRate
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.env import REPO_ROOT
+from refimpl.lab.env import REPO_ROOT, hardware_folder, this_machine
 
 __all__ = ["PARTS", "FIXED", "Calibration", "Prediction", "predict", "step_seconds"]
 GiB = 1 << 30

@@ -8,6 +8,7 @@ No vLLM counterpart (vLLM sizes the KV cache from free GPU memory after its prof
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Optional
 
@@ -32,9 +33,22 @@ class MemoryRates:
     hf_per_element: tuple[tuple[str, float], ...] = (("int64", 18.0), ("uint8", 11.0), ("pil", 0.0))
     hash_peak: tuple[tuple[str, float], ...] = tuple(
         (f"{p}.{k}", float(n)) for p, d in HASH_COPIES.items() for k, n in d.items())
-    encoder_per_token: float = 0.0
+    encoder_per_token: float = 0.0  # bytes per token of a frame pair (an image) of ``encoder_tokens``
     encoder_per_audio: float = 0.0
     dummy_run: int = 0
+    encoder_tokens: int = 0
+    encoder_per_token_large: float = 0.0  # the same at a pair of ``encoder_large_tokens`` (0: not measured)
+    encoder_large_tokens: int = 0
+
+    def encoder_bytes_per_token(self, pair_tokens: float) -> float:
+        """Activation bytes per token of a frame pair (an image) of ``pair_tokens``: ``encoder_per_token``
+        up to ``encoder_tokens``, ``encoder_per_token_large`` from ``encoder_large_tokens`` on, linear
+        in log2(tokens) between."""
+        lo, hi = self.encoder_tokens, self.encoder_large_tokens
+        if not (self.encoder_per_token_large and 0 < lo < hi):
+            return self.encoder_per_token
+        x = min(1.0, max(0.0, math.log2(max(pair_tokens, 1) / lo) / math.log2(hi / lo)))
+        return self.encoder_per_token + x * (self.encoder_per_token_large - self.encoder_per_token)
 
     def hf_working_set(self, i: Item) -> float:
         """Bytes the HF call holds for item ``i`` beyond the item itself (audio: its float64
@@ -67,7 +81,9 @@ def _encoder(plan: StartupPlan, r: MemoryRates) -> dict[str, float]:
     assert i is not None
     prof = [s for s in plan.steps if s.phase == "profile_run"]
     kept = bool(prof) and prof[-1].cache_on and prof[-1].cache_after >= i.processed_bytes
-    act = n * (r.encoder_per_audio if i.modality == "audio" else i.tokens * r.encoder_per_token + i.processed_bytes)
+    pairs = -(-i.shape[0] // 2) if i.modality == "video" and len(i.shape) == 4 else 1
+    act = n * (r.encoder_per_audio if i.modality == "audio" else
+               i.tokens * r.encoder_bytes_per_token(i.tokens / pairs) + i.processed_bytes)
     return {"processing cache held": prof[-1].cache_after if prof else 0,
             "encoder batch and activations": act + (0 if kept else i.processed_bytes)}
 

@@ -178,3 +178,12 @@ def test_too_few_kv_blocks_refused_before_any_run():
         guard.check(ServeSpec(num_gpu_blocks=122))
     assert (e.value.field, e.value.limit) == ("num_gpu_blocks", 123)
     guard.check(ServeSpec(num_gpu_blocks=123))
+
+
+def test_encoder_activations_per_token_follow_the_pair_size():
+    from refimpl.engine.startup_memory import MemoryRates
+    r = MemoryRates(encoder_per_token=45000.0, encoder_tokens=4096, encoder_per_token_large=30000.0,
+                    encoder_large_tokens=16384)
+    assert [r.encoder_bytes_per_token(t) for t in (1024, 4096, 8192, 16384, 65536)] == [
+        45000.0, 45000.0, 37500.0, 30000.0, 30000.0]
+    assert MemoryRates(encoder_per_token=45000.0).encoder_bytes_per_token(16384) == 45000.0  # not measured

@@ -84,6 +84,9 @@ def memory_rates(rates: Rates, model: str) -> MemoryRates:
         hf_per_element=tuple(hf.items()),
         hash_peak=tuple((k, rates.hash_peak.get(k, x)) for k, x in d.hash_peak),
         encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
+        encoder_tokens=0 if audio else int(m("encoder_tokens")),
+        encoder_per_token_large=0.0 if audio else rates.model_or_none(model, "encoder_pair_peak_per_token") or 0.0,
+        encoder_large_tokens=0 if audio else int(rates.model_or_none(model, "encoder_pair_peak_tokens") or 0),
         encoder_per_audio=m("encoder_peak_per_item") if audio else 0.0, dummy_run=int(m("dummy_run_peak")))
 
 
@@ -255,6 +258,10 @@ def _model(r: dict, model: str) -> None:
         r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
         r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
         r[k + "encoder_peak_per_token"] = p2 / n2
+        # the activations per token shrink with the pair's size (45 kB at 4096 tokens, 30 kB at 16384 on
+        # 2026-12-03): the largest pair's rate too, the one every profile item at >= 16k tokens has
+        n3, _, p3 = points[-1]
+        r[k + "encoder_pair_peak_per_token"], r[k + "encoder_pair_peak_tokens"] = p3 / n3, n3
     gc.collect()
 
 

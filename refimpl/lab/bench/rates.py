@@ -54,6 +54,8 @@ class ModelRates:
     encoder_peak_per_token: Optional[float] = None
     encoder_pair_s_per_token: Optional[float] = None
     encoder_pair_s_per_token2: Optional[float] = None
+    encoder_pair_peak_per_token: Optional[float] = None  # bytes per token, one pair of encoder_pair_peak_tokens
+    encoder_pair_peak_tokens: Optional[float] = None
 
 
 _OUTSIDE = {"import_s": "first_use.import_s.{m}", "processor_build_s": "first_use.processor_build_s.{m}",

@@ -198,11 +198,12 @@ class WerSpec(Spec):
 @dataclass(frozen=True, kw_only=True)
 class CalibrateSpec(Spec):
     """The start-up cost model's rates on this machine (refimpl/lab/explore/cost_model.py): small
-    arrays and a few small HF-processor calls, each run a fresh process; about a minute.
+    arrays and a few small HF-processor calls, each run a fresh process; one run, about 75 s on a quiet
+    slow day of the 2-core VM (each rate a median of repetitions inside the run where it is cheap).
     Written to results/<hardware>/calibration.json unless --output-json says otherwise."""
     name: ClassVar[str] = "calibrate"
     models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first
-    repeats: int = 2  # fresh processes; the model reads their medians
+    repeats: int = 1  # fresh processes; the model reads their medians (2: a run-to-run spread, twice the time)
     size_mib: int = 128  # the arrays the rates are measured on (MiB); smaller ones overstate HF memory per element
     large_mib: int = 1024  # fill, copy and hash once more at this size (0: not); peaks near 4 x this
     warmup: bool = False  # one untimed process first

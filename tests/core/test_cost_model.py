@@ -119,7 +119,7 @@ def test_calibration_lookup(tmp_path):
 def test_calibrate_is_a_bench():
     spec, out, in_process = parse(["calibrate", "--repeats", "1", "--size-mib", "32", "--models", "whisper-tiny"])
     assert isinstance(spec, CalibrateSpec) and spec.models == ("whisper-tiny",) and spec.labels == ("rates",)
-    assert spec.command() == "refimpl bench calibrate --models whisper-tiny --repeats 1 --size-mib 32"
+    assert spec.command() == "refimpl bench calibrate --models whisper-tiny --size-mib 32"
     with pytest.raises(ConfigError, match="size_mib"):
         guard.check(CalibrateSpec(size_mib=8))
     with pytest.raises(UnknownModelError, match="models"):

@@ -169,13 +169,19 @@ def test_engine_core_killed_raises_and_frees(engine):
 
 
 P0_SCRIPT = textwrap.dedent("""
-    import pickle, sys, threading, time, psutil
+    import faulthandler, pickle, sys, threading, time, psutil
+    faulthandler.dump_traceback_later(150)  # where P0 is, should it not exit (stderr; the test shows it)
     from refimpl.engine.mp.core_client import SyncMPClient
     cfg = pickle.load(open(sys.argv[1], "rb"))  # built by the test: no torch import here
     def watch():
-        while not psutil.Process().children():
-            time.sleep(0.05)
-        print(psutil.Process().children()[0].pid, flush=True)
+        while not (core := [c for c in psutil.Process().children() if is_core(c)]):
+            time.sleep(0.05)  # the engine core, not a helper an import may spawn (ldconfig, uname)
+        print(core[0].pid, flush=True)
+    def is_core(c):
+        try:
+            return "refimpl.engine.mp.core_proc" in c.cmdline()
+        except psutil.Error:
+            return False
     threading.Thread(target=watch, daemon=True).start()
     mirror = dict(capacity_bytes=1 << 20, use_cache=True, fault=None)
     SyncMPClient(cfg, "0.9.0", reset_scope="v0.9.0", mirror=mirror)
@@ -187,15 +193,22 @@ P0_SCRIPT = textwrap.dedent("""
 def test_front_end_death_leaves_no_orphan(sig, engine, tmp_path):
     cfg = tmp_path / "cfg.pkl"
     cfg.write_bytes(pickle.dumps(engine.vllm_config))
+    err = (tmp_path / "p0.err").open("w")  # a file, not a pipe: the engine core inherits it
     p0 = subprocess.Popen([sys.executable, "-c", P0_SCRIPT, str(cfg)], stdout=subprocess.PIPE,
-                          text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
+                          stderr=err, text=True, env=dict(os.environ, PYTHONPATH=os.getcwd()))
     try:
         child = psutil.Process(int(p0.stdout.readline()))  # the engine core, starting up
         p0.send_signal(sig)
-        p0.wait(180)  # the child may still be importing torch on a loaded machine
+        try:
+            p0.wait(180)  # the child may still be importing torch on a loaded machine
+        except subprocess.TimeoutExpired:
+            p0.kill()
+            pytest.fail(f"the front end outlived {sig!r} by 180 s; its stderr (threads at 150 s):\n"
+                        + (tmp_path / "p0.err").read_text())
         child.wait(180)  # raises psutil.TimeoutExpired if the child outlives its front end
     finally:
         p0.kill()
+        err.close()
 
 
 @pytest.mark.soak

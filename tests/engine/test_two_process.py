@@ -169,7 +169,10 @@ def test_engine_core_killed_raises_and_frees(engine):
 
 
 P0_SCRIPT = textwrap.dedent("""
-    import faulthandler, pickle, sys, threading, time, psutil
+    import faulthandler, pickle, signal, sys, threading, time, psutil
+    # Ctrl-C raises KeyboardInterrupt, as in a terminal: a front end started from a background job of a
+    # non-interactive shell (CI scripts, `cmd &`) inherits SIGINT ignored, and Python keeps that
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     faulthandler.dump_traceback_later(150)  # where P0 is, should it not exit (stderr; the test shows it)
     from refimpl.engine.mp.core_client import SyncMPClient
     cfg = pickle.load(open(sys.argv[1], "rb"))  # built by the test: no torch import here

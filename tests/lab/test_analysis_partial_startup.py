@@ -1,4 +1,4 @@
-"""The start-up study's views of a result without runs (slow: renders the figures; the other partial-result views are in tests/core/test_analysis_partial.py)."""
+"""The start-up study's views of a result without runs (slow: renders the figures; the other partial-result views are in tests/lab/test_analysis_partial.py)."""
 
 import matplotlib
 import pytest

@@ -81,9 +81,8 @@ def _encoder(plan: StartupPlan, r: MemoryRates) -> dict[str, float]:
     assert i is not None
     prof = [s for s in plan.steps if s.phase == "profile_run"]
     kept = bool(prof) and prof[-1].cache_on and prof[-1].cache_after >= i.processed_bytes
-    pairs = -(-i.shape[0] // 2) if i.modality == "video" and len(i.shape) == 4 else 1
     act = n * (r.encoder_per_audio if i.modality == "audio" else
-               i.tokens * r.encoder_bytes_per_token(i.tokens / pairs) + i.processed_bytes)
+               i.tokens * r.encoder_bytes_per_token(i.tokens / i.frame_pairs) + i.processed_bytes)
     return {"processing cache held": prof[-1].cache_after if prof else 0,
             "encoder batch and activations": act + (0 if kept else i.processed_bytes)}
 

@@ -74,6 +74,11 @@ class Item:
     def modality(self) -> str:
         return self.spec[0]
 
+    @property
+    def frame_pairs(self) -> int:
+        """Frame pairs of a video (the vision tower attends within one; temporal patch 2), else 1."""
+        return -(-self.shape[0] // 2) if self.modality == "video" and len(self.shape) == 4 else 1
+
 
 @dataclass
 class Step:

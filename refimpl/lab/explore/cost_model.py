@@ -173,7 +173,7 @@ def _encoder_s(plan: StartupPlan, cal: Calibration) -> float:
     if a is None or b is None:  # a calibration before the per-pair rates: the power law over the whole item
         at, p = r.model(m, "encoder_tokens"), r.model(m, "encoder_exponent")
         return n * (r.model(m, "encoder_s_at_tokens") * (i.tokens / at) ** p + copy)
-    pairs = -(-i.shape[0] // 2) if len(i.shape) == 4 else 1  # per frame pair: a t + b t^2 in its tokens t
+    pairs = i.frame_pairs  # per frame pair: a t + b t^2 in its tokens t
     t = i.tokens / pairs
     return n * (pairs * (a * t + b * t * t) + copy)
 

@@ -10,8 +10,7 @@ cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
 REFIMPL=${REFIMPL:-.venv/bin/refimpl}
 export OMP_NUM_THREADS=1
-HW=$($PY -c "from refimpl.lab.env import hardware_folder, this_machine; print(hardware_folder(this_machine()))" 2>/dev/null \
-     || $PY -c "from refimpl.lab.bench.calibrate import hardware_folder, this_machine; print(hardware_folder(this_machine()))")
+HW=$($PY -c "from refimpl.lab.env import hardware_folder, this_machine; print(hardware_folder(this_machine()))")
 OUT=${1:-results/$HW}
 DAY=$(date -u +%F)
 ROWS=(0.8.5 0.9.0 0.9.2 0.10.2 0.11.0 0.11.1 0.13.0 refimpl shape-only)

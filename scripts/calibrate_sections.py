@@ -13,7 +13,7 @@ import time
 
 t_start = time.perf_counter()
 from refimpl.config import SUPPORTED_MODELS  # noqa: E402
-from refimpl.lab.bench import calibrate as c  # noqa: E402
+from refimpl.lab.bench import calibrate_sections as c  # noqa: E402
 from refimpl.lab.bench.common import set_single_thread  # noqa: E402
 from refimpl.lab.bench.specs import CalibrateSpec  # noqa: E402
 
@@ -24,11 +24,11 @@ def main() -> None:
     print(f"imports {time.perf_counter() - t_start:.1f}", flush=True)
     spec, r = CalibrateSpec(), {}
     size, qwen = spec.size_mib << 20, next(m for m in spec.models if m.startswith("qwen"))
-    sections = [("first use", c._first_use, (r, spec.models)), ("fills", c._fills, (r, size)),
-                ("hashes", c._hashes, (r, size)), ("copies", c._copies, (r, size)),
-                ("large", c._large, (r, spec.large_mib << 20)), ("HF processor", c._hf_qwen, (r, size, qwen)),
-                *((f"model {m}", c._model, (r, m)) for m in (qwen, "whisper-tiny")),
-                *((f"whisper {m}", c._whisper, (r, m)) for m in SUPPORTED_MODELS if m.startswith("whisper"))]
+    sections = [("first use", c.first_use, (r, spec.models)), ("fills", c.fills, (r, size)),
+                ("hashes", c.hashes, (r, size)), ("copies", c.copies, (r, size)),
+                ("large", c.large, (r, spec.large_mib << 20)), ("HF processor", c.hf_qwen, (r, size, qwen)),
+                *((f"model {m}", c.model, (r, m)) for m in (qwen, "whisper-tiny")),
+                *((f"whisper {m}", c.whisper, (r, m)) for m in SUPPORTED_MODELS if m.startswith("whisper"))]
     for name, fn, args in sections:
         t = time.perf_counter()
         fn(*args)

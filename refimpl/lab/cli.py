@@ -1,6 +1,7 @@
 """``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py) and ``refimpl report``."""
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 from typing import Annotated, Callable, Optional
@@ -8,13 +9,9 @@ from typing import Annotated, Callable, Optional
 import tyro
 
 from refimpl.errors import RefimplError
-from refimpl.lab.bench import calibrate, trial
+from refimpl.lab.bench import trial
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import SPECS, Spec
-from refimpl.lab.studies import md
-from refimpl.lab.studies import serving as SV
-from refimpl.lab.studies import startup as S
-from refimpl.lab.studies import throughput as T
 
 USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
        refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
@@ -36,12 +33,17 @@ OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result", h
 IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
 
 
+def _shown(module: str, name: str) -> Callable[[Result], str]:
+    """A study's function, imported when a Result is shown: the studies import matplotlib and
+    torch, which ``refimpl bench calibrate`` and the other benches' parents need only to print."""
+    return lambda r: getattr(importlib.import_module(f"refimpl.lab.{module}"), name)(r)
+
+
 SHOWN: dict[str, Callable[[Result], str]] = {  # a bench's Result as notebooks and summary.md show it
-    "startup": S.summary_md, "budget": S.budget_md, "throughput": T.summary_md,
-    "paired": lambda r: md(T.paired_table([r]), f"Tokens identical across variants and rounds: "
-                                                f"{r.params.get('tokens_identical', 'not recorded')}."),
-    "workload": lambda r: md(SV.workload_table(r), SV.engine_over_hf_sentence(r)),
-    "wer": SV.wer_table, "calibrate": lambda r: "\n".join(calibrate.lines(r))}
+    "startup": _shown("studies.startup", "summary_md"), "budget": _shown("studies.startup", "budget_md"),
+    "throughput": _shown("studies.throughput", "summary_md"), "paired": _shown("studies.throughput", "paired_md"),
+    "workload": _shown("studies.serving", "workload_md"), "wer": _shown("studies.serving", "wer_table"),
+    "calibrate": lambda r: "\n".join(importlib.import_module("refimpl.lab.bench.calibrate").lines(r))}
 
 
 def _entry(cls: type[Spec]):
@@ -61,7 +63,13 @@ def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
 
 def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
     name = f"refimpl bench {spec.name}"
-    path = Path(out) if out else calibrate.default_out() if spec.name == "calibrate" else trial.default_out(spec)
+    if out:
+        path = Path(out)
+    elif spec.name == "calibrate":
+        from refimpl.lab.bench.calibrate import default_out
+        path = default_out()
+    else:
+        path = trial.default_out(spec)
     try:
         res = trial.run(spec, in_process=in_process, out=path)
     except RefimplError as e:

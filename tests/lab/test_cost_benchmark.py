@@ -1,5 +1,5 @@
 """The cost model's size-dependent rates and per-frame-pair encoder price, and the same-day
-benchmark table of refimpl/lab/explore/cost_check.py (on committed ladders with planted misses;
+benchmark table of refimpl/lab/explore/same_day.py (on committed ladders with planted misses;
 no timing asserted)."""
 import copy
 
@@ -10,7 +10,7 @@ from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.explore import cost_check
+from refimpl.lab.explore import cost_check, same_day
 from refimpl.lab.explore import cost_model as cm
 
 GiB = 1 << 30
@@ -84,14 +84,14 @@ def _planted(tmp_path, hardware: str):
 def test_same_day_table_names_the_planted_misses(tmp_path):
     cal = _cal()
     ladder = _planted(tmp_path, cal.hardware)
-    rows = {r.variant: r for r in cost_check.ladder_rows(cal, ladder)}
+    rows = {r.variant: r for r in same_day.ladder_rows(cal, ladder)}
     assert rows["0.8.5"].ratio is None and rows["0.9.0"].ratio is not None
-    assert cost_check.worst_part(rows["0.9.0"].gaps).startswith("hash_s:")
-    assert cost_check.worst_part(rows["0.11.1"].gaps).startswith("profile_rest:")
+    assert same_day.worst_part(rows["0.9.0"].gaps).startswith("hash_s:")
+    assert same_day.worst_part(rows["0.11.1"].gaps).startswith("profile_rest:")
     for r in rows.values():  # the parts add up to the total, predicted and measured
         assert sum(g[0] for g in r.gaps.values()) == pytest.approx(r.seconds[0])
         assert sum(g[1] for g in r.gaps.values()) == pytest.approx(r.seconds[1])
-    table = cost_check.same_day_table(cal, [ladder], tmp_path / "results")
+    table = same_day.same_day_table(cal, [ladder], tmp_path / "results")
     line = next(x for x in table.splitlines() if x.startswith("| 0.9.0 |"))
     assert "hash_s:" in line and "✗" in line
     assert f"{cal.hardware}/startup_qwen2.5-vl-3b_release-rows_50k.json:" in line  # the committed ladder, labelled
@@ -119,7 +119,7 @@ def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
     new = cm.Calibration({**synthetic_rates(), "copy_s_per_gib": 1.0, "large.copy_s_per_gib": 3.0, "large.gib": 1.0,
                           "model.qwen2.5-vl-3b.encoder_pair_s_per_token": 2e-4,
                           "model.qwen2.5-vl-3b.encoder_pair_s_per_token2": 1e-8}, "cpu-other-2c", "2026-02-02")
-    c = cost_check.carry_rates(old, new)
+    c = same_day.carry_rates(old, new)
     small = old.rates.copy_s_per_gib.small
     assert c.date == old.date and c.rates.copy_s_per_gib.small == small and c.rates.large_gib == 1.0
     assert c.rates.copy_s_per_gib.large == pytest.approx(small * 3.0)

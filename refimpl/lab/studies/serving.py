@@ -227,6 +227,11 @@ def engine_over_hf_sentence(res: Result, min_pairs: int = 1) -> str:
     return "; ".join(out)
 
 
+def workload_md(res: Result) -> str:
+    """What ``refimpl bench serve --design workload`` prints: the table and the engine-over-HF sentence."""
+    return md(workload_table(res), engine_over_hf_sentence(res))
+
+
 def workload_figure(res: Result, out_dir: Path):
     """TTFT and E2E percentiles (s) per engine, medians over the runs (req/s: workload_table)."""
     fig, ax = figure(8, 3.8)

@@ -12,6 +12,7 @@ from refimpl.lab.stats import MIN_PAIRS, median
 from refimpl.lab.studies import (
     compare_pairs,
     figure,
+    md,
     md_table,
     provenance,
     ratio_md,
@@ -165,6 +166,12 @@ def throughput_figure(res: Result, out_dir: Path):
     ax.set_title(f"Unpaired check: {p['model']}, {p['num_requests']} requests x {p['max_tokens']} tokens, "
                  f"batch {p['max_num_seqs']}\n{provenance(res)}", fontsize=9)
     return save(fig, out_dir, "throughput_variants")
+
+
+def paired_md(res: Result) -> str:
+    """What ``refimpl bench serve --design paired`` prints: the paired table and whether the tokens matched."""
+    return md(paired_table([res]), f"Tokens identical across variants and rounds: "
+                                   f"{res.params.get('tokens_identical', 'not recorded')}.")
 
 
 def summary_md(res: Result, out_dir: Optional[Path] = None) -> str:

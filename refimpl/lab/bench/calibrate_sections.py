@@ -1,0 +1,211 @@
+"""The sections of one ``refimpl bench calibrate`` run (refimpl/lab/bench/calibrate.py says what each
+rate is): each writes its rates into the run's flat dict ``r``. ``measure`` / ``median_of`` give
+seconds and extra peak resident bytes of one call. No vLLM counterpart."""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import importlib
+import time
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from PIL import Image
+
+from refimpl.lab.bench.calibrate import VIDEO_DTYPES, GiB
+from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
+from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
+
+__all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
+           "hf_qwen", "model", "whisper"]
+
+
+def _status(key: str) -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
+
+
+def measure(fn: Callable[[], Any]) -> tuple[float, int]:
+    """(seconds, extra peak resident bytes) of ``fn()``: free heap memory handed back first
+    (glibc's malloc_trim, so that ``fn``'s allocations show), then the kernel's high-water mark
+    reset (/proc/self/clear_refs), else a 5 ms RSS sampler. What ``fn`` returns is dropped."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        rss0, sampler = _status("VmRSS:"), None
+    except OSError:
+        rss0, sampler = rss_bytes(), RssPeakSampler().__enter__()
+    t0 = time.perf_counter()
+    fn()
+    dt = time.perf_counter() - t0
+    if sampler is not None:
+        sampler.__exit__(None, None, None)
+        return dt, max(0, sampler.peak - rss0)
+    return dt, max(0, _status("VmHWM:") - rss0)
+
+
+def median_of(fn: Callable[[], Any], n: int = 3) -> tuple[float, int]:
+    runs = [measure(fn) for _ in range(n)]
+    return float(np.median([r[0] for r in runs])), int(np.median([r[1] for r in runs]))
+
+
+def _side(pixels: float, factor: int = 28) -> int:
+    return max(factor, factor * round(pixels ** 0.5 / factor))
+
+
+def first_use(r: dict, models: tuple[str, ...]) -> None:
+    from refimpl.multimodal.registry import _factories
+    for m in models:  # the module import (the budget experiment's first call), then the processor
+        t0 = time.perf_counter()
+        info_cls = _factories(m)[0]
+        r[f"first_use.import_s.{m}"] = time.perf_counter() - t0
+        mod = importlib.import_module(info_cls.__module__)
+        t0 = time.perf_counter()
+        mod.build_hf_processor(m)
+        r[f"first_use.processor_build_s.{m}"] = time.perf_counter() - t0
+
+
+def fills(r: dict, size: int) -> None:
+    for dt in VIDEO_DTYPES:
+        shape = (size // (3 * np.dtype(dt).itemsize), 3)
+        r[f"fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=2)[0] / (size / GiB)
+    r["fill_s_per_gib.float32"] = median_of(lambda: torch.zeros(size // 4), n=2)[0] / (size / GiB)
+    side = int((size / 3) ** 0.5)
+    s, _ = median_of(lambda: Image.new("RGB", (side, side), (255, 255, 255)), n=2)
+    r["fill_s_per_gib.pil"] = s / (side * side * 3 / GiB)
+
+
+def hashes(r: dict, size: int) -> None:
+    arr = np.full((size // 24, 3), 255, dtype=np.int64)
+    side = int((size / 12) ** 0.5)  # images a quarter of the array: six copies under v0.9.0
+    img = Image.new("RGB", (side, side), (255, 255, 255))
+    for path in BYTE_PATHS:
+        for kind, item, nbytes in (("ndarray", arr, arr.nbytes), ("image", img, side * side * 3)):
+            s, peak = measure(partial(hash_kwargs_by, path, model_id="m", item=item))
+            r[f"hash_s_per_gib.{path}.{kind}"] = s / (nbytes / GiB)
+            r[f"hash_peak.{path}.{kind}"] = peak / nbytes
+
+
+def copies(r: dict, size: int) -> None:
+    t = torch.zeros(size // 4)
+    r["copy_s_per_gib"] = median_of(lambda: t.clone(), n=2)[0] / (size / GiB)
+    held: list = []
+    times = []
+    for _ in range(2):
+        held.append(torch.ones(size // 4))
+        times.append(measure(held.clear)[0])  # the last reference: its pages go back here
+    r["free_s_per_gib"] = float(np.median(times)) / (size / GiB)
+
+
+def large(r: dict, size: int) -> None:
+    """Fill, copy and ndarray-hash rates at ``size`` (one run each: the arrays are large)."""
+    r["large.gib"] = size / GiB
+    for dt in VIDEO_DTYPES:
+        shape = (size // (3 * np.dtype(dt).itemsize), 3)
+        r[f"large.fill_s_per_gib.{dt}"] = measure(partial(np.full, shape, 255, dtype=dt))[0] / (size / GiB)
+    t = torch.zeros(size // 4)
+    r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
+    del t
+    arr = np.full((size // 24, 3), 255, dtype=np.int64)
+    for path in BYTE_PATHS:
+        r[f"large.hash_s_per_gib.{path}.ndarray"] = measure(
+            partial(hash_kwargs_by, path, model_id="m", item=arr))[0] / (arr.nbytes / GiB)
+
+
+def hf_qwen(r: dict, size: int, model: str) -> None:
+    from refimpl.config import ModelConfig
+    from refimpl.multimodal.registry import MultiModalRegistry
+    proc = MultiModalRegistry(0).create_processor(ModelConfig(model, device="cpu"), disable_cache=True)
+    call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
+    r["hf.text_only_s"] = median_of(lambda: call(text({"image": 1}), {}, {}), n=5)[0]
+    side = _side(size / 24)  # an image whose float32 patches take about ``size`` bytes
+    img = Image.new("RGB", (side, side), (255, 255, 255))
+    s, peak = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))
+    r["hf.image_s_per_mp"] = max(0.0, s - r["hf.text_only_s"]) / (side * side / 1e6)
+    r["hf.image_peak_per_pixel"] = peak / (side * side)
+    vside = _side(size / 48)  # 4 frames whose float32 patches take about ``size`` bytes
+    mp = vside * vside / 1e6
+    for dt in VIDEO_DTYPES:  # 1, 2 and 4 frames: 1 and 2 give the same output (padded to 2 frames)
+        t, x = [], []
+        for frames in (1, 2, 4):
+            video = np.full((frames, vside, vside, 3), 255, dtype=dt)
+            s, peak = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))
+            t.append(max(0.0, s - r["hf.text_only_s"]))
+            x.append((frames * mp, -(-frames // 2) * 2 * mp))
+        r[f"hf.video_peak_per_element.{dt}"] = peak / video.size
+        # t = input frame-MP x a + output (padded) frame-MP x b, least squares, neither below 0
+        a, b = np.linalg.lstsq(np.array(x), np.array(t), rcond=None)[0]
+        a, b = (0.0, t[2] / x[2][1]) if a < 0 else (t[2] / x[2][0], 0.0) if b < 0 else (a, b)
+        r[f"hf.video_in_s_per_mp.{dt}"], r[f"hf.video_out_s_per_mp.{dt}"] = float(a), float(b)
+
+
+def model(r: dict, model: str) -> None:
+    """Fixed start-up costs of ``model`` at the small scale with SchedulerConfig's defaults."""
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from refimpl.multimodal.registry import MultiModalRegistry
+    from refimpl.worker.gpu_model_runner import GPUModelRunner
+    cfg = VllmConfig(ModelConfig(model, device="cpu"), SchedulerConfig(), CacheConfig(),
+                     mm_registry=MultiModalRegistry(0))
+    k = f"model.{model}."
+    rss0, t0 = rss_bytes(), time.perf_counter()
+    runner = GPUModelRunner(cfg)
+    r[k + "runner_s"] = time.perf_counter() - t0
+    r[k + "load_s"] = measure(runner.load_model)[0]
+    r[f"rss.model.{model}"] = max(0, rss_bytes() - rss0)
+    tokens = cfg.scheduler_config.max_num_batched_tokens
+    r[k + "dummy_run_s"], r[k + "dummy_run_peak"] = measure(lambda: runner._dummy_run(tokens))
+    rss1 = rss_bytes()
+    s = measure(lambda: runner.initialize_kv_cache(runner.determine_num_blocks()))[0]
+    kv = sum(t.nbytes for t in runner.kv_caches)
+    r[k + "kv_s_per_gib"], r[k + "kv_rss_per_byte"] = s / (kv / GiB), (rss_bytes() - rss1) / kv
+    runner.kv_caches, runner.whisper_runner = [], None
+    if cfg.model_config.is_encoder_decoder:
+        fe = cfg.get_mm_registry().create_processor(cfg.model_config, disable_cache=True).info.get_feature_extractor()
+        feats = torch.zeros(1, fe.feature_size, fe.nb_max_frames)
+        r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
+            lambda: runner._run_encoder("audio", {"input_features": feats}))
+    else:  # one frame pair (grid_t 1) at 1024, 4096 and 16384 tokens: s = a t + b t^2 (full attention per frame)
+        points = []
+        for side in (896, 1792, 3584):
+            g = side // 14
+            batch = {"pixel_values_videos": torch.zeros(g * g, 1176), "video_grid_thw": torch.tensor([[1, g, g]])}
+            s, peak = measure(partial(runner._run_encoder, "video", batch))
+            points.append((g * g // 4, s, peak))
+        t = np.array([p[0] for p in points], dtype=float)
+        a, b = np.linalg.lstsq(np.stack([t, t * t], axis=1), np.array([p[1] for p in points]), rcond=None)[0]
+        a, b = (0.0, float(np.mean([p[1] / p[0] ** 2 for p in points]))) if a < 0 else \
+            (float(np.mean([p[1] / p[0] for p in points])), 0.0) if b < 0 else (float(a), float(b))
+        r[k + "encoder_pair_s_per_token"], r[k + "encoder_pair_s_per_token2"] = a, b
+        (n1, s1, _), (n2, s2, p2) = points[0], points[1]  # the power law's rates (calibrations before 0.2)
+        r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
+        r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
+        r[k + "encoder_peak_per_token"] = p2 / n2
+        # the activations per token shrink with the pair's size (45 kB at 4096 tokens, 30 kB at 16384 on
+        # 2026-12-03): the largest pair's rate too, the one every profile item at >= 16k tokens has
+        n3, _, p3 = points[-1]
+        r[k + "encoder_pair_peak_per_token"], r[k + "encoder_pair_peak_tokens"] = p3 / n3, n3
+    gc.collect()
+
+
+def whisper(r: dict, model: str) -> None:
+    """One uncached ``get_encdec_max_encoder_len`` call, a text-only HF call and the extra seconds of
+    one 30 s clip in it."""
+    from refimpl.config import ModelConfig
+    from refimpl.multimodal.registry import MultiModalRegistry
+    mc, reg = ModelConfig(model, device="cpu"), MultiModalRegistry(0)
+    reg.get_encdec_max_encoder_len(mc)  # its processors built once
+    r[f"model.{model}.registry_call_s"] = median_of(lambda: reg.get_encdec_max_encoder_len(mc), n=3)[0]
+    fe = reg.create_processor(mc, disable_cache=True).info.get_feature_extractor()
+    proc = importlib.import_module("refimpl.multimodal.whisper").build_hf_processor(model)
+    audio = np.zeros(fe.chunk_length * fe.sampling_rate, dtype=np.float64)
+    text = median_of(partial(proc, text="<|startoftranscript|>", return_tensors="pt"), n=3)[0]
+    r[f"hf.text_only_s.{model}"] = text
+    r[f"hf.audio_s_per_item.{model}"] = max(0.0, median_of(partial(
+        proc, text="<|startoftranscript|>", audio=[audio], sampling_rate=fe.sampling_rate, return_tensors="pt"), n=2)[0]
+        - text)

@@ -46,10 +46,11 @@ from refimpl.variants import LADDER
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
 # tokens; the mechanism is the same)
 TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
-# full mode's flame-graphed (untimed) start-ups: the rows whose profile tells the story (the release before
-# and after #17935, the last release measured, ours); every run is a fresh process, so the first flame
-# start-up is the warm-up of the files all of them read. The other rows' flame graphs: FLAME_VARIANTS.
-FLAME_VARIANTS = ("0.8.5", "0.9.0", "0.11.1", "refimpl")
+# full mode's flame-graphed (untimed) start-ups: the release before and after #17935, whose profiles tell
+# the story (0.9.0's hashing); every run is a fresh process, so the first flame start-up is the warm-up of
+# the files all of them read. Every row's flame graph: -p FLAME_VARIANTS=None. Two rows, 2 ladder repeats and 2 budget processes a side keep make report within its hour
+# on a slow day of the 2-core VM (2026-12-03: 0.8.5 took 101 s, 0.9.0 158 s at 128k).
+FLAME_VARIANTS = ("0.8.5", "0.9.0")
 RECORDED = ("hf_mm_passes", "passes_by_phase", "encoder_compute_budget", "encoder_cache_size",
             "max_tokens_per_item")  # per variant, from its first run
 
@@ -62,8 +63,8 @@ class StartupStudy(Study):
     values_name: ClassVar[str] = "values_startup.json"
     model: str = "qwen2.5-vl-3b"
     device: str = "auto"
-    repeats: int = 3
-    budget_repeats: int = 3
+    repeats: int = 2
+    budget_repeats: int = 2
     flame_rate: int = 20
     flame_variants: Optional[tuple[str, ...]] = FLAME_VARIANTS  # None: every variant
     max_model_len: Optional[int] = None

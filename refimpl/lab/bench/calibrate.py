@@ -39,8 +39,8 @@ from __future__ import annotations
 import importlib
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from refimpl.engine.startup_memory import MemoryRates
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.rates import Rates
 from refimpl.lab.bench.schema import Result
@@ -49,6 +49,9 @@ from refimpl.lab.env import REPO_ROOT, hardware_folder, result_env, this_machine
 from refimpl.lab.stats import summarize
 from refimpl.multimodal.hasher import BYTE_PATHS
 from refimpl.utils.mem_utils import rss_bytes
+
+if TYPE_CHECKING:  # the start-up plan's modules (transformers' image processing): not in calibrate's parent
+    from refimpl.engine.startup_memory import MemoryRates
 
 GiB = 1 << 30
 VIDEO_DTYPES = ("uint8", "int64")
@@ -65,6 +68,7 @@ def default_out() -> Path:
 def memory_rates(rates: Rates, model: str) -> MemoryRates:
     """The StartupPlan's MemoryRates for ``model`` from a calibration's rates (the defaults where a
     calibration of other models has none: a Whisper-only one has no video rates)."""
+    from refimpl.engine.startup_memory import MemoryRates
     def m(name: str) -> float:
         return rates.model(model, name)
     d, audio = MemoryRates(), model.startswith("whisper")

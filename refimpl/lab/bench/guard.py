@@ -25,16 +25,14 @@ from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
-from refimpl.lab.bench import memory
 from refimpl.lab.bench.specs import CHOICES, HF, CalibrateSpec, ServeSpec, Spec, StartupSpec
-from refimpl.lab.bench.startup import make_vllm_config
 from refimpl.tokenizer import WHISPER_EN_PROMPT_TOKENS, WHISPER_PROMPT_TOKENS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
 __all__ = ["MEMORY_WAIT_S", "check", "check_output", "check_memory", "check_startup_memory",
            "check_serving_memory", "wait_for_memory"]
 
-GiB = memory.GiB
+GiB = 1 << 30
 MEMORY_WAIT_S = 300.0  # how long a run waits for memory other processes hold before it is refused
 AT_LEAST = {"repeats": 1, "calls": 1, "max_model_len": 1, "num_requests": 1, "max_tokens": 1,
             "max_num_seqs": 1, "num_gpu_blocks": 1, "warmup_requests": 0, "max_new_tokens": 1,
@@ -157,12 +155,15 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
     """The memory refusals of ``s`` against ``available`` bytes (default: psutil's now)."""
     avail = psutil.virtual_memory().available if available is None else available
     if isinstance(s, StartupSpec):
+        from refimpl.lab.bench.startup import make_vllm_config  # the engine's modules: start-up's parent only
         vc = make_vllm_config(s)
         check_startup_memory(vc.model_config, [STARTUP_VARIANTS[v] for v in s.labels],
                              vc.scheduler_config.max_num_batched_tokens, avail)
         if vc.model_config.is_encoder_decoder and vc.model_config.device == "cpu" and not s.calls:
             check_serving_memory(vc, avail)
     elif isinstance(s, ServeSpec):
+        # memory (torch, the start-up plan) is imported by the checks that read it: not by calibrate's parent
+        from refimpl.lab.bench import memory
         assert s.model and s.variants and s.num_requests is not None and s.warmup_requests is not None
         mc = ModelConfig(s.model, device=s.device or "auto")
         engines = [v for v in s.variants if v != HF]
@@ -187,6 +188,7 @@ def check_startup_memory(model_config, variants: list, max_num_batched_tokens: i
                          available: Optional[int] = None) -> int:
     """The largest start-up need (bytes) of ``variants``: their StartupPlans' predicted peak RSS
     (memory.startup_peak, the explorer's figure); InsufficientMemoryError ("max_model_len")."""
+    from refimpl.lab.bench import memory
     avail = psutil.virtual_memory().available if available is None else available
     rates, source = memory.startup_rates(model_config.model)
     peaks = [(sum(h.values()), v.name, at, h) for v in variants
@@ -206,6 +208,7 @@ def check_startup_memory(model_config, variants: list, max_num_batched_tokens: i
 
 def check_serving_memory(vllm_config, available: Optional[int] = None) -> int:
     """The need (bytes) of a Whisper engine on the CPU; InsufficientMemoryError (the largest part)."""
+    from refimpl.lab.bench import memory
     avail = psutil.virtual_memory().available if available is None else available
     parts, running = memory.serving_parts(vllm_config)
     need = sum(parts.values()) + memory.SERVING_MARGIN_BYTES

@@ -45,7 +45,7 @@ from refimpl.variants import LADDER
 
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
 # tokens; the mechanism is the same)
-TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 3, 8192
+TWO_PROCESS_SCOPES, TWO_PROCESS_REPEATS, TWO_PROCESS_MAX_MODEL_LEN = ("v0.9.0", "all"), 2, 8192
 # full mode's flame-graphed (untimed) start-ups: the release before and after #17935, whose profiles tell
 # the story (0.9.0's hashing); every run is a fresh process, so the first flame start-up is the warm-up of
 # the files all of them read. Every row's flame graph: -p FLAME_VARIANTS=None. Two rows, 2 ladder repeats and 2 budget processes a side keep make report within its hour

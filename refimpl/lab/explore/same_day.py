@@ -10,10 +10,9 @@ rest, i.e. the encoder forward and the text dummy run, and the rest of start-up)
 """
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.rates import SizedRate
@@ -23,12 +22,8 @@ from refimpl.lab.bench.startup import make_vllm_config
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore.cost_check import GOAL, RATIO_GOAL, GiB, sources
 from refimpl.lab.explore.cost_model import PARTS, Calibration, Prediction, predict
+from refimpl.lab.stats import median
 from refimpl.lab.studies import md, md_table
-
-
-def _med(values: Iterable[float]) -> float:
-    return float(statistics.median(values))
-
 
 RSS_GOAL = 0.10  # peak RSS, the benchmark table's goal
 
@@ -44,14 +39,14 @@ def part_gaps(pred: Prediction, plan: StartupPlan, runs: list[dict]) -> dict[str
     out: dict[str, tuple[float, float]] = {}
     in_pr_pred = in_pr_meas = 0.0
     for p in parts:
-        meas = _med(r["parts_s"].get(p, 0.0) for r in runs)
+        meas = median(r["parts_s"].get(p, 0.0) for r in runs)
         share = sum(pred.step_parts[k][p] for k in pr) / pred.seconds[p] if pred.seconds[p] else (1.0 if pr else 0.0)
         out[p] = (pred.seconds[p], meas)
         in_pr_pred += share * pred.seconds[p]
         in_pr_meas += share * meas
     out["profile_rest"] = (pred.phases["profile_run"] - in_pr_pred,
-                           _med(r["phases"]["profile_run"] for r in runs) - in_pr_meas)
-    total = (pred.total_s, _med(r["total_s"] for r in runs))
+                           median(r["phases"]["profile_run"] for r in runs) - in_pr_meas)
+    total = (pred.total_s, median(r["total_s"] for r in runs))
     out["other"] = tuple(total[j] - sum(v[j] for k, v in out.items()) for j in (0, 1))  # type: ignore[assignment]
     return out
 
@@ -84,8 +79,8 @@ def ladder_rows(cal: Calibration, path: Path, reference: str = "0.8.5") -> list[
         plan = StartupPlan.build(vc, variant)
         pred = predict(plan, cal)
         holder = max(pred.peak_rss, key=lambda h: pred.peak_rss[h])
-        rows.append(LadderRow(src, vc.model_config.max_model_len, variant, (pred.total_s, _med(r["total_s"] for r in runs)),
-                              (pred.peak_rss_bytes, _med(r["peak_rss_bytes"] for r in runs)), part_gaps(pred, plan, runs),
+        rows.append(LadderRow(src, vc.model_config.max_model_len, variant, (pred.total_s, median(r["total_s"] for r in runs)),
+                              (pred.peak_rss_bytes, median(r["peak_rss_bytes"] for r in runs)), part_gaps(pred, plan, runs),
                               f"{pred.peak_at}: {holder} {pred.peak_rss[holder] / GiB:.2f} GiB"))
     ref = next((r for r in rows if r.variant == reference), None)
     return [LadderRow(**{**r.__dict__, "ratio": (r.seconds[0] / ref.seconds[0], r.seconds[1] / ref.seconds[1])})
@@ -99,7 +94,7 @@ def committed_ratios(cal: Calibration, n: int, results_dir: Path = REPO_ROOT / "
     out: dict[str, dict[str, float]] = {}
     for path in (p for p in sources(cal, results_dir) if p.name.startswith("startup_")):
         res = Result.load(path)
-        totals = {v: _med(r["total_s"] for r in x["runs"]) for v, x in res.variants.items()
+        totals = {v: median(r["total_s"] for r in x["runs"]) for v, x in res.variants.items()
                   if x["runs"] and x["runs"][0].get("max_model_len") == n}
         if reference in totals:
             src = str(path.relative_to(results_dir)) if path.is_relative_to(results_dir) else str(path)

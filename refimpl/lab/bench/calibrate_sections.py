@@ -104,11 +104,13 @@ def copies(r: dict, size: int) -> None:
 
 
 def large(r: dict, size: int) -> None:
-    """Fill, copy and ndarray-hash rates at ``size`` (one run each: the arrays are large)."""
+    """Fill, copy and ndarray-hash rates at ``size`` (the fills the median of three: fresh pages' cost
+    varies most between draws (0.66-2.03 s/GiB int64 in three back-to-back runs on 2026-12-03); the
+    rest one run each: the arrays are large)."""
     r["large.gib"] = size / GiB
     for dt in VIDEO_DTYPES:
         shape = (size // (3 * np.dtype(dt).itemsize), 3)
-        r[f"large.fill_s_per_gib.{dt}"] = measure(partial(np.full, shape, 255, dtype=dt))[0] / (size / GiB)
+        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=3)[0] / (size / GiB)
     t = torch.zeros(size // 4)
     r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
     del t
@@ -132,17 +134,43 @@ def hf_qwen(r: dict, size: int, model: str) -> None:
     vside = _side(size / 48)  # 4 frames whose float32 patches take about ``size`` bytes
     mp = vside * vside / 1e6
     for dt in VIDEO_DTYPES:  # 1, 2 and 4 frames: 1 and 2 give the same output (padded to 2 frames)
-        t, x = [], []
+        t, x, peaks = [], [], []
         for frames in (1, 2, 4):
             video = np.full((frames, vside, vside, 3), 255, dtype=dt)
             s, peak = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))
             t.append(max(0.0, s - r["hf.text_only_s"]))
             x.append((frames * mp, -(-frames // 2) * 2 * mp))
-        r[f"hf.video_peak_per_element.{dt}"] = peak / video.size
+            peaks.append(peak / (vside * vside * 3))  # per element of one input frame
+        # extra peak = input elements x p + output (padded) elements x q: a frame padded to the pair
+        # holds float copies too (least squares over 1, 2 and 4 frames, neither below 0)
+        p, q = np.linalg.lstsq(np.array(x) / mp, np.array(peaks), rcond=None)[0]
+        p, q = (0.0, peaks[2] / 4) if p < 0 else (peaks[2] / 4, 0.0) if q < 0 else (p, q)
+        r[f"hf.video_peak_per_element.{dt}"], r[f"hf.video_peak_per_out_element.{dt}"] = float(p), float(q)
         # t = input frame-MP x a + output (padded) frame-MP x b, least squares, neither below 0
         a, b = np.linalg.lstsq(np.array(x), np.array(t), rcond=None)[0]
         a, b = (0.0, t[2] / x[2][1]) if a < 0 else (t[2] / x[2][0], 0.0) if b < 0 else (a, b)
         r[f"hf.video_in_s_per_mp.{dt}"], r[f"hf.video_out_s_per_mp.{dt}"] = float(a), float(b)
+    r["hf.video_frame_mp"], r["hf.image_mp"] = mp, side * side / 1e6
+    _hf_full_frame(r, proc)
+
+
+def _hf_full_frame(r: dict, proc) -> None:
+    """The HF processor on the dummy's own frame (the model's largest image at its max_pixels: 3584 x
+    3584 by default): an image, and a frame pair per dtype (median of two), in seconds per input MP
+    (the pair's input and output frame-MP are equal). Per MP these cost up to twice the small frames'
+    rates (2026-12-04: 0.0865-0.148 s/MP int64 at 3584, 0.085 at 1680)."""
+    call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
+    w, h = proc.info.get_image_size_with_most_features()
+    mp = w * h / 1e6
+    r["large.hf.frame_mp"] = mp
+    img = Image.new("RGB", (w, h), (255, 255, 255))
+    s = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))[0]
+    r["large.hf.image_s_per_mp"] = max(0.0, s - r["hf.text_only_s"]) / mp
+    for dt in VIDEO_DTYPES:
+        video = np.full((2, h, w, 3), 255, dtype=dt)
+        s = median_of(partial(call, text({"video": 1}), {"video": [video]}, {}), n=2)[0]
+        r[f"large.hf.video_s_per_mp.{dt}"] = max(0.0, s - r["hf.text_only_s"]) / (2 * mp)
+        del video
 
 
 def model(r: dict, model: str) -> None:

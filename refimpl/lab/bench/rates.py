@@ -16,6 +16,19 @@ __all__ = ["SizedRate", "ModelRates", "Rates"]
 GiB = 1 << 30
 
 
+def _between(x: float, lo: float, hi: float) -> float:
+    """Where ``x`` lies from ``lo`` (0) to ``hi`` (1), linear in log2, held at both ends."""
+    if hi <= lo:
+        return 1.0 if x >= hi else 0.0
+    return min(1.0, max(0.0, math.log2(max(x, 1e-12) / lo) / math.log2(hi / lo)))
+
+
+def _need(table: dict[str, float], key: str, what: str) -> float:
+    if key not in table:
+        raise KeyError(f"the calibration has no rate {what}.{key}: rerun refimpl bench calibrate")
+    return table[key]
+
+
 @dataclass(frozen=True)
 class SizedRate:
     """A rate (s/GiB) measured on arrays of ``Rates.size_gib`` and, where calibrated, ``Rates.large_gib``."""
@@ -26,7 +39,7 @@ class SizedRate:
         """``small`` up to ``small_gib``, ``large`` from ``large_gib`` on, linear in log2(size) between."""
         if self.large is None or large_gib is None:
             return self.small
-        x = min(1.0, max(0.0, math.log2(max(nbytes, 1) / GiB / small_gib) / math.log2(large_gib / small_gib)))
+        x = _between(max(nbytes, 1) / GiB, small_gib, large_gib)
         return self.small + x * (self.large - self.small)
 
 
@@ -87,12 +100,42 @@ class Rates:
     hf_image_peak_per_pixel: Optional[float] = None
     hf_video_in_s_per_mp: dict[str, float] = field(default_factory=dict)
     hf_video_out_s_per_mp: dict[str, float] = field(default_factory=dict)
-    hf_video_peak_per_element: dict[str, float] = field(default_factory=dict)
+    hf_video_peak_per_element: dict[str, float] = field(default_factory=dict)  # per input element
+    hf_video_peak_per_out_element: dict[str, float] = field(default_factory=dict)  # per padded output element
+    hf_video_frame_mp: Optional[float] = None  # the small video frames' MP (hf.video_frame_mp)
+    hf_image_mp: Optional[float] = None  # the small image's MP (hf.image_mp)
+    hf_large_frame_mp: Optional[float] = None  # the dummy's full-size frame (large.hf.frame_mp)
+    hf_large_image_s_per_mp: Optional[float] = None  # an image of that size (large.hf.image_s_per_mp)
+    hf_large_video_s_per_mp: dict[str, float] = field(default_factory=dict)  # a frame pair of it, per dtype
     models: dict[str, ModelRates] = field(default_factory=dict)
 
     def sized(self, rate: SizedRate, nbytes: float) -> float:
         """``rate`` for an array of ``nbytes`` (SizedRate.at with this calibration's sizes)."""
         return rate.at(nbytes, self.size_gib, self.large_gib)
+
+    def hf_video_s(self, dtype: str, frames: int, in_mp: float, out_mp: float) -> float:
+        """Seconds of the HF processor on a video of ``frames`` frames (``in_mp`` input, ``out_mp``
+        padded output frame-MP): the small frames' in/out rates up to ``hf_video_frame_mp`` per frame,
+        input frame-MP x the full-size pair's rate from ``hf_large_frame_mp`` on (a frame padded to
+        the pair costs little at full size: int64, 1 frame 1.9 s, 2 frames 2.2 s on 2026-12-04),
+        linear in log2(frame MP) between (KeyError naming the rate a calibration lacks)."""
+        small = in_mp * _need(self.hf_video_in_s_per_mp, dtype, "hf.video_in_s_per_mp") \
+            + out_mp * _need(self.hf_video_out_s_per_mp, dtype, "hf.video_out_s_per_mp")
+        large = self.hf_large_video_s_per_mp.get(dtype)
+        if large is None or not self.hf_video_frame_mp or not self.hf_large_frame_mp:
+            return small
+        x = _between(in_mp / max(frames, 1), self.hf_video_frame_mp, self.hf_large_frame_mp)
+        return (1 - x) * small + x * in_mp * large
+
+    def hf_image_s(self, in_mp: float) -> float:
+        """Seconds of the HF processor on an image of ``in_mp`` MP (as ``hf_video_s``, by its MP)."""
+        if self.hf_image_s_per_mp is None:
+            raise KeyError("the calibration has no rate hf.image_s_per_mp: rerun refimpl bench calibrate")
+        small, large = in_mp * self.hf_image_s_per_mp, self.hf_large_image_s_per_mp
+        if large is None or not self.hf_image_mp or not self.hf_large_frame_mp:
+            return small
+        x = _between(in_mp, self.hf_image_mp, self.hf_large_frame_mp)
+        return (1 - x) * small + x * in_mp * large
 
     def model_or_none(self, model: str, name: str) -> Optional[float]:
         """``name`` (a ModelRates field) of ``model``, else of the calibrated model of its family
@@ -118,17 +161,22 @@ class Rates:
         """The record of a calibration's dotted keys (schema_version 2, any age). Raises KeyError
         naming a key it does not know."""
         kw: dict = {"fill_s_per_gib": {}, "hash_s_per_gib": {}, "hash_peak": {}, "hf_video_in_s_per_mp": {},
-                    "hf_video_out_s_per_mp": {}, "hf_video_peak_per_element": {}}
+                    "hf_video_out_s_per_mp": {}, "hf_video_peak_per_element": {}, "hf_video_peak_per_out_element": {},
+                    "hf_large_video_s_per_mp": {}}
         models: dict[str, dict[str, float]] = {}
         large = {k[len("large."):]: v for k, v in flat.items() if k.startswith("large.") and k != "large.gib"}
         scalars = {"rss.base": "rss_base", "rss.imports": "rss_imports", "size_gib": "size_gib",
                    "large.gib": "large_gib", "free_s_per_gib": "free_s_per_gib", "hf.text_only_s": "hf_text_only_s",
-                   "hf.image_s_per_mp": "hf_image_s_per_mp", "hf.image_peak_per_pixel": "hf_image_peak_per_pixel"}
+                   "hf.image_s_per_mp": "hf_image_s_per_mp", "hf.image_peak_per_pixel": "hf_image_peak_per_pixel",
+                   "hf.video_frame_mp": "hf_video_frame_mp", "hf.image_mp": "hf_image_mp",
+                   "large.hf.frame_mp": "hf_large_frame_mp", "large.hf.image_s_per_mp": "hf_large_image_s_per_mp"}
         outside = {pattern.split("{")[0]: name for name, pattern in _OUTSIDE.items()}
         for k, v in flat.items():
             head, _, rest = k.partition(".")
             if k in scalars:
                 kw[scalars[k]] = v
+            elif k.startswith("large.hf.video_s_per_mp."):
+                kw["hf_large_video_s_per_mp"][k.rsplit(".", 1)[1]] = v
             elif k.startswith("large."):
                 continue
             elif k == "copy_s_per_gib":
@@ -138,7 +186,7 @@ class Rates:
             elif head == "hash_peak":
                 kw["hash_peak"][rest] = v
             elif head == "hf" and rest.split(".")[0] in ("video_in_s_per_mp", "video_out_s_per_mp",
-                                                          "video_peak_per_element"):
+                                                          "video_peak_per_element", "video_peak_per_out_element"):
                 name, _, dtype = rest.partition(".")
                 kw[f"hf_{name}"][dtype] = v
             elif any(k.startswith(p) for p in outside):
@@ -165,10 +213,15 @@ class Rates:
             if r.large is not None:
                 out[f"large.{k}"] = r.large
         out |= {f"hash_peak.{k}": v for k, v in self.hash_peak.items()}
-        for name in ("hf_text_only_s", "hf_image_s_per_mp", "hf_image_peak_per_pixel"):
+        for name in ("hf_text_only_s", "hf_image_s_per_mp", "hf_image_peak_per_pixel", "hf_video_frame_mp",
+                     "hf_image_mp"):
             if getattr(self, name) is not None:
                 out["hf." + name[3:]] = getattr(self, name)
-        for name in ("video_in_s_per_mp", "video_out_s_per_mp", "video_peak_per_element"):
+        for key, x in (("frame_mp", self.hf_large_frame_mp), ("image_s_per_mp", self.hf_large_image_s_per_mp)):
+            if x is not None:
+                out[f"large.hf.{key}"] = x
+        out |= {f"large.hf.video_s_per_mp.{d}": v for d, v in self.hf_large_video_s_per_mp.items()}
+        for name in ("video_in_s_per_mp", "video_out_s_per_mp", "video_peak_per_element", "video_peak_per_out_element"):
             out |= {f"hf.{name}.{d}": v for d, v in getattr(self, f"hf_{name}").items()}
         for m, mr in self.models.items():
             out |= {_model_key(n, m): getattr(mr, n) for n in _MODEL_FIELDS if getattr(mr, n) is not None}

@@ -102,12 +102,6 @@ def _need(table: dict[str, T], key: str, what: str) -> T:
     return table[key]
 
 
-def _known(x: Optional[float], what: str) -> float:
-    if x is None:
-        raise KeyError(f"the calibration has no rate {what}: rerun refimpl bench calibrate")
-    return x
-
-
 @dataclass
 class Prediction:
     """Seconds per part and per phase (budget: per call), peak resident bytes by what holds them
@@ -131,10 +125,9 @@ class Prediction:
 
 def _hf_item_s(i: Item, r: Rates, model: str) -> float:
     if i.modality == "image":
-        return i.in_mp * _known(r.hf_image_s_per_mp, "hf.image_s_per_mp")
+        return r.hf_image_s(i.in_mp)
     if i.modality == "video":
-        return (i.in_mp * _need(r.hf_video_in_s_per_mp, i.dtype, "hf.video_in_s_per_mp")
-                + i.out_mp * _need(r.hf_video_out_s_per_mp, i.dtype, "hf.video_out_s_per_mp"))
+        return r.hf_video_s(i.dtype, i.shape[0], i.in_mp, i.out_mp)
     return r.model(model, "hf_audio_s_per_item")
 
 

@@ -34,6 +34,9 @@ run() {  # name, extra flags...
 run 128k
 run 50k --max-model-len 50000
 run fresh-64k-maxpix --max-model-len 65536 --mm-processor-kwargs max_pixels 1003520
+# the fresh setting after the full-size HF rates (2026-12-04): frames of ~6 MP, between the
+# calibration's small (2.8 MP) and full-size (12.8 MP) frames; only when LADDERS names it
+run fresh-96k-maxpix6m --max-model-len 96000 --mm-processor-kwargs max_pixels 6021120
 $PY -m refimpl.lab.explore.cost_check --same-day "$OUT/calibration.json" \
-    $(ls "$OUT"/startup_qwen2.5-vl-3b_release-rows_{128k,50k,fresh-64k-maxpix}_"$DAY".json 2>/dev/null) \
+    $(ls "$OUT"/startup_qwen2.5-vl-3b_release-rows_{128k,50k,fresh-64k-maxpix,fresh-96k-maxpix6m}_"$DAY".json 2>/dev/null) \
     | tee "$OUT/same_day_$DAY.md"

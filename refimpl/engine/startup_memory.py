@@ -31,6 +31,7 @@ class MemoryRates:
     weights: int = 0
     kv_per_byte: float = 1.0
     hf_per_element: tuple[tuple[str, float], ...] = (("int64", 18.0), ("uint8", 11.0), ("pil", 0.0))
+    hf_per_out_element: tuple[tuple[str, float], ...] = ()  # a video's per padded output element, by dtype
     hash_peak: tuple[tuple[str, float], ...] = tuple(
         (f"{p}.{k}", float(n)) for p, d in HASH_COPIES.items() for k, n in d.items())
     encoder_per_token: float = 0.0  # bytes per token of a frame pair (an image) of ``encoder_tokens``
@@ -52,11 +53,14 @@ class MemoryRates:
 
     def hf_working_set(self, i: Item) -> float:
         """Bytes the HF call holds for item ``i`` beyond the item itself (audio: its float64
-        copy and the features twice)."""
+        copy and the features twice): per input element, and for a video per element of its frames
+        padded to the temporal patch (a lone frame's pad holds float copies too)."""
         if i.modality == "audio":
             return i.nbytes + 2 * i.processed_bytes
-        per = dict(self.hf_per_element)["pil" if i.modality == "image" else i.dtype]
-        return (i.elements // 3 if i.modality == "image" else i.elements) * per
+        if i.modality == "image":
+            return i.elements // 3 * dict(self.hf_per_element)["pil"]
+        out = dict(self.hf_per_out_element).get(i.dtype, 0.0) * i.out_mp * 3e6
+        return i.elements * dict(self.hf_per_element)[i.dtype] + out
 
     def hash_bytes(self, i: Item, byte_path: str) -> float:
         """Bytes the hasher holds for item ``i`` at once on ``byte_path``."""

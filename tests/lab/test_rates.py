@@ -70,3 +70,32 @@ def test_the_dotted_accessors_warn_and_still_answer():
         assert cal.model_rate("qwen2.5-vl-3b", "kv_s_per_gib") == 0.4
     with pytest.warns(DeprecationWarning):
         assert cal.model_rate("qwen2.5-vl-3b", "hf.text_only_s", "hf.text_only_s") == 0.01
+
+
+def test_hf_rates_follow_the_frame_size_between_small_and_full_frames():
+    flat = {**synthetic_rates(), "hf.video_frame_mp": 2.0, "hf.image_mp": 4.0, "large.hf.frame_mp": 8.0,
+            "large.hf.image_s_per_mp": 0.08, "large.hf.video_s_per_mp.int64": 0.1}
+    r, old = Rates.from_flat(flat), Rates.from_flat(synthetic_rates())
+    assert Rates.from_flat(r.to_flat()) == r and r.hf_large_video_s_per_mp == {"int64": 0.1}
+    small = 4 * 2.0 * 0.02 + 4 * 2.0 * 0.03  # 4 frames of 2 MP: in x 0.02 + out x 0.03
+    assert r.hf_video_s("int64", 4, 8.0, 8.0) == pytest.approx(small) == old.hf_video_s("int64", 4, 8.0, 8.0)
+    assert r.hf_video_s("int64", 1, 8.0, 16.0) == pytest.approx(8.0 * 0.1)  # a full-size frame: its input MP
+    assert r.hf_video_s("int64", 1, 16.0, 32.0) == pytest.approx(16.0 * 0.1)  # held beyond it
+    mid = r.hf_video_s("int64", 2, 8.0, 8.0)  # 4 MP frames: halfway in log2 between 2 and 8 MP
+    assert mid == pytest.approx(0.5 * 8.0 * 0.05 + 0.5 * 8.0 * 0.1)
+    assert r.hf_video_s("uint8", 1, 8.0, 16.0) == pytest.approx(8.0 * 0.01 + 16.0 * 0.03)  # no full-size uint8 rate
+    assert r.hf_image_s(8.0) == pytest.approx(8.0 * 0.08) and old.hf_image_s(8.0) == pytest.approx(8.0 * 0.02)
+    with pytest.raises(KeyError, match="hf.video_in_s_per_mp.float16"):
+        r.hf_video_s("float16", 1, 1.0, 2.0)
+
+
+def test_a_lone_frame_padded_to_the_pair_holds_more_working_set():
+    from refimpl.lab.bench.specs import StartupSpec
+    from refimpl.lab.bench.startup import make_vllm_config
+    flat = {**synthetic_rates(), "hf.video_peak_per_element.int64": 12.0, "hf.video_peak_per_out_element.int64": 8.0}
+    mem, old = memory_rates(Rates.from_flat(flat), "qwen2.5-vl-3b"), memory_rates(Rates.from_flat(synthetic_rates()), "qwen2.5-vl-3b")
+    plan = StartupPlan.build(make_vllm_config(StartupSpec(max_model_len=128000).replace(device="cpu")), "0.9.2")
+    (lone,) = [i for s in plan.steps for i in s.hf_items]
+    assert lone.shape[0] == 1 and lone.out_mp == pytest.approx(2 * lone.in_mp)
+    assert mem.hf_working_set(lone) == pytest.approx(lone.elements * (12.0 + 2 * 8.0))
+    assert old.hf_working_set(lone) == lone.elements * 20.0  # a calibration without the output rate: as before

@@ -15,12 +15,14 @@ refimpl/lab/bench/rates.py ``Rates``, whose ``from_flat`` / ``to_flat`` define e
   hf.*                the Qwen2.5-VL HF processor: a text-only call (s), an image (s per
                       megapixel), a video of each dtype at 1, 2 and 4 frames (s per input and per
                       output (padded) frame-megapixel, least squares), their extra peak memory per
-                      input element; Whisper's feature extractor on one 30 s clip per model (s)
+                      input and padded output element (least squares); the frames' sizes (MP);
+                      Whisper's feature extractor on one 30 s clip per model (s)
   copy_s_per_gib, free_s_per_gib: torch clone (the per-item split) and freeing (the reset)
   large.*             the same fill (int64, uint8), copy and ndarray-hash rates once more on arrays
                       of ``large_mib`` (1 GiB; ``large.gib`` says which): start-up's items are
                       1-12 GiB and fresh pages cost more per byte there; the model interpolates
-                      between the two sizes (cost_model.sized_rate)
+                      between the two sizes (Rates.sized); and the HF processor on the dummy's
+                      full-size frame (``large.hf.*``: an image, a frame pair per dtype, s per MP)
   model.<m>.*         the first model of each family (qwen2.5, whisper): runner construction,
                       load_model, the text dummy run, the KV cache (s, bytes), the encoder (s and
                       bytes per token or per item; Qwen2.5-VL: one frame pair at 1024, 4096 and
@@ -77,7 +79,7 @@ def memory_rates(rates: Rates, model: str) -> MemoryRates:
         hf["pil"] = rates.hf_image_peak_per_pixel
     return MemoryRates(
         base=int(rates.rss_base), weights=int(m("weights_rss")), kv_per_byte=m("kv_rss_per_byte"),
-        hf_per_element=tuple(hf.items()),
+        hf_per_element=tuple(hf.items()), hf_per_out_element=tuple(rates.hf_video_peak_per_out_element.items()),
         hash_peak=tuple((k, rates.hash_peak.get(k, x)) for k, x in d.hash_peak),
         encoder_per_token=0.0 if audio else m("encoder_peak_per_token"),
         encoder_tokens=0 if audio else int(m("encoder_tokens")),

@@ -157,8 +157,8 @@ def hf_qwen(r: dict, size: int, model: str) -> None:
 def _hf_full_frame(r: dict, proc) -> None:
     """The HF processor on the dummy's own frame (the model's largest image at its max_pixels: 3584 x
     3584 by default): an image, and a frame pair per dtype (median of two), in seconds per input MP
-    (the pair's input and output frame-MP are equal). Per MP these cost up to twice the small frames'
-    rates (2026-12-04: 0.0865-0.148 s/MP int64 at 3584, 0.085 at 1680)."""
+    (the pair's input and output frame-MP are equal): per MP a full-size frame costs more than the
+    small frames of ``hf_qwen`` (docs/cost-model.md "Rates by size")."""
     call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
     w, h = proc.info.get_image_size_with_most_features()
     mp = w * h / 1e6

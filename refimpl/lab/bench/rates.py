@@ -117,8 +117,7 @@ class Rates:
         """Seconds of the HF processor on a video of ``frames`` frames (``in_mp`` input, ``out_mp``
         padded output frame-MP): the small frames' in/out rates up to ``hf_video_frame_mp`` per frame,
         input frame-MP x the full-size pair's rate from ``hf_large_frame_mp`` on (a frame padded to
-        the pair costs little at full size: int64, 1 frame 1.9 s, 2 frames 2.2 s on 2026-12-04),
-        linear in log2(frame MP) between (KeyError naming the rate a calibration lacks)."""
+        the pair costs little at full size), linear in log2(frame MP) between (KeyError naming the rate a calibration lacks)."""
         small = in_mp * _need(self.hf_video_in_s_per_mp, dtype, "hf.video_in_s_per_mp") \
             + out_mp * _need(self.hf_video_out_s_per_mp, dtype, "hf.video_out_s_per_mp")
         large = self.hf_large_video_s_per_mp.get(dtype)

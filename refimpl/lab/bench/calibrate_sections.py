@@ -104,13 +104,14 @@ def copies(r: dict, size: int) -> None:
 
 
 def large(r: dict, size: int) -> None:
-    """Fill, copy and ndarray-hash rates at ``size`` (the fills the median of three: fresh pages' cost
-    varies most between draws (0.66-2.03 s/GiB int64 in three back-to-back runs on 2026-12-03); the
-    rest one run each: the arrays are large)."""
+    """Fill, copy and ndarray-hash rates at ``size`` (the int64 fill the median of three: fresh pages'
+    cost varies most between draws (0.66-2.03 s/GiB int64 in three back-to-back runs on 2026-12-03,
+    results/cpu-amd-epyc-2c/same-day-2026-12-03-evening); the rest one run each, within calibrate's 90 s)."""
     r["large.gib"] = size / GiB
     for dt in VIDEO_DTYPES:
         shape = (size // (3 * np.dtype(dt).itemsize), 3)
-        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=3)[0] / (size / GiB)
+        n = 3 if dt == "int64" else 1  # int64: 0.8.5-0.10.2's dummy videos, up to 3.45 GiB at 128k
+        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=n)[0] / (size / GiB)
     t = torch.zeros(size // 4)
     r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
     del t
@@ -156,7 +157,7 @@ def hf_qwen(r: dict, size: int, model: str) -> None:
 
 def _hf_full_frame(r: dict, proc) -> None:
     """The HF processor on the dummy's own frame (the model's largest image at its max_pixels: 3584 x
-    3584 by default): an image, and a frame pair per dtype (median of two), in seconds per input MP
+    3584 by default): an image, and a frame pair per dtype (int64 the median of two), in seconds per input MP
     (the pair's input and output frame-MP are equal): per MP a full-size frame costs more than the
     small frames of ``hf_qwen`` (docs/cost-model.md "Rates by size")."""
     call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
@@ -168,7 +169,7 @@ def _hf_full_frame(r: dict, proc) -> None:
     r["large.hf.image_s_per_mp"] = max(0.0, s - r["hf.text_only_s"]) / mp
     for dt in VIDEO_DTYPES:
         video = np.full((2, h, w, 3), 255, dtype=dt)
-        s = median_of(partial(call, text({"video": 1}), {"video": [video]}, {}), n=2)[0]
+        s = median_of(partial(call, text({"video": 1}), {"video": [video]}, {}), n=2 if dt == "int64" else 1)[0]
         r[f"large.hf.video_s_per_mp.{dt}"] = max(0.0, s - r["hf.text_only_s"]) / (2 * mp)
         del video
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Optional
+from typing import Optional, TypeVar
 
 from refimpl.config import SUPPORTED_MODELS
 
-__all__ = ["SizedRate", "ModelRates", "Rates"]
+__all__ = ["SizedRate", "ModelRates", "Rates", "need"]
 GiB = 1 << 30
+T = TypeVar("T")
 
 
 def _between(x: float, lo: float, hi: float) -> float:
@@ -23,7 +24,8 @@ def _between(x: float, lo: float, hi: float) -> float:
     return min(1.0, max(0.0, math.log2(max(x, 1e-12) / lo) / math.log2(hi / lo)))
 
 
-def _need(table: dict[str, float], key: str, what: str) -> float:
+def need(table: dict[str, T], key: str, what: str) -> T:
+    """``table[key]``, else KeyError naming the calibration's rate ``<what>.<key>``."""
     if key not in table:
         raise KeyError(f"the calibration has no rate {what}.{key}: rerun refimpl bench calibrate")
     return table[key]
@@ -118,23 +120,26 @@ class Rates:
         padded output frame-MP): the small frames' in/out rates up to ``hf_video_frame_mp`` per frame,
         input frame-MP x the full-size pair's rate from ``hf_large_frame_mp`` on (a frame padded to
         the pair costs little at full size), linear in log2(frame MP) between (KeyError naming the rate a calibration lacks)."""
-        small = in_mp * _need(self.hf_video_in_s_per_mp, dtype, "hf.video_in_s_per_mp") \
-            + out_mp * _need(self.hf_video_out_s_per_mp, dtype, "hf.video_out_s_per_mp")
-        large = self.hf_large_video_s_per_mp.get(dtype)
-        if large is None or not self.hf_video_frame_mp or not self.hf_large_frame_mp:
-            return small
-        x = _between(in_mp / max(frames, 1), self.hf_video_frame_mp, self.hf_large_frame_mp)
-        return (1 - x) * small + x * in_mp * large
+        small = in_mp * need(self.hf_video_in_s_per_mp, dtype, "hf.video_in_s_per_mp") \
+            + out_mp * need(self.hf_video_out_s_per_mp, dtype, "hf.video_out_s_per_mp")
+        return self._by_frame(small, in_mp, in_mp / max(frames, 1), self.hf_video_frame_mp,
+                              self.hf_large_video_s_per_mp.get(dtype))
 
     def hf_image_s(self, in_mp: float) -> float:
         """Seconds of the HF processor on an image of ``in_mp`` MP (as ``hf_video_s``, by its MP)."""
         if self.hf_image_s_per_mp is None:
             raise KeyError("the calibration has no rate hf.image_s_per_mp: rerun refimpl bench calibrate")
-        small, large = in_mp * self.hf_image_s_per_mp, self.hf_large_image_s_per_mp
-        if large is None or not self.hf_image_mp or not self.hf_large_frame_mp:
-            return small
-        x = _between(in_mp, self.hf_image_mp, self.hf_large_frame_mp)
-        return (1 - x) * small + x * in_mp * large
+        return self._by_frame(in_mp * self.hf_image_s_per_mp, in_mp, in_mp, self.hf_image_mp,
+                              self.hf_large_image_s_per_mp)
+
+    def _by_frame(self, small_s: float, in_mp: float, frame_mp: float, small_frame_mp: Optional[float],
+                  large_rate: Optional[float]) -> float:
+        """``small_s`` up to ``small_frame_mp`` a frame, ``in_mp`` x ``large_rate`` from the full-size
+        frame on, linear in log2(frame MP) between; ``small_s`` where either size or rate is missing."""
+        if large_rate is None or not small_frame_mp or not self.hf_large_frame_mp:
+            return small_s
+        x = _between(frame_mp, small_frame_mp, self.hf_large_frame_mp)
+        return (1 - x) * small_s + x * in_mp * large_rate
 
     def model_or_none(self, model: str, name: str) -> Optional[float]:
         """``name`` (a ModelRates field) of ``model``, else of the calibrated model of its family

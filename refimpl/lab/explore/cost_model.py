@@ -21,18 +21,17 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, TypeVar
+from typing import Optional
 
 from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
 from refimpl.lab.bench.calibrate import memory_rates
-from refimpl.lab.bench.rates import Rates, SizedRate
+from refimpl.lab.bench.rates import Rates, SizedRate, need
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT, hardware_folder, this_machine
 
 __all__ = ["PARTS", "FIXED", "Calibration", "Prediction", "predict", "step_seconds"]
 GiB = 1 << 30
-T = TypeVar("T")
 PARTS = ("dummy_s", "hash_s", "hf_processor_s", "hf_text_only_s", "split_s")  # the benches' parts
 FIXED = ("processor_build_s", "model_s", "encoder_s", "reset_s", "import_s")  # the rest of the seconds
 
@@ -96,12 +95,6 @@ class Calibration:
         return memory_rates(self.rates, model)
 
 
-def _need(table: dict[str, T], key: str, what: str) -> T:
-    if key not in table:
-        raise KeyError(f"the calibration has no rate {what}.{key}: rerun refimpl bench calibrate")
-    return table[key]
-
-
 @dataclass
 class Prediction:
     """Seconds per part and per phase (budget: per call), peak resident bytes by what holds them
@@ -136,7 +129,7 @@ def step_seconds(s: Step, plan: StartupPlan, cal: Calibration) -> dict[str, floa
     r, out = cal.rates, dict.fromkeys(PARTS, 0.0)
 
     def gib_s(table: dict[str, SizedRate], key: str, what: str, nbytes: int) -> float:
-        return nbytes / GiB * r.sized(_need(table, key, what), nbytes)
+        return nbytes / GiB * r.sized(need(table, key, what), nbytes)
     if s.built == "processed":
         out["dummy_s"] = sum(gib_s(r.fill_s_per_gib, "float32", "fill_s_per_gib", i.processed_bytes) for i in s.items)
     elif s.built == "raw":  # one array per distinct item: the builders repeat the same object

@@ -6,19 +6,21 @@
 # with scripts/fetch_gpu_wheels.sh) and are installed into /tmp/site. The repository itself is
 # used from the working tree (PYTHONPATH=$PWD), not pip-installed.
 #
-# Writes into ${OUT:-results/<gpu-name-slug>}:
+# Writes into ${OUT:-results/<gpu-name-slug>}, in this order (Whisper first: the registry call's
+# share of a GPU step is what no CPU run can show):
 #   env.json, nvidia-smi.txt                  machine, driver, library versions
-#   startup.json      bench startup  qwen2.5-vl-3b  the ladder: 0.8.5, 0.9.0, 0.9.2, 0.11.1,
-#                     shape-only (STARTUP_REPEATS fresh processes each, at STARTUP_LEN
-#                     [50000] tokens: the dummy data and hashing are CPU work, the same on a
-#                     GPU host; 128000 tokens x 5 variants would not fit the ~9 min window)
-#   budget.json       bench startup --calls 2  qwen2.5-vl-3b  0.8.5, 0.9.0 (the reviewer's experiment)
 #   paired.json       bench serve --design paired  whisper-large-v3 0.10.2, 0.10.2+#24866,
 #                     0.11.0, fixed time (T_PAIRED): the GPU points of notebook 02's model curve
+#   startup.json      bench startup  qwen2.5-vl-3b  STARTUP_VARIANTS [0.8.5 0.9.0 0.11.1 refimpl],
+#                     STARTUP_REPEATS fresh processes each at STARTUP_LEN [50000] tokens, one
+#                     untimed warm-up each unless STARTUP_WARMUP=0 (128000 tokens fits the window
+#                     only with STARTUP_REPEATS=1 STARTUP_WARMUP=0)
 #   encoder_batch.json  bench serve --design paired  0.11.0 vs audios-per-step@2,4,8
 #                     (the next bottleneck after vLLM #24946; a what-if, not PR #29421), fixed time
 #   workload.json     bench serve --design workload  the engine against transformers' generate()
 #                     in static batches, WORKLOAD_PAIRS pairs E H H E
+#   budget.json       bench startup --calls 2  qwen2.5-vl-3b  0.8.5, 0.9.0 at BUDGET_LEN [50000]
+#                     (the reviewer's experiment)
 #   throughput.json, throughput_hf.json  (only with ONLY=...) bench serve (design fresh): the first
 #                     stage's fresh-process runs and transformers' generate()
 #   <name>.log        each command's stdout/stderr
@@ -27,7 +29,8 @@
 # the overall budget, so one hang cannot eat the others' time.
 #
 # Environment knobs (defaults in brackets): OUT, BUDGET_S [530] total seconds,
-# DEVICE [cuda], REPEATS [3], STARTUP_REPEATS [2], STARTUP_LEN [50000], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
+# DEVICE [cuda], REPEATS [3], STARTUP_VARIANTS, STARTUP_REPEATS [2], STARTUP_LEN [50000], STARTUP_WARMUP [1],
+# BUDGET_LEN [50000], NUM_REQUESTS [32], MAX_TOKENS [32], MAX_NUM_SEQS [16],
 # T_STARTUP [170], T_BUDGET [70], T_PAIRED [120], T_EB [100], T_WORKLOAD [70], WORKLOAD_PAIRS [2],
 # T_THROUGHPUT [180], T_HF [60]
 # per-command caps (s; a paired run's --budget-s is its cap minus 40 s of engine builds),
@@ -134,21 +137,24 @@ run() {  # run NAME CAP_S ARGS... : refimpl.lab.cli ARGS --output-json $OUT/NAME
 
 VL=${VL_MODEL:-qwen2.5-vl-3b}
 ASR=${ASR_MODEL:-whisper-large-v3}
-run startup "${T_STARTUP:-170}" bench startup --model $VL \
-  --variants 0.8.5 0.9.0 0.9.2 0.11.1 shape-only --device "$DEVICE" \
-  --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
-run budget "${T_BUDGET:-70}" bench startup --model $VL --variants 0.8.5 0.9.0 --calls 2 \
-  --device "$DEVICE" --repeats 2 --max-model-len "${STARTUP_LEN:-50000}"
+# Whisper first: the registry call's share of a GPU step is what a CPU run cannot show.
 T_PAIRED=${T_PAIRED:-120}; T_EB=${T_EB:-100}
 run paired "$T_PAIRED" bench serve --design paired --model $ASR \
   --variants 0.10.2 "0.10.2+#24866" 0.11.0 --budget-s $(( T_PAIRED - 40 )) \
   --num-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
+read -r -a STARTUP_ROWS <<< "${STARTUP_VARIANTS:-0.8.5 0.9.0 0.11.1 refimpl}"
+WARM=--warmup; [[ ${STARTUP_WARMUP:-1} == 1 ]] || WARM=--no-warmup
+run startup "${T_STARTUP:-170}" bench startup --model $VL \
+  --variants "${STARTUP_ROWS[@]}" --device "$DEVICE" $WARM \
+  --repeats "${STARTUP_REPEATS:-2}" --max-model-len "${STARTUP_LEN:-50000}"
 run encoder_batch "$T_EB" bench serve --design paired --model $ASR --against first \
   --variants 0.11.0 audios-per-step@2 audios-per-step@4 audios-per-step@8 --budget-s $(( T_EB - 40 )) \
   --num-requests "$MAX_NUM_SEQS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE"
 run workload "${T_WORKLOAD:-70}" bench serve --design workload --model $ASR \
   --repeats "${WORKLOAD_PAIRS:-2}" --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" \
   --max-num-seqs "$MAX_NUM_SEQS" --device "$DEVICE" --warmup-requests 2
+run budget "${T_BUDGET:-70}" bench startup --model $VL --variants 0.8.5 0.9.0 --calls 2 \
+  --device "$DEVICE" --repeats 2 --max-model-len "${BUDGET_LEN:-50000}"
 run throughput "${T_THROUGHPUT:-180}" bench serve --model $ASR \
   --variants 0.10.2 "0.10.2+#24866" 0.11.0 --device "$DEVICE" --repeats "$REPEATS" \
   --num-requests "$NUM_REQUESTS" --max-tokens "$MAX_TOKENS" --max-num-seqs "$MAX_NUM_SEQS" \

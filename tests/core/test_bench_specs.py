@@ -211,7 +211,8 @@ def test_model_path_needs_both_configs(tmp_path):
 def _documented_commands():
     """(file, argv) of the ``refimpl bench`` lines of README.md and the ``run NAME T bench ...``
     lines of scripts/gpu_bench.sh (continuations joined, shell variables given sample values)."""
-    shell = {"VL": "qwen2.5-vl-3b", "ASR": "whisper-large-v3", "DEVICE": "cpu"}
+    shell = {"VL": "qwen2.5-vl-3b", "ASR": "whisper-large-v3", "DEVICE": "cpu",
+             "STARTUP_ROWS": "0.8.5 0.9.0 0.11.1 refimpl", "WARM": "--warmup"}
     script = re.sub(r"\$\(\([^)]*\)\)", "80", (ROOT / "scripts/gpu_bench.sh").read_text().replace("\\\n", " "))
     script = re.sub(r'"?\$\{?(\w+)[^}"\s]*\}?"?', lambda m: shell.get(m[1], "2"), script)
     for where, text, pattern in [("README.md", (ROOT / "README.md").read_text(), r"^refimpl bench (.*)$"),

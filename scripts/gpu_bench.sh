@@ -64,22 +64,22 @@ export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH}
 export PATH=/tmp/site/bin:$PATH
 export TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 
-# ---- output folder named after the GPU -----------------------------------------------------
+# ---- output folder named after the GPU, as refimpl.lab.env.hardware_folder names it ---------
 smi_name() { command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1; }
-gpu_name() {
-  smi_name \
-    || "$PY" -c "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'cpu')" 2>/dev/null \
-    || echo unknown
+slug() { tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g'; }
+folder() {  # gpu-nvidia-h200 on an H200; the CPU's folder (cpu-amd-epyc-2c) on a CPU-only host
+  "$PY" -c "from refimpl.lab.env import hardware_folder, this_machine; print(hardware_folder(this_machine()))" 2>/dev/null \
+    || { n=$(smi_name | slug); echo "${n:+gpu-$n}"; } | grep . || echo unknown
 }
-slug() { tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9.]+/-/g; s/^-+|-+$//g'; }
 if [[ $DRY_RUN == 1 ]]; then
   # A dry run creates nothing and names the folder a CUDA host would get: this machine's GPU
-  # when nvidia-smi names one, else a placeholder (not the "cpu"/"unknown" a GPU-less run gets).
+  # when nvidia-smi names one, else a placeholder (not the CPU folder a GPU-less run gets).
   DRY_GPU=$(smi_name | slug)
-  OUT=${OUT:-results/${DRY_GPU:-<gpu-name>}}
+  OUT=${OUT:-results/${DRY_GPU:+gpu-$DRY_GPU}}
+  [[ $OUT == results/ ]] && OUT="results/<gpu-name>"
   echo "gpu_bench (dry run, nothing written): would write to $OUT/ (budget ${BUDGET_S}s, device $DEVICE)"
 else
-  OUT=${OUT:-results/$(gpu_name | slug)}
+  OUT=${OUT:-results/$(folder)}
   mkdir -p "$OUT"
   echo "gpu_bench: writing to $OUT (budget ${BUDGET_S}s, device $DEVICE)"
 fi

@@ -39,3 +39,26 @@ def test_paired_gains_are_the_committed_runs(name, pr):
     (c,) = [c for c in rows([Result.load(REF / name)])]
     shown = f"**{100 * c['gain']:+.2f}%** [{100 * c['low']:+.2f}, {100 * c['high']:+.2f}] for {pr}"
     assert shown in README.replace("\n  ", " ")
+
+
+def test_gpu_figures_are_the_committed_h200_runs():
+    """The README's GPU section: paired gains, step times, registry shares and start-up medians of
+    results/gpu-nvidia-h200/, as refimpl.lab.studies.gpu computes them."""
+    from refimpl.lab.studies import gpu
+    text = README.replace("\n  ", " ")
+    (a, b) = rows([Result.load(REPO_ROOT / "results/gpu-nvidia-h200/paired_whisper-large-v3.json")])
+    for c, pr in ((a, "#24866"), (b, "#24989")):
+        assert f"{100 * c['gain']:+.2f}% [{100 * c['low']:+.2f}, {100 * c['high']:+.2f}] for {pr}" in text
+    reg = {r["variant"]: r for r in gpu.registry_rows() if r["file"] == "paired_whisper-large-v3.json"}
+    assert f"steps in {reg['0.10.2']['step_ms']:.1f} ms (0.10.2) to {reg['0.11.0']['step_ms']:.1f} ms (0.11.0)" in text
+    assert f"costs {reg['0.10.2']['call_ms']:.1f} ms" in text
+    assert f"**{100 * reg['0.10.2']['share']:.1f}%** of 0.10.2's wall time and " \
+           f"{100 * reg['0.10.2+#24866']['share']:.1f}% of 0.10.2+#24866's" in text
+    start = {r["variant"]: r for r in gpu.startup_rows("qwen2.5-vl-3b", "cpu-amd-epyc-2c")}
+    assert f"0.8.5 {median(start['0.8.5']['total_s']):.1f} s, 0.9.0 {median(start['0.9.0']['total_s']):.1f} s" in text
+    assert f"0.11.1 {median(start['0.11.1']['total_s']):.1f} s and `refimpl` {median(start['refimpl']['total_s']):.1f} s" in text
+    cpu = T.ratios(Result.load(REF / "startup_qwen2.5-vl-3b_release-rows.json"), 2)["0.9.0 / 0.8.5"]["estimate"]
+    assert f"release ladder: {cpu:.2f}x" in text
+    for name in ("startup_qwen2.5-vl-3b_128k.json", "startup_qwen2.5-vl-3b_128k_2.json"):
+        share = T.hashing_share(Result.load(REPO_ROOT / "results/gpu-nvidia-h200" / name))
+        assert f"{share['hash_s']:.1f} s against {share['hf_saved_s']:.1f} s" in text, name

@@ -94,3 +94,20 @@ def test_an_engine_on_a_used_registry_is_not_checked(caplog):
     with caplog.at_level(logging.WARNING):
         assert EngineCore(qwen(*GRID[1]), "shape-only", mm_registry=reg).report.plan_mismatches is None
     assert "differed from its plan" not in caplog.text
+
+
+def test_on_cuda_the_plan_leaves_kv_blocks_to_the_profile_run():
+    """Found on the H200 (results/gpu-nvidia-h200/): CUDA sizes the KV cache from gpu_memory_utilization less
+    the profile run's measured peak, so the plan names no block count (and no host KV bytes) and the
+    engine's count is not called a mismatch; a user's num_gpu_blocks is still planned."""
+    vc = qwen(*GRID[0])
+    vc.model_config.device = "cuda"  # built on CPU, then pointed at a GPU the plan never touches
+    plan = StartupPlan.build(vc, "refimpl")
+    assert (plan.num_gpu_blocks, plan.kv_bytes, plan.expected_report()["num_gpu_blocks"]) == (None, 0, None)
+
+    class Report:
+        def __getattr__(self, k):
+            return 48475 if k == "num_gpu_blocks" else plan.expected_report()[k]
+    assert plan.mismatches(Report()) == []
+    vc.cache_config.num_gpu_blocks = 204
+    assert StartupPlan.build(vc, "refimpl").expected_report()["num_gpu_blocks"] == 204

@@ -36,6 +36,13 @@ def test_measured_points_come_from_the_committed_paired_results(points):
         assert p["low"] <= ws.model_of(p).gain(p["fix"]) <= p["high"], p
 
 
+def test_gpu_points_are_squares_of_their_own_hardware(points):
+    """The committed H200 run (results/gpu-nvidia-h200/) gives a point per fix, marked as a GPU's."""
+    gpu = [p for p in points if p["gpu"]]
+    assert {p["fix"] for p in gpu} == {"#24866", "#24989"}
+    assert all(p["hardware"].startswith("gpu-") and p["model"] == "whisper-large-v3" for p in gpu)
+
+
 def test_the_sentences_name_the_quantities_and_the_other_fix(points):
     ref = ws.reference(points)
     seed = ws.seed_sentence(points)
@@ -53,7 +60,11 @@ def test_panel_controls_change_the_gains(points):
     panel = WhisperPanel(cal, points)
     ref = ws.reference(points)
     assert panel.controls["call_ms"].value == round(1e3 * ref["registry_call_s"], 2)  # measured while serving
-    panel.controls["model"].value = "whisper-large-v3"  # no paired run: the calibration's
+    panel.controls["model"].value = "whisper-large-v3"  # served on a GPU: that run's cost per call
+    gpu = [p for p in points if p["model"] == "whisper-large-v3"]
+    assert gpu and panel.controls["call_ms"].value == round(1e3 * min(
+        gpu, key=lambda p: p["high"] - p["low"])["registry_call_s"], 2)
+    panel.controls["model"].value = "whisper-tiny"  # no paired run: the calibration's
     assert panel.controls["call_ms"].value == 9.0
     panel.controls["model"].value = ref["model"]
     measured_here = dict(panel.gains)

@@ -153,10 +153,15 @@ class WhisperPanel:
 
     def measured_call_s(self, model: str) -> tuple[float, str]:
         """(seconds per registry call of ``model``, where it was measured): the committed paired
-        run's when it served ``model`` (the cost behind the measured gains on the figure), else the
+        run's when it served ``model`` (the reference point's, else the narrowest-interval one of any
+        machine, a GPU's included: the cost behind the measured gains on the figure), else the
         calibration's, else a typed-in 10 ms."""
         if self.ref is not None and self.ref["model"] == model:
             return self.ref["registry_call_s"], f"measured while serving, {self.ref['source']}"
+        served = [p for p in self.points if p["model"] == model and p["registry_call_s"]]  # a GPU run's, say
+        if served:
+            p = min(served, key=lambda p: p["high"] - p["low"])
+            return p["registry_call_s"], f"measured while serving, {p['source']} ({p['hardware']})"
         own = self.calibration.rates.models.get(model) if self.calibration is not None else None
         if own is not None and own.registry_call_s is not None and self.calibration is not None:
             return own.registry_call_s, f"calibration of {self.calibration.hardware}, {self.calibration.date}"

@@ -11,7 +11,19 @@ import numpy as np
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, WerSpec, command_of
 from refimpl.lab.stats import MIN_PAIRS
-from refimpl.lab.studies import RESULTS_DIR, Shown, Study, figure, flamegraph, md, md_table, provenance, save
+from refimpl.lab.studies import (
+    REFERENCE,
+    RESULTS_DIR,
+    Shown,
+    Study,
+    figure,
+    flamegraph,
+    md,
+    md_table,
+    provenance,
+    save,
+)
+from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import throughput as T
 from refimpl.lab.studies import whisper_sites as W
 from refimpl.lab.studies.throughput import gains, paired_table, pairs_of, rows
@@ -149,6 +161,12 @@ class ServingStudy(Study):
             out.append(fig)
         return out
 
+    def gpu_section(self) -> Shown:
+        """The committed GPU runs (``results/gpu-*/``): gains, workload, registry share per row beside this machine's."""
+        cpu = REFERENCE if self.hardware.startswith("gpu-") else self.hardware
+        self.record(gpu_registry=[r for r in G.registry_rows() if r["gpu"]])
+        return Shown([G.serving_md(cpu=cpu)])
+
     def workload_section(self) -> Shown:
         """(3) The engine against generate() (``workload``): table, ratio sentence, latency figure."""
         wl = self.workload()
@@ -275,16 +293,26 @@ def truncation_note(res: Result, runs: list[dict]) -> str:
 
 
 def summary_md(out_dir: Path) -> str:
-    """The paired, workload and WER section of summary.md from ``out_dir`` ('' if none)."""
-    pr, wl, wr = ([Result.load(p) for p in sorted(Path(out_dir).glob(pattern))] for pattern in (
-        f"paired_{MODEL}_*.json", f"workload_{MODEL}_both_all.json", f"wer_{MODEL}.json"))
-    if not (pr or wl or wr):
+    """The paired, workload and WER sections of summary.md from ``out_dir`` ('' if none): the real-weight
+    model's (``MODEL``) first, then one section per other model (random weights: a GPU run's
+    whisper-large-v3, say)."""
+    pr, wl, wr = ([Result.load(p) for p in sorted(Path(out_dir).glob(pattern))
+                   if not p.name.startswith(f"workload_{MODEL}_") or p.name == f"workload_{MODEL}_both_all.json"]
+                  for pattern in ("paired_*.json", "workload_*_both*.json", f"wer_{MODEL}.json"))
+    models = sorted({r.params["model"] for r in pr + wl}, key=lambda m: (m != MODEL, m))
+    blocks = []
+    for m in models or ([MODEL] if wr else []):
+        mp, mw = [r for r in pr if r.params["model"] == m], [r for r in wl if r.params["model"] == m]
+        first = (mp or mw or wr)[0]
+        blocks.append(f"## Throughput, real weights: {m}, {provenance(first)}" if m == MODEL else
+                      f"## Throughput (PRs #24866 / #24989), random weights: {m}, {provenance(first)}")
+        if mp:
+            blocks += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in mp),
+                       paired_table(mp, min_pairs=MIN_PAIRS)]
+        blocks += [x for r in mw for x in (f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. "
+                                           f"`{command(r)}`", workload_table(r))]
+        if m == MODEL:
+            blocks += [x for r in wr for x in (f"WER: `{command(r)}`", wer_table(r))]
+    if not blocks:
         return ""
-    blocks = [f"## Throughput, real weights: {MODEL}, {provenance((pr or wl or wr)[0])}"]
-    if pr:
-        blocks += ["Paired gains (CPU seconds, 95% CI): " + "; ".join(f"`{command(r)}`" for r in pr),
-                   paired_table(pr, min_pairs=MIN_PAIRS)]
-    blocks += [x for r in wl for x in (f"Engine against generate(): {engine_over_hf_sentence(r, MIN_PAIRS)}. "
-                                       f"`{command(r)}`", workload_table(r))]
-    blocks += [x for r in wr for x in (f"WER: `{command(r)}`", wer_table(r))]
     return md(*blocks) + "\n"  # a trailing newline, as summary.md has always had after this section

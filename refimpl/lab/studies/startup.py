@@ -16,6 +16,7 @@ from refimpl.lab.bench.specs import StartupSpec, parse_limits
 from refimpl.lab.bench.startup import summarize_two_process
 from refimpl.lab.stats import median
 from refimpl.lab.studies import (
+    REFERENCE,
     Shown,
     Study,
     flamegraph,
@@ -23,6 +24,7 @@ from refimpl.lab.studies import (
     provenance,
     section_md,
 )
+from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import startup_tables as T
 from refimpl.lab.studies.startup_figures import budget_figure, ladder_figure, phases_figure  # noqa: F401
 from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' and tests' names)
@@ -153,6 +155,12 @@ class StartupStudy(Study):
 
     def passes_section(self) -> Shown:
         return Shown([T.passes_table(self.res)])
+
+    def gpu_section(self) -> Shown:
+        """The committed GPU start-ups (``results/gpu-*/``) beside this machine's release-row ladder."""
+        cpu = REFERENCE if self.hardware.startswith("gpu-") else self.hardware
+        self.record(gpu_startup=G.startup_rows(self.model, cpu))
+        return Shown([G.startup_md(self.model, cpu)])
 
     def release_section(self) -> Shown:
         return Shown([self.release_ladder()])

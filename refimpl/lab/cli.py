@@ -42,7 +42,7 @@ def _shown(module: str, name: str) -> Callable[[Result], str]:
 SHOWN: dict[str, Callable[[Result], str]] = {  # a bench's Result as notebooks and summary.md show it
     "startup": _shown("studies.startup", "summary_md"), "budget": _shown("studies.startup", "budget_md"),
     "throughput": _shown("studies.throughput", "summary_md"), "paired": _shown("studies.throughput", "paired_md"),
-    "workload": _shown("studies.serving", "workload_md"), "wer": _shown("studies.serving", "wer_table"),
+    "workload": _shown("studies.serving_tables", "workload_md"), "wer": _shown("studies.serving_tables", "wer_table"),
     "calibrate": lambda r: "\n".join(importlib.import_module("refimpl.lab.bench.calibrate").lines(r))}
 
 

@@ -29,7 +29,7 @@ from refimpl.errors import ConfigError
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.studies import md, md_table
-from refimpl.lab.studies import serving as SV
+from refimpl.lab.studies import serving_tables as SV
 from refimpl.lab.studies import startup as S
 from refimpl.lab.studies import throughput as T
 from refimpl.lab.studies.startup_tables import memory_table

@@ -8,6 +8,7 @@ from typing import Optional
 
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.studies import RESULTS_DIR, md, md_table, provenance, spread
+from refimpl.lab.studies.serving_tables import workload_table
 from refimpl.lab.studies.throughput import paired_table
 
 __all__ = ["gpu_folders", "startup_rows", "startup_md", "registry_rows", "serving_md"]
@@ -91,7 +92,6 @@ def registry_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
 def serving_md(results_dir: Path = RESULTS_DIR, cpu: Optional[str] = None) -> str:
     """Markdown: each GPU folder's paired gains and workload, and the registry share per row on the GPU
     beside ``cpu``'s paired runs (the seed says about 3%)."""
-    from refimpl.lab.studies.serving import workload_table  # serving's notebook section calls this module
     blocks = []
     for folder in gpu_folders(results_dir):
         paired = [r for _, r in _load(folder, "paired_*.json")]

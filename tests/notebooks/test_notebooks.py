@@ -94,6 +94,9 @@ def test_notebook_01_stored_renders_the_committed_run(tmp_path):
     assert rows["v0.9.0 (stored twoproc_startup_qwen2.5-vl-3b_v0.9.0.json)"]["p1_cache_mib_after_reset"] > 0
     assert rows["all (stored twoproc_startup_qwen2.5-vl-3b_all.json)"]["p1_cache_mib_after_reset"] == 0
     assert "timings_s" not in v  # nothing measured
+    gpu = {r["variant"]: r for r in v["gpu_startup"]}  # the H200's rows beside this machine's ladder
+    assert set(gpu) == {"0.8.5", "0.9.0", "0.11.1", "refimpl"} and all(r["hardware"] == "gpu-nvidia-h200" for r in gpu.values())
+    assert gpu["0.9.0"]["cpu_total_s"] == rel.values("0.9.0", "total_s")
     pngs = {p.name for p in tmp_path.glob("*.png")}
     assert {"startup_ladder.png", "startup_phases.png", "budget_calls.png"} <= pngs
 
@@ -154,6 +157,9 @@ def test_notebook_02_stored_renders_the_committed_runs(tmp_path):
     assert calls["0.11.0"] == 0 < calls["0.10.2"]
     assert all(g["estimate"] is None for g in v["unpaired"]["gains"].values())  # 2 runs a side: none shown
     assert 0 <= v["wer"]["corpus_wer"] < 0.5 and v["wer"]["clips"] > 0
+    gpu = {r["variant"]: r for r in v["gpu_registry"] if r["file"] == "paired_whisper-large-v3.json"}
+    assert gpu["0.10.2"]["share"] > gpu["0.10.2+#24866"]["share"] > gpu["0.11.0"]["share"] == 0
+    assert "gpu-nvidia-h200" in shown and "registry share of wall" in shown
 
 
 @pytest.mark.soak

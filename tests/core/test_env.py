@@ -21,6 +21,8 @@ def test_collect_env_fields():
     assert env["torch_num_threads"] == torch.get_num_threads()
     assert "T" in env["date"]
     assert set(env["git"]) == {"commit", "dirty"}
+    reporting = hw["page_reporting"]  # None on a kernel without free page reporting (bare metal, say)
+    assert reporting is None or ("page_reporting_order" in reporting and "reported_kib" not in reporting)
     json.dumps(env)  # serialisable as is
 
 

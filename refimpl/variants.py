@@ -277,6 +277,8 @@ def current_row_name(name: str, *, stacklevel: int = 2) -> str:
 def get_startup_variant(name: str) -> StartupVariant:
     """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
     UnknownVariantError naming the choices."""
+    if not isinstance(name, str):
+        raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"a row's name, got {name!r}")
     if name not in STARTUP_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
         name = current_row_name(name, stacklevel=3)
     if name not in STARTUP_VARIANTS:

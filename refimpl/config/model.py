@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import numbers
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -15,7 +16,7 @@ from typing import Any, Literal, Optional
 
 import torch
 
-from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir, check_size
+from refimpl.config.checks import check_count, check_mm_processor_kwargs, check_model_dir, check_size
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import MultiModalSwitches
 
@@ -143,8 +144,12 @@ class ModelConfig:
         limit = self.derived_max_model_len
         if self.max_model_len is None:
             self.max_model_len = limit
-        if not 0 < self.max_model_len <= limit:
-            raise ConfigError("max_model_len", limit, f"{self.max_model_len} out of range")
+        n = self.max_model_len
+        if isinstance(n, numbers.Integral) and not isinstance(n, bool):  # numpy's ints too
+            n = int(n)
+        self.max_model_len = n = check_count("max_model_len", n)  # the guard's rule: an int >= 1
+        if n > limit:
+            raise ConfigError("max_model_len", limit, f"got {n}, beyond the model's {limit} positions")
         modalities = ("audio",) if self.is_encoder_decoder else ("image", "video")
         for k, v in self.limit_mm_per_prompt.items():
             if k not in modalities:

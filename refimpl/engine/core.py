@@ -20,6 +20,7 @@ from typing import ClassVar, Optional
 from refimpl.config import VllmConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
 from refimpl.core.sched.scheduler import Scheduler
+from refimpl.engine.startup_memory import check_fits_in_ram
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan, cache_on
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.request import RequestStatus
@@ -65,14 +66,15 @@ class EngineCore:
 
     ``variant``: a start-up row or its name; ``reset_at_end`` overrides the row's reset; a
     ``mm_registry`` is set on ``vllm_config``. A failed start-up empties the registry's cache.
-    Raises UnknownVariantError, EncoderLengthMismatchError, and whatever a phase raises."""
+    Raises UnknownVariantError, EncoderLengthMismatchError, InsufficientMemoryError (a predicted peak
+    beyond the machine's RAM, before anything is built), and whatever a phase raises."""
 
     def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
         self.vllm_config = vllm_config
         if variant == "shape-only":  # the one name whose row changed in 0.2.0: say so
             current_row_name(variant, stacklevel=2)
-        self.switches: StartupVariant = get_startup_variant(variant) if isinstance(variant, str) else variant
+        self.switches: StartupVariant = variant if isinstance(variant, StartupVariant) else get_startup_variant(variant)
         self.variant = variant = self.switches.name
         self.mm_registry = vllm_config.use_mm_registry(mm_registry)
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
@@ -84,6 +86,7 @@ class EngineCore:
         self.step_timings: deque[StepTimings] = deque(maxlen=100_000)
         check_encoder_len(vllm_config)
         self.plan = StartupPlan.build(vllm_config, self.switches)
+        check_fits_in_ram(self.plan, vllm_config.model_config.mm_processor_kwargs)
         try:
             self._startup()
         except BaseException:

@@ -12,7 +12,10 @@ import math
 from dataclasses import dataclass
 from typing import Optional
 
+import psutil
+
 from refimpl.engine.startup_plan import Item, StartupPlan, Step
+from refimpl.errors import InsufficientMemoryError
 from refimpl.multimodal.hasher import HASH_COPIES
 
 GiB = 1 << 30
@@ -123,3 +126,20 @@ def peak_bytes_by_holder(plan: StartupPlan, rates: Optional[MemoryRates] = None)
 
 def peak_bytes(plan: StartupPlan, rates: Optional[MemoryRates] = None) -> int:
     return sum(peak_bytes_by_holder(plan, rates)[1].values())
+
+
+def check_fits_in_ram(plan: StartupPlan, mm_processor_kwargs: dict, total: Optional[int] = None) -> int:
+    """The plan's predicted peak RSS (bytes, default rates). Raises InsufficientMemoryError before
+    start-up when it exceeds the machine's RAM (``total``, default psutil's): such a start-up can only be
+    killed by the kernel. Names ``mm_processor_kwargs[max_pixels]`` when the user set it, else
+    ``max_model_len``; what is free right now is the benchmarks' guard's check (refimpl.lab.bench.guard)."""
+    need = peak_bytes(plan)
+    total = psutil.virtual_memory().total if total is None else total
+    if need <= total:
+        return need
+    field = "mm_processor_kwargs[max_pixels]" if "max_pixels" in mm_processor_kwargs else "max_model_len"
+    at, held = peak_bytes_by_holder(plan)
+    top = ", ".join(f"{k} {b / 2**30:.1f}" for k, b in sorted(held.items(), key=lambda kv: -kv[1])[:3])
+    raise InsufficientMemoryError(field, total, f"start-up of {plan.variant.name} would peak at about "
+                                  f"{need / 2**30:.1f} GiB of host memory ({at}: {top} GiB), more than this "
+                                  f"machine's {total / 2**30:.1f} GiB of RAM")

@@ -164,6 +164,10 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.summary_of:
         folder = Path(args.summary_of)
+        if not folder.is_dir() or not any(folder.glob("*.json")):
+            print(f"refimpl report: error: summary_of: {folder} holds no result JSON (limit: a folder of "
+                  "refimpl bench results, e.g. results/cpu-amd-epyc-2c)", file=sys.stderr)
+            return 2
         (folder / "summary.md").write_text(folder_summary(folder))
         print(f"[report] wrote {folder / 'summary.md'}")
         return 0

@@ -72,7 +72,9 @@ def startup_md(model: str, cpu: str, results_dir: Path = RESULTS_DIR) -> str:
 def registry_rows(results_dir: Path = RESULTS_DIR) -> list[dict]:
     """Per Whisper row of every committed paired run (CPU and GPU folders): step time and the share of
     wall time spent in the multimodal registry's encoder-length calls (medians over the rounds)."""
-    out = []
+    out: list[dict] = []
+    if not results_dir.is_dir():  # an installed wheel ships no results/
+        return out
     for folder in sorted(p for p in results_dir.iterdir() if p.is_dir()):
         for p, res in _load(folder, "paired_*.json"):
             for v in res.variants:

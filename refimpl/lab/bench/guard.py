@@ -22,7 +22,7 @@ from refimpl.config import (
     resolve_device,
 )
 from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir
-from refimpl.config.model import get_config_dict, get_preprocessor_dict
+from refimpl.config.model import REAL_WEIGHT_MODELS, get_config_dict, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
 from refimpl.lab.bench.specs import CHOICES, HF, CalibrateSpec, ServeSpec, Spec, StartupSpec
@@ -82,6 +82,9 @@ def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool 
         _max_tokens("max_new_tokens", s.max_new_tokens, s.model)
     if "device" in values:
         resolve_device(values["device"])
+    if getattr(s, "model", None) in REAL_WEIGHT_MODELS and getattr(s, "model_path", None) is None:
+        from refimpl.worker.ct2_loader import package_model_dir
+        package_model_dir()  # the real weights' package ([weights]): its ConfigError before any run
     if out is not None:
         check_output(out)
     check_memory(s)

@@ -128,6 +128,12 @@ def peak_bytes(plan: StartupPlan, rates: Optional[MemoryRates] = None) -> int:
     return sum(peak_bytes_by_holder(plan, rates)[1].values())
 
 
+def memory_field(mm_processor_kwargs: dict) -> str:
+    """The setting a start-up memory refusal names: the user's ``max_pixels`` (the dummy items' size)
+    when set, else ``max_model_len``."""
+    return "mm_processor_kwargs[max_pixels]" if "max_pixels" in mm_processor_kwargs else "max_model_len"
+
+
 def check_fits_in_ram(plan: StartupPlan, mm_processor_kwargs: dict, total: Optional[int] = None) -> int:
     """The plan's predicted peak RSS (bytes, default rates). Raises InsufficientMemoryError before
     start-up when it exceeds the machine's RAM (``total``, default psutil's): such a start-up can only be
@@ -137,7 +143,7 @@ def check_fits_in_ram(plan: StartupPlan, mm_processor_kwargs: dict, total: Optio
     total = psutil.virtual_memory().total if total is None else total
     if need <= total:
         return need
-    field = "mm_processor_kwargs[max_pixels]" if "max_pixels" in mm_processor_kwargs else "max_model_len"
+    field = memory_field(mm_processor_kwargs)
     at, held = peak_bytes_by_holder(plan)
     top = ", ".join(f"{k} {b / 2**30:.1f}" for k, b in sorted(held.items(), key=lambda kv: -kv[1])[:3])
     raise InsufficientMemoryError(field, total, f"start-up of {plan.variant.name} would peak at about "

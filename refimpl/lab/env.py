@@ -98,6 +98,14 @@ def page_reporting() -> Optional[dict[str, str]]:
     return None
 
 
+def reported_gib() -> Optional[float]:
+    """GiB the kernel has reported to the host since boot (free page reporting's counter); None without
+    it. A run's difference is memory that its next touch pays the host's fault for."""
+    with contextlib.suppress(OSError, ValueError):
+        return int((PAGE_REPORTING / "reported_kib").read_text()) / 2**20
+    return None
+
+
 def collect_env() -> dict[str, Any]:
     """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's; ``page_reporting``: whether freed
     memory goes back to a VM's host), ``versions``, ``git``, threads and ``torch_env``; never raises for

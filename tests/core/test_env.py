@@ -4,7 +4,7 @@ import subprocess
 
 import torch
 
-from refimpl.lab.env import collect_env, git_info
+from refimpl.lab.env import collect_env, git_info, reported_gib
 
 
 def test_collect_env_fields():
@@ -49,3 +49,10 @@ def test_git_info_dirty_flag(tmp_path):
     assert len(clean["commit"]) == 40 and clean["dirty"] is False
     (tmp_path / "f").write_text("b")
     assert git_info(tmp_path) == {"commit": clean["commit"], "dirty": True}
+
+
+def test_reported_gib_counts_up_or_is_absent():
+    """The free-page-reporting counter (GiB since boot) a start-up run's ``host_reported_gib`` differences."""
+    a = reported_gib()
+    b = reported_gib()
+    assert (a is None and b is None) or (a is not None and b is not None and 0 <= a <= b)

@@ -19,7 +19,7 @@ from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec
-from refimpl.lab.env import result_env
+from refimpl.lab.env import reported_gib, result_env
 from refimpl.lab.model_dir import model_config
 from refimpl.lab.stats import summarize
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
@@ -144,8 +144,11 @@ def run_once(spec: StartupSpec, variant: str) -> dict:
     """One start-up (or ``spec.calls`` budget calls) of ``variant`` in this process."""
     threads = set_single_thread()
     set_numpy_hugepage(spec.numpy_hugepage == "on")
+    before = reported_gib()
     rec = _budget(spec, variant) if spec.calls else _startup(spec, variant)
-    return {"variant": variant, "torch_num_threads": threads, "thp": thp_state(), **rec}
+    after = reported_gib()  # freed memory handed to the VM's host during the run (docs/cost-model.md)
+    host = {"host_reported_gib": after - before} if before is not None and after is not None else {}
+    return {"variant": variant, "torch_num_threads": threads, "thp": thp_state(), **host, **rec}
 
 
 def _startup(spec: StartupSpec, variant: str) -> dict:

@@ -15,16 +15,10 @@ import argparse
 import platform
 import statistics
 import time
-from pathlib import Path
 
 import numpy as np
 
-REPORTING = Path("/sys/module/page_reporting/parameters")
-
-
-def reporting() -> dict[str, str]:
-    """The free-page-reporting parameters ({} where the kernel has none)."""
-    return {p.name: p.read_text().strip() for p in sorted(REPORTING.glob("*"))} if REPORTING.is_dir() else {}
+from refimpl.lab.env import page_reporting, reported_gib
 
 
 def fill_round(gib: int) -> list[float]:
@@ -42,19 +36,18 @@ def main() -> None:
     ap.add_argument("--gib", type=int, default=6, help="GiB per round (1 GiB arrays)")
     ap.add_argument("--pause", type=float, default=20.0, help="seconds before the third round")
     a = ap.parse_args()
-    before = reporting()
+    before = reported_gib()
     rounds = {"first touch": fill_round(a.gib), "right after a free": fill_round(a.gib)}
     time.sleep(a.pause)
     rounds[f"after {a.pause:g} s idle"] = fill_round(a.gib)
-    after = reporting()
+    after = reported_gib()
     print(f"# {platform.processor() or platform.machine()}, python {platform.python_version()}, numpy {np.__version__}")
     print("| round | s per GiB: median [min, max] | total s |\n|---|---|---|")
     for k, ts in rounds.items():
         print(f"| {k} | {statistics.median(ts):.2f} [{min(ts):.2f}, {max(ts):.2f}] | {sum(ts):.1f} |")
-    if before:
-        moved = (int(after.get("reported_kib", 0)) - int(before.get("reported_kib", 0))) / 2**20
-        print(f"free page reporting: {', '.join(f'{k}={v}' for k, v in before.items() if k != 'reported_kib')}; "
-              f"{moved:.1f} GiB reported to the host during this run")
+    if before is not None and after is not None:
+        settings = ", ".join(f"{k}={v}" for k, v in (page_reporting() or {}).items())
+        print(f"free page reporting: {settings}; {after - before:.1f} GiB reported to the host during this run")
     else:
         print("free page reporting: none (no /sys/module/page_reporting)")
 

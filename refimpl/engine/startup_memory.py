@@ -139,12 +139,12 @@ def check_fits_in_ram(plan: StartupPlan, mm_processor_kwargs: dict, total: Optio
     start-up when it exceeds the machine's RAM (``total``, default psutil's): such a start-up can only be
     killed by the kernel. Names ``mm_processor_kwargs[max_pixels]`` when the user set it, else
     ``max_model_len``; what is free right now is the benchmarks' guard's check (refimpl.lab.bench.guard)."""
-    need = peak_bytes(plan)
+    at, held = peak_bytes_by_holder(plan)
+    need = sum(held.values())
     total = psutil.virtual_memory().total if total is None else total
     if need <= total:
         return need
     field = memory_field(mm_processor_kwargs)
-    at, held = peak_bytes_by_holder(plan)
     top = ", ".join(f"{k} {b / 2**30:.1f}" for k, b in sorted(held.items(), key=lambda kv: -kv[1])[:3])
     raise InsufficientMemoryError(field, total, f"start-up of {plan.variant.name} would peak at about "
                                   f"{need / 2**30:.1f} GiB of host memory ({at}: {top} GiB), more than this "

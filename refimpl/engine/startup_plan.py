@@ -185,10 +185,10 @@ class StartupPlan:
         blocks = cc.num_gpu_blocks or (None if on_gpu else cc.kv_cache_memory_bytes // runner.bytes_per_block())
         kv_calls = (runner.kv_check_encoder_len_reads() * (vllm_config.encoder_len_source("kv_cache") == "registry")
                     + (mc.is_encoder_decoder and vllm_config.encoder_len_source("runner") == "registry"))
-        full = 0 if mc.scale == "small" or mc.device != "cpu" else \
+        full = 0 if mc.scale == "small" or on_gpu else \
             parameter_bytes(mc) - parameter_bytes(replace(mc, scale="small"))  # host weights beyond the small ones
         plan = cls(mc.model, v, [], {}, num_gpu_blocks=blocks,
-                   kv_bytes=0 if on_gpu or blocks is None else blocks * runner.bytes_per_block(),
+                   kv_bytes=0 if blocks is None or on_gpu else blocks * runner.bytes_per_block(),
                    kv_registry_calls=kv_calls, extra_weight_bytes=full)
         if not REGISTRY.supports_multimodal_inputs(mc):
             return plan

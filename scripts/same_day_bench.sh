@@ -56,6 +56,8 @@ run fresh-64k-maxpix --max-model-len 65536 --mm-processor-kwargs max_pixels 1003
 run fresh-96k-maxpix6m --max-model-len 96000 --mm-processor-kwargs max_pixels 6021120
 # the fresh setting of the run with free page reporting off (2026-12-04 evening): frames of ~4 MP
 run fresh-80k-maxpix4m --max-model-len 80000 --mm-processor-kwargs max_pixels 4014080
+# and after the encoder's pairs were priced in a batch (the same evening): frames of ~3 MP
+run fresh-72k-maxpix3m --max-model-len 72000 --mm-processor-kwargs max_pixels 3010560
 $PY -m refimpl.lab.explore.cost_check --same-day "$OUT/calibration.json" \
-    $(ls "$OUT"/startup_qwen2.5-vl-3b_release-rows_{128k,50k,fresh-64k-maxpix,fresh-96k-maxpix6m,fresh-80k-maxpix4m}_"$DAY".json 2>/dev/null) \
+    $(ls "$OUT"/startup_qwen2.5-vl-3b_release-rows_{128k,50k,fresh-64k-maxpix,fresh-96k-maxpix6m,fresh-80k-maxpix4m,fresh-72k-maxpix3m}_"$DAY".json 2>/dev/null) \
     | tee "$OUT/same_day_$DAY.md"

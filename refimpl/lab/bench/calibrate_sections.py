@@ -19,6 +19,8 @@ from refimpl.lab.bench.calibrate import VIDEO_DTYPES, GiB
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
+ENCODER_PAIRS = ((896, 8), (1792, 8), (3584, 2))  # (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens
+
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
            "hf_qwen", "model", "whisper"]
 
@@ -199,13 +201,16 @@ def model(r: dict, model: str) -> None:
         feats = torch.zeros(1, fe.feature_size, fe.nb_max_frames)
         r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
             lambda: runner._run_encoder("audio", {"input_features": feats}))
-    else:  # one frame pair (grid_t 1) at 1024, 4096 and 16384 tokens: s = a t + b t^2 (full attention per frame)
+    else:  # frame pairs of 1024, 4096 and 16384 tokens: s = a t + b t^2 per pair (full attention per frame)
+        # in one batch of ENCODER_PAIRS pairs, as the profile run encodes a whole video: a pair costs 1.3-1.4x
+        # more in a batch of 8 than alone at 1024-5120 tokens (2026-12-04), about the same at 16384
         points = []
-        for side in (896, 1792, 3584):
+        for side, pairs in ENCODER_PAIRS:
             g = side // 14
-            batch = {"pixel_values_videos": torch.zeros(g * g, 1176), "video_grid_thw": torch.tensor([[1, g, g]])}
+            batch = {"pixel_values_videos": torch.zeros(pairs * g * g, 1176),
+                     "video_grid_thw": torch.tensor([[pairs, g, g]])}
             s, peak = measure(partial(runner._run_encoder, "video", batch))
-            points.append((g * g // 4, s, peak))
+            points.append((g * g // 4, s / pairs, peak / pairs))  # per pair (peak: per pair's tokens)
         t = np.array([p[0] for p in points], dtype=float)
         a, b = np.linalg.lstsq(np.stack([t, t * t], axis=1), np.array([p[1] for p in points]), rcond=None)[0]
         a, b = (0.0, float(np.mean([p[1] / p[0] ** 2 for p in points]))) if a < 0 else \

@@ -62,3 +62,27 @@ def test_gpu_figures_are_the_committed_h200_runs():
     for name in ("startup_qwen2.5-vl-3b_128k.json", "startup_qwen2.5-vl-3b_128k_2.json"):
         share = T.hashing_share(Result.load(REPO_ROOT / "results/gpu-nvidia-h200" / name))
         assert f"{share['hash_s']:.1f} s against {share['hf_saved_s']:.1f} s" in text, name
+
+
+def test_no_reporting_figures_are_the_committed_runs():
+    """The README's start-ups with the VM's free page reporting off: the third run's 128k medians, the
+    paired on/off ratios of scripts/page_reporting_ab.sh, and the same-day table's counts at 128k and 50k
+    (the cost model with that run's calibration, every release row within 15%)."""
+    from refimpl.lab.explore.cost_model import Calibration
+    from refimpl.lab.explore.same_day import ladder_rows
+    text = README.replace("\n", " ")
+    run = REF / "same-day-2026-12-04-no-reporting-3"
+    ladder = Result.load(run / "startup_qwen2.5-vl-3b_release-rows_128k_2026-12-04.json")
+    med = {v: median(r["total_s"] for r in x["runs"]) for v, x in ladder.variants.items()}
+    assert f"took {med['0.8.5']:.1f} s (0.8.5), {med['0.9.0']:.1f} (0.9.0), {med['0.11.1']:.1f} (0.11.1) at 128k" in text
+    ab: dict[str, dict[str, list[float]]] = {}
+    for f in sorted((REF / "page-reporting-ab-2026-12-04").glob("startup_*_reporting-*.json")):
+        mode = f.name.rsplit("reporting-", 1)[1].split("_")[0]
+        for v, x in Result.load(f).variants.items():
+            ab.setdefault(v, {}).setdefault(mode, []).extend(r["total_s"] for r in x["runs"])
+    ratio = {v: median(m["on"]) / median(m["off"]) for v, m in ab.items()}
+    assert f"reporting on made 0.8.5 {ratio['0.8.5']:.2f}x as long and 0.11.1 {ratio['0.11.1']:.2f}x" in text
+    cal = Calibration.load(run / "calibration.json")
+    for tag in ("128k", "50k"):
+        rows = ladder_rows(cal, run / f"startup_qwen2.5-vl-3b_release-rows_{tag}_2026-12-04.json")
+        assert len(rows) == 9 and all(abs(r.seconds[0] / r.seconds[1] - 1) <= 0.15 for r in rows), tag

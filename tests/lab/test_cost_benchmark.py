@@ -126,3 +126,12 @@ def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
     q, q0 = c.rates.models["qwen2.5-vl-3b"], old.rates.models["qwen2.5-vl-3b"]
     a, b, t = q.encoder_pair_s_per_token, q.encoder_pair_s_per_token2, q0.encoder_tokens
     assert a * t + b * t * t == pytest.approx(q0.encoder_s_at_tokens) and a / b == pytest.approx(2e4)
+
+
+def test_a_calibration_made_with_page_reporting_off_says_so():
+    """scripts/same_day_bench.sh REPORTING=off records page_reporting_order 11; the label names it, so the
+    explorer and the tables never pass such rates off as the VM's default."""
+    off = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04-no-reporting-3/calibration.json")
+    on = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04/calibration.json")
+    assert off.label.endswith("2026-12-04, free page reporting off)") and off.host == "free page reporting off"
+    assert on.label == "predicted (cost model, calibration of cpu-amd-epyc-2c, 2026-12-04)" and on.host == ""

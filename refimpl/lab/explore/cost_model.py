@@ -44,6 +44,7 @@ class Calibration:
     hardware: str  # its results/ folder
     date: str
     path: Optional[str] = None
+    host: str = ""  # a condition of the host the rates were measured under ("free page reporting off")
 
     def __post_init__(self) -> None:
         if isinstance(self.rates, dict):
@@ -51,7 +52,7 @@ class Calibration:
 
     @property
     def label(self) -> str:
-        return f"predicted (cost model, calibration of {self.hardware}, {self.date})"
+        return f"predicted (cost model, calibration of {self.hardware}, {self.date}{', ' + self.host if self.host else ''})"
 
     @property
     def flat(self) -> dict[str, float]:
@@ -61,8 +62,10 @@ class Calibration:
     @classmethod
     def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
         rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}  # as calibrate.load_rates
+        reporting = res.env["hardware"].get("page_reporting") or {}
+        off = int(reporting.get("page_reporting_order", 0)) > 10  # no free block that large: nothing reported
         return cls(Rates.from_flat(rates), hardware_folder(res.env["hardware"]),
-                   str(res.env.get("date", ""))[:10] or "undated", path)
+                   str(res.env.get("date", ""))[:10] or "undated", path, "free page reporting off" if off else "")
 
     @classmethod
     def load(cls, path: str | Path) -> "Calibration":

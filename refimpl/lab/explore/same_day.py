@@ -127,7 +127,7 @@ def carry_rates(old: Calibration, new: Calibration) -> Calibration:
         fill_s_per_gib={k: carried(r, n.fill_s_per_gib.get(k)) for k, r in o.fill_s_per_gib.items()},
         hash_s_per_gib={k: carried(r, n.hash_s_per_gib.get(k)) for k, r in o.hash_s_per_gib.items()},
         copy_s_per_gib=carried(o.copy_s_per_gib, n.copy_s_per_gib), models=models)
-    return Calibration(rates, old.hardware, old.date, old.path)
+    return Calibration(rates, old.hardware, old.date, old.path, old.host)
 
 
 def _err(pair: tuple[float, float]) -> float:

@@ -22,18 +22,10 @@ DAY=$(date -u +%F)
 LADDERS=${LADDERS:-128k 50k fresh-64k-maxpix}
 ROWS=(0.8.5 0.9.0 0.9.2 0.10.2 0.11.0 0.11.1 0.13.0 refimpl shape-only)
 mkdir -p "$OUT"
-PR=/sys/module/page_reporting/parameters/page_reporting_order
-if [[ ${REPORTING:-on} == off && -w $PR ]]; then
-  old_order=$(cat $PR)
-  trap 'echo "$old_order" > '"$PR"'; echo "page_reporting_order restored to $old_order"' EXIT
-  echo 11 > $PR  # no free block is of order 11 or more: nothing is reported
-  $PY -c "
-import numpy as np, psutil
-keep = []
-while psutil.virtual_memory().available > 3 * 2**30:
-    keep.append(np.full(2**27, 1, dtype=np.int64))
-print(f'touched {len(keep)} GiB once with free page reporting off')"
-  echo "# free page reporting off (page_reporting_order 11, was $old_order); free memory touched once" >> "$OUT/same_day_$(date -u +%F).log"
+if [[ ${REPORTING:-on} == off ]]; then
+  source scripts/page_reporting.sh
+  reporting_off
+  echo "# free page reporting off (page_reporting_order $(cat $PAGE_REPORTING_ORDER), was $REPORTING_ORDER_FOUND); free memory touched once" >> "$OUT/same_day_$DAY.log"
 fi
 echo "# $(date -u +%FT%TZ) ladders: $LADDERS ($(git rev-parse --short HEAD))" >> "$OUT/same_day_$DAY.log"
 t0=$(date +%s)

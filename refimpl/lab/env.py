@@ -98,6 +98,15 @@ def page_reporting() -> Optional[dict[str, str]]:
     return None
 
 
+REPORTING_OFF_ORDER = 11  # page_reporting_order above the largest free block's: nothing is reported
+
+
+def reporting_off(settings: Optional[dict[str, str]]) -> bool:
+    """Whether ``page_reporting()``'s settings (as a Result's ``env.hardware.page_reporting`` keeps them)
+    report nothing: ``page_reporting_order`` of REPORTING_OFF_ORDER or more (scripts/page_reporting.sh)."""
+    return int((settings or {}).get("page_reporting_order", 0)) >= REPORTING_OFF_ORDER
+
+
 def reported_gib() -> Optional[float]:
     """GiB the kernel has reported to the host since boot (free page reporting's counter); None without
     it. A run's difference is memory that its next touch pays the host's fault for."""

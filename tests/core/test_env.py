@@ -56,3 +56,9 @@ def test_reported_gib_counts_up_or_is_absent():
     a = reported_gib()
     b = reported_gib()
     assert (a is None and b is None) or (a is not None and b is not None and 0 <= a <= b)
+
+
+def test_reporting_off_is_an_order_above_every_free_block():
+    from refimpl.lab.env import REPORTING_OFF_ORDER, reporting_off
+    assert not reporting_off(None) and not reporting_off({"page_reporting_order": "9"})
+    assert reporting_off({"page_reporting_order": str(REPORTING_OFF_ORDER)})

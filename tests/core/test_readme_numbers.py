@@ -75,11 +75,7 @@ def test_no_reporting_figures_are_the_committed_runs():
     ladder = Result.load(run / "startup_qwen2.5-vl-3b_release-rows_128k_2026-12-04.json")
     med = {v: median(r["total_s"] for r in x["runs"]) for v, x in ladder.variants.items()}
     assert f"took {med['0.8.5']:.1f} s (0.8.5), {med['0.9.0']:.1f} (0.9.0), {med['0.11.1']:.1f} (0.11.1) at 128k" in text
-    ab: dict[str, dict[str, list[float]]] = {}
-    for f in sorted((REF / "page-reporting-ab-2026-12-04").glob("startup_*_reporting-*.json")):
-        mode = f.name.rsplit("reporting-", 1)[1].split("_")[0]
-        for v, x in Result.load(f).variants.items():
-            ab.setdefault(v, {}).setdefault(mode, []).extend(r["total_s"] for r in x["runs"])
+    ab = T.reporting_ab(REF / "page-reporting-ab-2026-12-04")
     ratio = {v: median(m["on"]) / median(m["off"]) for v, m in ab.items()}
     assert f"reporting on made 0.8.5 {ratio['0.8.5']:.2f}x as long and 0.11.1 {ratio['0.11.1']:.2f}x" in text
     cal = Calibration.load(run / "calibration.json")

@@ -202,8 +202,8 @@ def model(r: dict, model: str) -> None:
         r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
             lambda: runner._run_encoder("audio", {"input_features": feats}))
     else:  # frame pairs of 1024, 4096 and 16384 tokens: s = a t + b t^2 per pair (full attention per frame)
-        # in one batch of ENCODER_PAIRS pairs, as the profile run encodes a whole video: a pair costs 1.3-1.4x
-        # more in a batch of 8 than alone at 1024-5120 tokens (2026-12-04), about the same at 16384
+        # in one batch of ENCODER_PAIRS pairs, as the profile run encodes a whole video: at 4096-5120 tokens a
+        # pair costs up to 1.8x more in a batch of 8 than alone (docs/results.md, 2026-12-04)
         points = []
         for side, pairs in ENCODER_PAIRS:
             g = side // 14

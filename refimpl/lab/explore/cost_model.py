@@ -28,7 +28,7 @@ from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, 
 from refimpl.lab.bench.calibrate import memory_rates
 from refimpl.lab.bench.rates import Rates, SizedRate, need
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.env import REPO_ROOT, hardware_folder, this_machine
+from refimpl.lab.env import REPO_ROOT, hardware_folder, reporting_off, this_machine
 
 __all__ = ["PARTS", "FIXED", "Calibration", "Prediction", "predict", "step_seconds"]
 GiB = 1 << 30
@@ -62,8 +62,7 @@ class Calibration:
     @classmethod
     def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
         rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}  # as calibrate.load_rates
-        reporting = res.env["hardware"].get("page_reporting") or {}
-        off = int(reporting.get("page_reporting_order", 0)) > 10  # no free block that large: nothing reported
+        off = reporting_off(res.env["hardware"].get("page_reporting"))
         return cls(Rates.from_flat(rates), hardware_folder(res.env["hardware"]),
                    str(res.env.get("date", ""))[:10] or "undated", path, "free page reporting off" if off else "")
 

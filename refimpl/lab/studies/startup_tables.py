@@ -2,6 +2,7 @@
 dummy data, hashing, HF calls with and without items, the per-item split, the rest); two-process memory."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Optional
 
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE
@@ -225,3 +226,22 @@ def memory_table(records: dict[str, dict]) -> str:
             ["row", "item", "bytes, mirror miss", "bytes, mirror hit", "serialise ms, miss",
              "serialise ms, hit", "P1 decode ms, both"], trows)
     return out
+
+
+def reporting_ab(folder: str | Path) -> dict[str, dict[str, list[float]]]:
+    """Total seconds per row and mode ("on", "off") of scripts/page_reporting_ab.sh's Results in ``folder``
+    (``startup_*_reporting-<mode>_<round>.json``), in round order."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for f in sorted(Path(folder).glob("startup_*_reporting-*.json")):
+        mode = f.name.rsplit("reporting-", 1)[1].split("_")[0]
+        for v, x in Result.load(f).variants.items():
+            out.setdefault(v, {}).setdefault(mode, []).extend(r["total_s"] for r in x["runs"])
+    return out
+
+
+def reporting_ab_table(folder: str | Path) -> str:
+    """``reporting_ab`` as markdown: each row's seconds with reporting on and off, and on / off of the medians."""
+    rows = [[v, ", ".join(f"{s:.1f}" for s in m.get("on", [])), ", ".join(f"{s:.1f}" for s in m.get("off", [])),
+             f"{median(m['on']) / median(m['off']):.2f}x" if m.get("on") and m.get("off") else "-"]
+            for v, m in reporting_ab(folder).items()]
+    return md_table(["row", "reporting on: s", "reporting off: s", "on / off (median)"], rows)

@@ -7,10 +7,8 @@
 # 2026-12-02's speed. Usage: scripts/same_day_bench.sh [OUT_DIR]  (default results/<this machine>)
 # LADDERS="128k" scripts/same_day_bench.sh re-measures only those ladders (after a fresh calibration);
 # the table then reads every ladder of the day in OUT_DIR.
-# REPORTING=off (root; a VM whose kernel reports freed pages to its host, /sys/module/page_reporting):
-# turns free page reporting off for the run (page_reporting_order above the largest order), touches the
-# free memory once so that every page is backed by the host, and restores the setting on exit: the host
-# then behaves like bare metal (docs/cost-model.md "Memory the VM hands back to its host").
+# It changes no system setting: each result records the free page reporting it finds
+# (docs/cost-model.md "Memory the VM hands back to its host").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -22,11 +20,6 @@ DAY=$(date -u +%F)
 LADDERS=${LADDERS:-128k 50k fresh-64k-maxpix}
 ROWS=(0.8.5 0.9.0 0.9.2 0.10.2 0.11.0 0.11.1 0.13.0 refimpl shape-only)
 mkdir -p "$OUT"
-if [[ ${REPORTING:-on} == off ]]; then
-  source scripts/page_reporting.sh
-  reporting_off
-  echo "# free page reporting off (page_reporting_order $(cat $PAGE_REPORTING_ORDER), was $REPORTING_ORDER_FOUND); free memory touched once" >> "$OUT/same_day_$DAY.log"
-fi
 echo "# $(date -u +%FT%TZ) ladders: $LADDERS ($(git rev-parse --short HEAD))" >> "$OUT/same_day_$DAY.log"
 t0=$(date +%s)
 $REFIMPL bench calibrate --output-json "$OUT/calibration.json"

@@ -129,7 +129,7 @@ def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
 
 
 def test_a_calibration_made_with_page_reporting_off_says_so():
-    """scripts/same_day_bench.sh REPORTING=off records page_reporting_order 11; the label names it, so the
+    """A run made with page_reporting_order 11 (reporting off) records it; the label names it, so the
     explorer and the tables never pass such rates off as the VM's default."""
     off = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04-no-reporting-3/calibration.json")
     on = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04/calibration.json")

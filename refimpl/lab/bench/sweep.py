@@ -35,7 +35,7 @@ from refimpl.lab.bench.param_sweep import load, run_name, spec_of
 from refimpl.lab.bench.specs import CalibrateSpec, ServeSpec, Spec, StartupSpec
 from refimpl.lab.env import git_info
 
-__all__ = ["SweepArgs", "Run", "Sweep", "BENCHES", "plan", "run", "main"]
+__all__ = ["SweepArgs", "Run", "Sweep", "BENCHES", "plan", "run", "parse", "main"]
 
 BENCHES: dict[str, type[Spec]] = {"startup": StartupSpec, "serve": ServeSpec}
 
@@ -178,10 +178,14 @@ def _entry(bench: str):
     return sweep
 
 
+def parse(argv: list[str]) -> tuple[str, SweepArgs]:
+    """(bench, flags) of ``refimpl bench sweep`` flags; SystemExit(2) on a malformed one."""
+    return tyro.extras.subcommand_cli_from_dict({b: _entry(b) for b in BENCHES}, prog="refimpl bench sweep", args=argv)
+
+
 def main(argv: list[str]) -> int:
     """``refimpl bench sweep startup|serve ...``: 0, 2 on a refusal (one line, before any run), else the run's."""
-    bench, a = tyro.extras.subcommand_cli_from_dict({b: _entry(b) for b in BENCHES}, prog="refimpl bench sweep",
-                                                    args=argv)
+    bench, a = parse(argv)
     try:
         sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process)
     except RefimplError as e:

@@ -19,7 +19,7 @@ from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.same_day import carry_rates, same_day_table
 
-__all__ = ["CostCheckArgs", "check", "main"]
+__all__ = ["CostCheckArgs", "check", "run", "parse", "main"]
 
 PROG = "refimpl cost-check"
 
@@ -74,9 +74,14 @@ def run(a: CostCheckArgs) -> int:
     return 0
 
 
+def parse(argv: list[str], prog: str = PROG) -> CostCheckArgs:
+    """The flags of ``refimpl cost-check``; SystemExit(2) on a malformed one."""
+    return tyro.cli(CostCheckArgs, prog=prog, args=argv)
+
+
 def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
     """``refimpl cost-check [FLAGS]``: 0; 2 on a refusal (one line) or without a calibration."""
-    a = tyro.cli(CostCheckArgs, prog=prog, args=sys.argv[1:] if argv is None else argv)
+    a = parse(sys.argv[1:] if argv is None else argv, prog)
     try:
         return run(a)
     except RefimplError as e:

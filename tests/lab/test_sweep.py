@@ -66,7 +66,8 @@ def test_resume_runs_only_what_a_failed_sweep_left(runs_until, tmp_path, capsys)
     log = [ln.split(" ", 2)[:2] for ln in (d / "sweep.log").read_text().splitlines()]
     assert [w[0] for w in log] == ["#", "short:", "long:", "#", "long:"] and log[2][1] == "stopped"
     calls = runs_until(99, RuntimeError("never"))
-    assert main([*argv, "--resume"]) == 0 and calls == []  # nothing left
+    assert main([*argv, "--resume"]) == 0 and calls == []
+    assert f"nothing left to run: every run's Result is in {d}" in capsys.readouterr().out
     params.write_text(SERVE.replace("8", "4"))
     assert main([*argv, "--resume"]) == 2 and "params: " in capsys.readouterr().err  # not the file it was made from
 

@@ -148,6 +148,8 @@ def run(sweep: Sweep, resume: bool = False, in_process: bool = False) -> int:
         git = git_info()
         at = f"{git['commit']}{' (dirty)' if git['dirty'] else ''}" if git["commit"] else "no git checkout"
         f.write(f"# {now} at {at}: {sweep.bench} sweep of {sweep.source}\n")
+    if not sweep.todo(resume):
+        print(f"nothing left to run: every run's Result is in {sweep.folder}")
     for r in sweep.todo(resume):
         t0, partial = time.perf_counter(), r.path.with_suffix(".partial.json") if r.path else None
         res = trial.run(r.spec, in_process=in_process, out=partial)

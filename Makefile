@@ -140,7 +140,7 @@ calibrate: $(STAMP)
 	flock /tmp/refimpl-bigmem.lock $(BIN)/refimpl bench calibrate
 
 cost-check: $(STAMP)
-	$(BIN)/python -m refimpl.lab.explore.cost_check
+	$(BIN)/refimpl cost-check
 
 # Real vLLM's profiling code against the rows (docs/conformance.md): a side venv of ~10 GB under
 # ~/.cache/refimpl/conform (3-11 min to install, one at a time), the probe 2-7 min under the

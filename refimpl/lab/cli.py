@@ -1,4 +1,5 @@
-"""``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py) and ``refimpl report``."""
+"""``refimpl bench startup|serve|wer|calibrate ...`` (flags: bench/specs.py), ``refimpl bench sweep``
+(bench/sweep.py), ``refimpl report`` and ``refimpl cost-check`` (explore/cost_check_cli.py)."""
 from __future__ import annotations
 
 import importlib
@@ -14,17 +15,22 @@ from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import SPECS, Spec
 
 USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
+       refimpl bench sweep {startup,serve} --params FILE [--resume] [--dry-run]
        refimpl report [--quick] [--device auto|cpu|cuda] [-p NAME=VALUE ...]
        refimpl report --summary-of results/<hardware>   (rewrite its summary.md from its JSON)
        refimpl conform --vllm X | --vllm-python PATH [--row ROW] [--keep] [--quick]
+       refimpl cost-check [--calibration PATH] [--quiet-only] | --same-day CALIBRATION LADDER ...
 
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
   bench wer       word error rate of the real whisper-tiny.en weights on the speech clips
   bench calibrate the start-up cost model's rates on this machine (about a minute)
                   -> results/<hardware>/calibration.json
+  bench sweep     a campaign: runs of bench startup|serve from a file of spec overrides
+                  (benchmarks/*.toml), one experiment folder, --resume
   report          run every notebook headless and write reports/latest/
   conform         real vLLM's profiling code against the rows (docs/conformance.md)
+  cost-check      the start-up cost model's predictions against measured Results (docs/cost-model.md)
 Variants and what vLLM release or PR each reproduces: refimpl/variants.py."""
 
 
@@ -93,6 +99,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     if argv[:1] == ["conform"]:
         from refimpl.lab.conform.cli import main as conform_main
         return conform_main(argv[1:])
+    if argv[:1] == ["cost-check"]:
+        from refimpl.lab.explore.cost_check_cli import main as cost_check_main
+        return cost_check_main(argv[1:])
+    if argv[:2] == ["bench", "sweep"]:
+        from refimpl.lab.bench.sweep import main as sweep_main
+        return sweep_main(argv[2:])
     if argv[:1] == ["bench"]:
         return bench(*parse(argv[1:]))
     print(USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)

@@ -103,7 +103,8 @@ REPORTING_OFF_ORDER = 11  # page_reporting_order above the largest free block's:
 
 def reporting_off(settings: Optional[dict[str, str]]) -> bool:
     """Whether ``page_reporting()``'s settings (as a Result's ``env.hardware.page_reporting`` keeps them)
-    report nothing: ``page_reporting_order`` of REPORTING_OFF_ORDER or more (scripts/page_reporting.sh)."""
+    report nothing: ``page_reporting_order`` of REPORTING_OFF_ORDER or more, as the host's administrator set it
+    (refimpl reads this setting and never writes it)."""
     return int((settings or {}).get("page_reporting_order", 0)) >= REPORTING_OFF_ORDER
 
 

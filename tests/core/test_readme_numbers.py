@@ -66,7 +66,7 @@ def test_gpu_figures_are_the_committed_h200_runs():
 
 def test_no_reporting_figures_are_the_committed_runs():
     """The README's start-ups with the VM's free page reporting off: the third run's 128k medians, the
-    paired on/off ratios of scripts/page_reporting_ab.sh, and the same-day table's counts at 128k and 50k
+    paired on/off ratios of the committed page-reporting-ab run, and the same-day table's counts at 128k and 50k
     (the cost model with that run's calibration, every release row within 15%)."""
     from refimpl.lab.explore.cost_model import Calibration
     from refimpl.lab.explore.same_day import ladder_rows

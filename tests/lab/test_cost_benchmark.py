@@ -9,9 +9,10 @@ from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.schema import Result
+from refimpl.lab.cli import main as refimpl_cli
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.explore import cost_check, same_day
 from refimpl.lab.explore import cost_model as cm
+from refimpl.lab.explore import same_day
 
 GiB = 1 << 30
 LADDER_50K = REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows_50k.json"
@@ -108,7 +109,7 @@ def test_same_day_flag_prints_the_table(tmp_path, capsys):
            in_process=True).write(tmp_path / "calibration.json")
     cal = cm.Calibration.load(tmp_path / "calibration.json")
     ladder = _planted(tmp_path, cal.hardware)
-    assert cost_check.main(["--same-day", str(tmp_path / "calibration.json"), str(ladder),
+    assert refimpl_cli(["cost-check", "--same-day", str(tmp_path / "calibration.json"), str(ladder),
                             "--results", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "| 0.9.0 |" in out and "hash_s:" in out
@@ -129,7 +130,7 @@ def test_carried_rates_keep_the_old_day_and_take_the_new_shape():
 
 
 def test_a_calibration_made_with_page_reporting_off_says_so():
-    """scripts/same_day_bench.sh REPORTING=off records page_reporting_order 11; the label names it, so the
+    """A run made with page_reporting_order 11 (reporting off) records it; the label names it, so the
     explorer and the tables never pass such rates off as the VM's default."""
     off = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04-no-reporting-3/calibration.json")
     on = cm.Calibration.load(REPO_ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04/calibration.json")

@@ -16,6 +16,7 @@ from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec, spec_from_params
 from refimpl.lab.bench.startup import make_vllm_config
 from refimpl.lab.bench.trial import Trial
+from refimpl.lab.cli import main as refimpl_cli
 from refimpl.lab.cli import parse
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_check
@@ -146,7 +147,7 @@ def test_every_row_predicts(cal):
 
 
 def test_comparison_takes_a_50k_run_and_prints_from_the_command_line(tmp_path, capsys):
-    """A 50k run in the calibration's folder gets its rows; ``python -m refimpl.lab.explore.cost_check``
+    """A 50k run in the calibration's folder gets its rows; ``refimpl cost-check``
     prints the table and the per-length counts; without a calibration it says so (exit 2)."""
     runs = [{"variant": "rates", "rates": synthetic_rates(), "seconds": 20.0}]
     result(CalibrateSpec(repeats=1), Trial({"rates": runs}), in_process=True).write(tmp_path / "calibration.json")
@@ -157,10 +158,10 @@ def test_comparison_takes_a_50k_run_and_prints_from_the_command_line(tmp_path, c
     rows = cost_check.compare(cal, cost_check.sources(cal, tmp_path))
     assert {r.max_model_len for r in rows} == {50000} and {r.variant for r in rows} == set(src.variants)
     assert any("50000, seconds" in line for line in cost_check.within_goal(rows))
-    assert cost_check.main(["--calibration", str(tmp_path / "calibration.json"), "--results", str(tmp_path)]) == 0
+    assert refimpl_cli(["cost-check", "--calibration", str(tmp_path / "calibration.json"), "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert cal.label in out and "max_model_len 50000, peak RSS" in out
-    assert cost_check.main(["--results", str(tmp_path / "none")]) == 2
+    assert refimpl_cli(["cost-check", "--results", str(tmp_path / "none")]) == 2
     assert "no calibration for this machine" in capsys.readouterr().err
 
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from refimpl.lab.bench.common import set_single_thread
-from refimpl.lab.bench.rates import Rates
+from refimpl.lab.bench.rates import VIDEO_DTYPES, GiB, Rates
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.env import REPO_ROOT, hardware_folder, result_env, this_machine  # the last two: moved to env
@@ -54,9 +54,6 @@ from refimpl.utils.mem_utils import rss_bytes
 
 if TYPE_CHECKING:  # the start-up plan's modules (transformers' image processing): not in calibrate's parent
     from refimpl.engine.startup_memory import MemoryRates
-
-GiB = 1 << 30
-VIDEO_DTYPES = ("uint8", "int64")
 
 __all__ = ["GiB", "VIDEO_DTYPES", "default_out", "memory_rates", "load_rates",
            "run_once", "result", "lines", "hardware_folder", "this_machine"]

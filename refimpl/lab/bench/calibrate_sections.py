@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from refimpl.lab.bench.calibrate import VIDEO_DTYPES, GiB
+from refimpl.lab.bench.rates import VIDEO_DTYPES, GiB
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 

@@ -48,8 +48,10 @@ CONFLICTS = (("reset_scope", "v0.9.0", "process_mode", ("mp",)),
 OUTPUT_LIMIT = "a writable file path: not a folder, in a folder this user can write (or create)"
 
 
-def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool = False) -> None:
-    """Refuse ``spec`` (fresh processes unless ``in_process``, written to ``out``) before any run."""
+def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool = False, *,
+          memory: bool = True) -> None:
+    """Refuse ``spec`` (fresh processes unless ``in_process``, written to ``out``) before any run;
+    ``memory=False``: every refusal but the memory ones (a sweep's runs, checked before the first)."""
     bench = f"refimpl bench {spec.name}"
     for name, choices in CHOICES.items():  # before resolve(): the design picks the defaults
         if getattr(spec, name, None) is not None and getattr(spec, name) not in choices:
@@ -87,7 +89,8 @@ def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool 
         package_model_dir()  # the real weights' package ([weights]): its ConfigError before any run
     if out is not None:
         check_output(out)
-    check_memory(s)
+    if memory:
+        check_memory(s)
 
 
 def _labels(s: Spec, bench: str) -> None:

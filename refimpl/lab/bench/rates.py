@@ -12,8 +12,9 @@ from typing import Optional, TypeVar
 
 from refimpl.config import SUPPORTED_MODELS
 
-__all__ = ["SizedRate", "ModelRates", "Rates", "need"]
+__all__ = ["GiB", "VIDEO_DTYPES", "SizedRate", "ModelRates", "Rates", "need"]
 GiB = 1 << 30
+VIDEO_DTYPES = ("uint8", "int64")  # the dummy video's dtypes the HF and fill rates are keyed by
 T = TypeVar("T")
 
 

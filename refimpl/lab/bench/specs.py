@@ -14,7 +14,7 @@ from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
 __all__ = ["HF", "LADDER", "Spec", "StartupSpec", "ServeSpec", "WerSpec", "CalibrateSpec", "DESIGNS",
            "CHOICES", "SPECS", "spec_from_params", "command_of", "parse_limits", "spec_to_json",
-           "spec_from_json"]
+           "spec_from_json", "default"]
 
 HF = "hf-generate"  # transformers' generate() in static batches: the serving benches' baseline
 def default(text: str) -> Any:

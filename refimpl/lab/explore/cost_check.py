@@ -11,17 +11,17 @@ max_model_len is taken (the 128k ladder, a 50k run when one is committed). Secon
 and ``ratio_rows`` holds each start-up row's seconds over a reference row's (0.8.5) predicted
 against measured, for every committed ladder (``RATIO_GOAL``).
 
-    python -m refimpl.lab.explore.cost_check [--calibration results/<hw>/calibration.json] [--quiet-only]
+    refimpl cost-check [--calibration results/<hw>/calibration.json] [--quiet-only]
 
 prints the table and, per max_model_len and metric, how many variants are within GOAL.
 
-    python -m refimpl.lab.explore.cost_check --same-day CALIBRATION LADDER [LADDER ...]
+    refimpl cost-check --same-day CALIBRATION LADDER [LADDER ...]
 
-prints the benchmark table (refimpl/lab/explore/same_day.py).
+prints the benchmark table (refimpl/lab/explore/same_day.py); the command line is cost_check_cli.py
+(``python -m refimpl.lab.explore.cost_check`` runs it too).
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from dataclasses import dataclass
@@ -172,39 +172,6 @@ def within_goal(rows: list[Row], cal: Optional[Calibration] = None) -> list[str]
     return out
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    """Print the prediction-against-measurement table; 2 when there is no calibration."""
-    ap = argparse.ArgumentParser(prog="python -m refimpl.lab.explore.cost_check", description=__doc__.split("\n")[0])
-    ap.add_argument("--calibration", help="a calibration Result (default: results/<this machine>/calibration.json)")
-    ap.add_argument("--results", default=str(REPO_ROOT / "results"), help="the results/ folder to read")
-    ap.add_argument("--quiet-only", action="store_true", help="leave out the -shared folder (runs made under load)")
-    ap.add_argument("--same-day", nargs="+", metavar=("CALIBRATION", "LADDER"),
-                    help="the benchmark table: a calibration and start-up ladders measured on its day")
-    ap.add_argument("--carry-from", metavar="CALIBRATION",
-                    help="with --same-day: rates the same-day calibration lacks, from this one (carry_rates)")
-    a = ap.parse_args(argv)
-    if a.same_day:
-        from refimpl.lab.explore.same_day import carry_rates, same_day_table
-        if len(a.same_day) < 2:
-            ap.error("--same-day needs a calibration and at least one ladder")
-        day = Calibration.load(a.same_day[0])
-        if a.carry_from:
-            day = carry_rates(day, Calibration.load(a.carry_from))
-        print(same_day_table(day, [Path(p) for p in a.same_day[1:]], Path(a.results)))
-        return 0
-    cal = Calibration.load(a.calibration) if a.calibration else Calibration.for_this_machine(Path(a.results))
-    if cal is None:
-        print("no calibration for this machine: run `refimpl bench calibrate` first", file=sys.stderr)
-        return 2
-    rows = compare(cal, sources(cal, Path(a.results), shared=not a.quiet_only))
-    ratios = ratio_rows(rows)
-    print(comparison_table(rows, cal))
-    print()
-    print(comparison_table(ratios, cal))
-    print()
-    print("\n".join(within_goal(rows + ratios, cal)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # the command line: refimpl cost-check (cost_check_cli.py)
+    from refimpl.lab.explore.cost_check_cli import main
+    sys.exit(main(prog="python -m refimpl.lab.explore.cost_check"))

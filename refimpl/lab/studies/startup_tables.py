@@ -229,8 +229,9 @@ def memory_table(records: dict[str, dict]) -> str:
 
 
 def reporting_ab(folder: str | Path) -> dict[str, dict[str, list[float]]]:
-    """Total seconds per row and mode ("on", "off") of scripts/page_reporting_ab.sh's Results in ``folder``
-    (``startup_*_reporting-<mode>_<round>.json``), in round order."""
+    """Total seconds per row and mode ("on", "off") of a paired reporting on / off run's Results in ``folder``
+    (``startup_*_reporting-<mode>_<round>.json``; the committed one was made by scripts/page_reporting_ab.sh,
+    removed at issue 47, last at b9adc62), in round order."""
     out: dict[str, dict[str, list[float]]] = {}
     for f in sorted(Path(folder).glob("startup_*_reporting-*.json")):
         mode = f.name.rsplit("reporting-", 1)[1].split("_")[0]

@@ -8,14 +8,16 @@ embedding inputs, tokenization kwargs.
 """
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 import torch
 
-from refimpl.config import get_config_dict
-from refimpl.errors import InvalidInputError
+from refimpl.config import get_config_dict, get_preprocessor_dict
+from refimpl.config.checks import check_mm_processor_kwargs
+from refimpl.errors import ConfigError, InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
 from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs
@@ -36,17 +38,20 @@ _HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts sho
 class BaseProcessingInfo:
     """Per-model facts the processor and dummy builder need (vLLM ``BaseProcessingInfo``). The HF
     processor is cached per model and ``mm_processor_kwargs``; ``switches`` overrides
-    ``model_config.mm_switches``."""
+    ``model_config.mm_switches``; ``call_kwargs``: one call's own ``mm_processor_kwargs``
+    (``BaseMultiModalProcessor.for_call``), over the model-level ones."""
     modalities: tuple[str, ...] = ()
 
     def __init__(self, model_config, switches=None):
         self.model_config = model_config
         self.model_id: str = model_config.model
         self._switches = switches
+        self.call_kwargs: dict[str, Any] = {}
 
     @property
     def mm_processor_kwargs(self) -> dict[str, Any]:
-        return dict(self.model_config.mm_processor_kwargs)
+        """The model-level ``mm_processor_kwargs`` with this call's merged over them."""
+        return dict(self.model_config.mm_processor_kwargs) | self.call_kwargs
 
     @property
     def hf_config(self) -> dict[str, Any]:
@@ -119,9 +124,12 @@ class BaseMultiModalProcessor:
             # Only the HF call's own errors are the input's fault; refimpl's propagate.
             try:
                 out = hf(**inputs, return_tensors="pt", **kw)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, RuntimeError) as e:
                 if any(s in str(e) for s in _HF_PLACEHOLDER_COUNT):  # transformers >= 5.23 checks the counts
                     raise InvalidInputError("prompt", "one placeholder per item", str(e)) from None
+                if self.info.call_kwargs:  # e.g. do_resize=False on a size that is not whole patches
+                    raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
+                                            f"{self.info.call_kwargs}: {e}") from e
                 raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
             except (IndexError, StopIteration) as e:
                 # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
@@ -209,14 +217,71 @@ class BaseMultiModalProcessor:
                 merged[m].append(v)
         return ids, merged, hashes, applied
 
+    def for_call(self, hf_processor_mm_kwargs: Optional[dict[str, Any]]) -> "BaseMultiModalProcessor":
+        """This processor as a call with its own ``mm_processor_kwargs`` sees it (itself when there are
+        none): the call's values merged over the model-level ones and checked by the same rules
+        (``check_mm_processor_kwargs``), the HF processor built from the merged values (so
+        Qwen2.5-VL's min / max_pixels become its ``size``, as the model-level ones do), the cache
+        keyed by them. Raises InvalidInputError: ``mm_processor_kwargs`` (not a dict, an unknown
+        key, a value the HF processor refuses) or ``mm_processor_kwargs.<key>`` (a value out of range)."""
+        if hf_processor_mm_kwargs is None:
+            return self
+        if not isinstance(hf_processor_mm_kwargs, dict):
+            raise InvalidInputError("mm_processor_kwargs", "a dict {setting: value}",
+                                    f"got {type(hf_processor_mm_kwargs).__name__}")
+        if not hf_processor_mm_kwargs:
+            return self
+        kw = dict(hf_processor_mm_kwargs)
+        try:
+            check_mm_processor_kwargs(self.info.model_id, self.info.mm_processor_kwargs | kw,
+                                      get_preprocessor_dict(self.info.model_id))
+        except ConfigError as e:
+            fld = e.field if e.field == "mm_processor_kwargs" else f"mm_processor_kwargs.{e.field}"
+            raise InvalidInputError(fld, e.limit, e.message) from None
+        info = copy.copy(self.info)
+        info.call_kwargs = kw
+        try:
+            info.get_hf_processor()
+        except Exception as e:  # a combination the HF processor's constructor refuses
+            raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
+                                    f"{kw}: {type(e).__name__}: {e}") from None
+        proc = copy.copy(self)
+        proc.info, proc.dummy_inputs = info, copy.copy(self.dummy_inputs)
+        proc.dummy_inputs.info = info
+        return proc
+
+    def max_tokens_per_item(self) -> dict[str, int]:
+        """Placeholder tokens of the largest item per modality under the model-level settings, by
+        the model's formula at ``max_model_len``: what the encoder budget, the profile run and
+        admission are sized from (``max_tokens_per_item``)."""
+        return self.info.get_max_tokens_per_item(self.info.model_config.max_model_len,
+                                                 {m: 1 for m in self.info.modalities})
+
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
               return_mm_hashes: bool = False) -> MultiModalInputs:
-        """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``).
+        """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``);
+        ``hf_processor_mm_kwargs``: this call's ``mm_processor_kwargs`` (``for_call``).
 
         ``mm_hashes`` is filled when the cache is on or ``return_mm_hashes`` asks. Raises
-        InvalidInputError / TooManyItemsError; the processor and the cache stay usable."""
-        kw = dict(hf_processor_mm_kwargs or {})
+        InvalidInputError / TooManyItemsError, and InvalidInputError ("mm_processor_kwargs") when
+        the call's settings make an item larger than ``max_tokens_per_item()``; the processor and
+        the cache stay usable."""
+        proc = self.for_call(hf_processor_mm_kwargs)
+        out = proc._apply(prompt, mm_data, return_mm_hashes)
+        if proc is not self:
+            limits = self.max_tokens_per_item()
+            for m, ranges in out.mm_placeholders.items():
+                for i, r in enumerate(ranges):
+                    if r.length > limits.get(m, r.length):
+                        raise InvalidInputError(
+                            "mm_processor_kwargs", f"{limits[m]} tokens per {m} (max_tokens_per_item)",
+                            f"{proc.info.call_kwargs} make {m} item {i} {r.length} tokens, more than "
+                            f"the budget and the profile run were sized for")
+        return out
+
+    def _apply(self, prompt, mm_data, return_mm_hashes: bool) -> MultiModalInputs:
+        kw: dict[str, Any] = {}  # a call's settings are in the HF processor this view built
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
                               keep_float64=self.info.switches.dummy_audio_dtype == "float64",
                               background=self.info.model_config.rgba_background_color)

@@ -20,7 +20,7 @@ from refimpl.config.checks import check_mm_processor_kwargs
 from refimpl.errors import ConfigError, InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
-from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs
+from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs, split_items
 from refimpl.multimodal.prompt_updates import (
     Updates,
     apply_token_matches,
@@ -33,6 +33,15 @@ Items = dict[str, list[Any]]                      # modality -> raw items
 KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
 # transformers >= 5.23 (ProcessorMixin.validate_inputs): placeholders and items differ in number
 _HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts should be the same as")
+
+
+def request_scoped_uuids(request_id: str, mm_data: Optional[dict[str, Any]]) -> dict[str, list[str]]:
+    """``{modality: ["<request_id>-<modality>-<i>", ...]}``, one id per item as ``split_items``
+    counts them: the items' identifiers when no cache reads a content hash (vLLM
+    ``Processor._maybe_build_mm_uuids``, PR #23690, 0.10.2 on)."""
+    if not isinstance(mm_data, dict):
+        return {}
+    return {m: [f"{request_id}-{m}-{i}" for i in range(len(split_items(m, d)))] for m, d in mm_data.items()}
 
 
 class BaseProcessingInfo:
@@ -175,6 +184,7 @@ class BaseMultiModalProcessor:
         return prompt_ids, self._apply_hf_processor_mm_only(items, kw), False
 
     def _hash(self, modality: str, item: Any, kw: dict) -> str:
+        self.stats.hash_calls += 1
         t0 = time.perf_counter()
         try:
             return self._hash_item(modality, item, kw)
@@ -190,10 +200,14 @@ class BaseMultiModalProcessor:
             return hash_kwargs_by(path, model_id=self.info.model_id, **{modality: item}, **kw)
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
-    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool):
-        if self.cache is None:  # hashed when asked to, or always from vLLM 0.10.2 (hash_uncached)
-            hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
-                      if return_mm_hashes or self.info.switches.hash_uncached else {})
+    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool,
+                                   mm_uuids: Optional[dict[str, list[str]]] = None):
+        if self.cache is None:  # the request's ids (PR #23690); else hashed when asked, or from
+            if mm_uuids is not None:  # vLLM 0.10.2 always (hash_uncached: profiling, no request)
+                hashes = {m: list(mm_uuids[m]) for m in items}
+            else:
+                hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
+                          if return_mm_hashes or self.info.switches.hash_uncached else {})
             ids, mm_kwargs, applied = self._apply_hf_processor_main(prompt, items, kw, enable_hf_prompt_update=True)
             return ids, mm_kwargs, hashes, applied
         hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
@@ -259,16 +273,20 @@ class BaseMultiModalProcessor:
 
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
-              return_mm_hashes: bool = False) -> MultiModalInputs:
+              return_mm_hashes: bool = False,
+              mm_uuids: Optional[dict[str, list[str]]] = None) -> MultiModalInputs:
         """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``);
         ``hf_processor_mm_kwargs``: this call's ``mm_processor_kwargs`` (``for_call``).
 
-        ``mm_hashes`` is filled when the cache is on or ``return_mm_hashes`` asks. Raises
+        ``mm_hashes``: with the cache on, content hashes (the cache reads them); with it off,
+        ``mm_uuids`` (ids per modality and item, e.g. ``request_scoped_uuids``: no content is
+        hashed, vLLM PR #23690) if given, else content hashes when ``return_mm_hashes`` asks or the
+        row hashes uncached items (``hash_uncached``), else none. Raises
         InvalidInputError / TooManyItemsError, and InvalidInputError ("mm_processor_kwargs") when
         the call's settings make an item larger than ``max_tokens_per_item()``; the processor and
         the cache stay usable."""
         proc = self.for_call(hf_processor_mm_kwargs)
-        out = proc._apply(prompt, mm_data, return_mm_hashes)
+        out = proc._apply(prompt, mm_data, return_mm_hashes, mm_uuids)
         if proc is not self:
             limits = self.max_tokens_per_item()
             for m, ranges in out.mm_placeholders.items():
@@ -280,14 +298,17 @@ class BaseMultiModalProcessor:
                             f"the budget and the profile run were sized for")
         return out
 
-    def _apply(self, prompt, mm_data, return_mm_hashes: bool) -> MultiModalInputs:
+    def _apply(self, prompt, mm_data, return_mm_hashes: bool, mm_uuids) -> MultiModalInputs:
         kw: dict[str, Any] = {}  # a call's settings are in the HF processor this view built
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
                               keep_float64=self.info.switches.dummy_audio_dtype == "float64",
                               background=self.info.model_config.rgba_background_color)
         counts = {m: len(v) for m, v in items.items()}
+        if mm_uuids is not None and any(len(mm_uuids.get(m, ())) != n for m, n in counts.items()):
+            raise InvalidInputError("mm_uuids", f"one id per item {counts}",
+                                    f"got {({m: len(v) for m, v in mm_uuids.items()})}")
         ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
-                                                                          return_mm_hashes)
+                                                                          return_mm_hashes, mm_uuids)
         updates = self._get_prompt_updates(mm_kwargs)
         fn = find_mm_placeholders if applied else apply_token_matches
         ids, placeholders = fn(ids, updates, counts)
@@ -307,9 +328,9 @@ class EncDecMultiModalProcessor(BaseMultiModalProcessor):
         raise NotImplementedError
 
     def apply(self, prompt, mm_data, hf_processor_mm_kwargs=None, *,
-              return_mm_hashes: bool = False) -> MultiModalInputs:
+              return_mm_hashes: bool = False, mm_uuids=None) -> MultiModalInputs:
         enc = super().apply(self.create_encoder_prompt(prompt, mm_data), mm_data, hf_processor_mm_kwargs,
-                            return_mm_hashes=return_mm_hashes)
+                            return_mm_hashes=return_mm_hashes, mm_uuids=mm_uuids)
         dec = (self.info.get_tokenizer().encode(prompt, add_special_tokens=False)
                if isinstance(prompt, str) else list(prompt))
         enc.encoder_prompt_token_ids, enc.prompt_token_ids = enc.prompt_token_ids, dec

@@ -19,7 +19,6 @@ from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.engine.output_processor import OutputProcessor
 from refimpl.engine.prompt import parse_prompt
 from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, RefimplError, SamplingParamsError
-from refimpl.multimodal.processing import request_scoped_uuids
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
 from refimpl.tokenizer import get_tokenizer, whisper_decoder_prompt
@@ -143,8 +142,8 @@ class LLMEngine:
         mm_data = parsed.mm_data  # another modality is the processor's to refuse
         # Content hashes only where a cache reads them (vLLM PR #23690): without the processing
         # cache (and so without its mirror) the items are named by the request.
-        uuids = request_scoped_uuids(internal_id, mm_data) if self.processor.cache is None else None
-        mm = self.processor.apply("", mm_data, parsed.mm_processor_kwargs, mm_uuids=uuids)
+        mm = self.processor.apply("", mm_data, parsed.mm_processor_kwargs,
+                                  mm_uuids=self.processor.request_uuids(internal_id, mm_data))
         mm_inputs = mm.mm_kwargs["audio"]
         req = Request(request_id=internal_id,
                       prompt_token_ids=dec_ids, mm_inputs=mm_inputs,

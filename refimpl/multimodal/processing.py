@@ -264,6 +264,11 @@ class BaseMultiModalProcessor:
         proc.dummy_inputs.info = info
         return proc
 
+    def request_uuids(self, request_id: str, mm_data: Optional[dict[str, Any]]) -> Optional[dict[str, list[str]]]:
+        """The items' ids for ``apply(mm_uuids=...)``: ``request_scoped_uuids`` when no cache (and so
+        no mirror) reads a content hash, else None (content hashes), as vLLM's Processor (PR #23690)."""
+        return request_scoped_uuids(request_id, mm_data) if self.cache is None else None
+
     def max_tokens_per_item(self) -> dict[str, int]:
         """Placeholder tokens of the largest item per modality under the model-level settings, by
         the model's formula at ``max_model_len``: what the encoder budget, the profile run and

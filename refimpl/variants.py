@@ -77,6 +77,9 @@ class StartupVariant:
     profile_seq_len    the profile dummy at max_num_batched_tokens (to 0.10.2), max_model_len
                        (#25553, 0.11.0) or the per-item maximum (ours).
     profile_items      encoder-batch items: cdiv(budget, per item) to 0.9.2; floor from 0.10.0.
+    stop_check         serving's ``check_stop`` order (SchedulerConfig.stop_check, set by EngineCore):
+                       caps-first, max_tokens / max_model_len before the last token's EOS or stop
+                       id (0.8.5 to 0.11.0); stop-first (PR #26317, 0.11.1 on).
     ``mm``: the processing mechanics (MultiModalSwitches)."""
     name: str
     reproduces: str
@@ -89,6 +92,7 @@ class StartupVariant:
     profile_seq_len: Literal["max_num_batched_tokens", "max_model_len", "per-item-max"]
     profile_items: Literal["cdiv", "floor"]
     mm: MultiModalSwitches
+    stop_check: Literal["stop-first", "caps-first"] = "stop-first"
 
     @property
     def mm_switches(self) -> MultiModalSwitches:
@@ -114,7 +118,7 @@ def _row(base: StartupVariant, name: str, reproduces: str, release: Optional[str
 _V085 = StartupVariant(
     "0.8.5", "vLLM 0.8.5 (before PR #17935)", "0.8.5", profiling_cache="off", formula_models=(),
     reset_at_end=False, reset_scope="v0.9.0", profile_run_lookup=True,
-    profile_seq_len="max_num_batched_tokens", profile_items="cdiv",
+    profile_seq_len="max_num_batched_tokens", profile_items="cdiv", stop_check="caps-first",
     mm=MultiModalSwitches(dummy_video_dtype="int64", dummy_audio_dtype="float64",
                           hash_byte_path="v0.8.5", oversize_item="raise", worst_case_image="square",
                           max_frames_per_video=16, frame_fit="minus-images", frame_share="vllm"))
@@ -130,7 +134,8 @@ _V0110 = _row(_V0102, "0.11.0", "vLLM 0.11.0 (PR #24925 streaming hasher, 14 fra
               "profile dummy at max_model_len)", "0.11.0", profile_seq_len="max_model_len",
               mm=dict(hash_byte_path="stream", max_frames_per_video=14))
 _V0111 = _row(_V0110, "0.11.1", "vLLM 0.11.1 (uint8 dummy video; reset clears the engine core's "
-              "profiling cache)", "0.11.1", reset_scope="all", mm=dict(dummy_video_dtype="uint8"))
+              "profiling cache; PR #26317 check_stop: stop tokens before the length caps)", "0.11.1", reset_scope="all",
+              stop_check="stop-first", mm=dict(dummy_video_dtype="uint8"))
 _V0130 = _row(_V0111, "0.13.0", "vLLM 0.13.0 (PR #29692: worst-case image from the closest factor "
               "pair)", "0.13.0", mm=dict(worst_case_image="factor-pair"))
 _OURS = _row(_V0130, "refimpl", "ours, the kit's default: vLLM 0.13.0 plus the true worst-case "

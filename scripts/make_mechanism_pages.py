@@ -122,7 +122,10 @@ for `np.full(shape, 255)` in every earlier release (0.54 GB instead of 4.32 GB f
 of 3584 x 3584). Its `reset_mm_cache` also reaches the runner's profiling cache
 (`model_executor.reset_mm_cache()`), so with two processes the engine core no longer keeps the
 dummy outputs after start-up (`reset_scope`, read by the two-process engine; in-process one
-registry cache stands for both)."""),
+registry cache stands for both). Serving: its `check_stop` (PR #26317) tests the last token's EOS
+and stop ids before `max_tokens` / `max_model_len`, so EOS sampled as the last allowed token
+finishes "stop", where 0.8.5 to 0.11.0 said "length" (`stop_check`, set on the scheduler by
+`EngineCore`)."""),
     Page("07-v0.13.0-pr29421-encoder-budget", "0.11.0 -> 0.13.0: Whisper's encoder budget from "
          "max_num_batched_tokens, cross-attention sized from it (PR #29421)", "encoder_len",
          ("0.11.0", "0.13.0", "audios-per-step"), """

@@ -34,19 +34,38 @@ def check_size(field: str, value: Any) -> float:
     return value
 
 
+# Keys of preprocessor_config.json that name classes, not settings (never taken as kwargs).
+CLASS_KEYS = ("image_processor_type", "feature_extractor_type", "processor_class")
+# Settings the model's weights are built for (patch rows, mel bins, frames): only the shipped value.
+ARCH_KEYS = ("patch_size", "merge_size", "temporal_patch_size", "feature_size", "sampling_rate",
+             "hop_length", "chunk_length", "n_fft", "n_samples", "nb_max_frames")
+
+
 def check_mm_processor_kwargs(model: str, kwargs: dict[str, Any], shipped: dict[str, Any]) -> None:
-    """``kwargs`` against ``model``'s ``shipped`` preprocessor_config.json: known keys only; a
-    numeric setting a positive number (an int where the shipped one is); ``min_pixels`` /
-    ``max_pixels`` at least one 28 x 28 cell and min <= max (with the shipped values filled in)."""
-    unknown = set(kwargs) - set(shipped)
+    """``kwargs`` against ``model``'s ``shipped`` preprocessor_config.json: known setting keys only;
+    each value of the shipped value's kind: a numeric setting a positive finite number (an int where
+    the shipped one is), a bool a bool, a string a string, a list a list of as many numbers;
+    ``min_pixels`` / ``max_pixels`` at least one 28 x 28 cell and min <= max (with the shipped
+    values filled in); a setting the weights are built for (``ARCH_KEYS``) only at its shipped value.
+    The model-level ``mm_processor_kwargs`` and a call's merged with them alike."""
+    unknown = set(kwargs) - (set(shipped) - set(CLASS_KEYS))
     if unknown:
         raise ConfigError("mm_processor_kwargs", f"keys of {model}'s preprocessor_config.json",
-                          f"unknown {', '.join(sorted(unknown))}")
+                          f"unknown {', '.join(sorted(map(str, unknown)))}")
     for k, v in kwargs.items():
         d = shipped[k]
+        if k in ARCH_KEYS and not (_is_number(v) and v == d):
+            raise ConfigError(k, f"{d} (the model's own)", f"got {v!r}")
         if _is_number(d):
             if not _is_number(v) or not math.isfinite(v) or v <= 0 or (isinstance(d, int) and not isinstance(v, int)):
                 raise ConfigError(k, f"> 0 ({'an int' if isinstance(d, int) else 'a number'})", f"got {v!r}")
+        elif isinstance(d, bool) and not isinstance(v, bool):
+            raise ConfigError(k, "a bool", f"got {v!r}")
+        elif isinstance(d, str) and not isinstance(v, str):
+            raise ConfigError(k, "a str", f"got {v!r}")
+        elif isinstance(d, list) and not (isinstance(v, (list, tuple)) and len(v) == len(d)
+                                          and all(_is_number(x) and math.isfinite(x) for x in v)):
+            raise ConfigError(k, f"a list of {len(d)} finite numbers", f"got {v!r}")
     if "max_pixels" in shipped:
         for k in ("min_pixels", "max_pixels"):
             if k in kwargs and kwargs[k] < CELL_PIXELS:

@@ -79,6 +79,7 @@ class EngineCore:
         self.mm_registry = vllm_config.use_mm_registry(mm_registry)
         # The version's multimodal mechanics (dummy dtype, hashing, oversize items, shape-only).
         vllm_config.model_config.mm_switches = self.switches.mm_switches
+        vllm_config.scheduler_config.stop_check = self.switches.stop_check  # check_stop's order
         if reset_at_end is not None:  # the two-process engine's front end asks for the reset
             self.switches = dataclasses.replace(self.switches, reset_at_end=reset_at_end)
         self.report = StartupReport(variant)

@@ -17,6 +17,7 @@ from refimpl.core.sched.utils import check_request_limits
 from refimpl.engine.core import EngineCore
 from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.engine.output_processor import OutputProcessor
+from refimpl.engine.prompt import parse_prompt
 from refimpl.errors import ConfigError, EngineStateError, InvalidInputError, RefimplError, SamplingParamsError
 from refimpl.request import Request
 from refimpl.sampling_params import SamplingParams
@@ -27,8 +28,11 @@ class LLMEngine:
     """Serving engine over one EngineCore (``process_mode`` "mp" or "inproc").
 
     ``prompt``: a dict with ``multi_modal_data={"audio": audio}`` (float32 (n,) at 16 kHz, or
-    ``(array, sr)``) and optional ``decoder_prompt`` (str) or ``prompt_token_ids``. A malformed
-    request raises a refimpl error and changes nothing else. Each submission runs under its own
+    ``(array, sr)``) and optional ``decoder_prompt`` (str or token ids) or ``prompt_token_ids``, or
+    one of vLLM's forms (``{"prompt": "<|startoftranscript|>...", "multi_modal_data": ...}``,
+    ``{"encoder_prompt": {...}, "decoder_prompt": ...}``; refimpl/engine/prompt.py), checked in
+    every key first; ``mm_processor_kwargs`` the call's own. A malformed request raises a refimpl
+    error naming the key and changes nothing else. Each submission runs under its own
     internal id; outputs carry the user's, reusable once finished. In "mp" mode a dead engine core
     raises EngineDeadError and the child uses its own registry."""
 
@@ -112,17 +116,18 @@ class LLMEngine:
             raise InvalidInputError("request_id", "a non-empty str", f"got {request_id!r}")
         if request_id in self.output_processor.external_req_ids:
             raise InvalidInputError("request_id", "unique", f"{request_id!r} is in flight")
-        if not isinstance(prompt, dict) or "audio" not in prompt.get("multi_modal_data", {}):
-            raise InvalidInputError("prompt.multi_modal_data.audio", "one audio item",
-                                    "a Whisper request needs audio")
-        if "prompt_token_ids" in prompt:
-            dec_ids = list(prompt["prompt_token_ids"])
-        elif "decoder_prompt" in prompt:
-            dec_ids = self.tokenizer.encode(prompt["decoder_prompt"], add_special_tokens=False)
-        else:
+        parsed = parse_prompt(prompt)  # every key checked before anything is read
+        if parsed.decoder is None:
             dec_ids = list(self._default_prompt_ids)
+        elif isinstance(parsed.decoder, str):
+            dec_ids = self.tokenizer.encode(parsed.decoder, add_special_tokens=False)
+        else:
+            dec_ids = list(parsed.decoder)
+        start = self.vllm_config.model_config.hf_config_dict.get("decoder_start_token_id")
+        if parsed.prepend_start and start is not None and dec_ids[:1] != [start]:
+            dec_ids = [start, *dec_ids]  # vLLM's _prepare_decoder_input_ids_for_generation
         limit = self.vllm_config.model_config.max_model_len
-        fld = next((f"prompt.{k}" for k in ("prompt_token_ids", "decoder_prompt") if k in prompt), "prompt")
+        fld = parsed.field
         if not dec_ids:
             raise InvalidInputError(fld, ">= 1 token", "empty decoder prompt")
         if len(dec_ids) >= limit:  # the prompt is at fault, not max_tokens (no negative limit)
@@ -133,11 +138,14 @@ class LLMEngine:
                 "max_tokens", limit - len(dec_ids),
                 f"decoder prompt ({len(dec_ids)}) + max_tokens ({params.max_tokens}) exceeds "
                 f"max_target_positions={limit}")
-        audio = prompt["multi_modal_data"]["audio"]
-        items = audio if isinstance(audio, list) else [audio]
-        mm = self.processor.apply("", {"audio": items}, return_mm_hashes=True)
+        internal_id = self.output_processor.assign_request_id(request_id)
+        mm_data = parsed.mm_data  # another modality is the processor's to refuse
+        # Content hashes only where a cache reads them (vLLM PR #23690): without the processing
+        # cache (and so without its mirror) the items are named by the request.
+        mm = self.processor.apply("", mm_data, parsed.mm_processor_kwargs,
+                                  mm_uuids=self.processor.request_uuids(internal_id, mm_data))
         mm_inputs = mm.mm_kwargs["audio"]
-        req = Request(request_id=self.output_processor.assign_request_id(request_id),
+        req = Request(request_id=internal_id,
                       prompt_token_ids=dec_ids, mm_inputs=mm_inputs,
                       mm_hashes=mm.mm_hashes.get("audio", []), sampling_params=params,
                       arrival_time=arrival_time if arrival_time is not None else time.time(),

@@ -148,11 +148,23 @@ def _converts_to_rgb(mode: str) -> bool:
     return True
 
 
+def _is_frame(x: Any) -> bool:
+    """One video frame: a PIL image or an (H, W, C) array / tensor."""
+    return isinstance(x, Image.Image) or (isinstance(x, (np.ndarray, torch.Tensor)) and x.ndim == 3)
+
+
 def parse_video(x: Any, background: tuple[int, int, int] = WHITE) -> np.ndarray:
-    """(T, H, W, 3) numeric array or list of PIL frames -> (T, H, W, 3) array (dtype kept). Raises
-    InvalidInputError ("video") for a wrong rank / channels, 0 frames, zero size, non-finite data."""
-    if isinstance(x, (list, tuple)) and x and all(isinstance(f, Image.Image) for f in x):
-        x = np.stack([np.asarray(parse_image(f, background).convert("RGB")) for f in x])
+    """(T, H, W, 3) numeric array (or tensor), or a list of T frames (PIL images, as a viewer shows
+    them, or (H, W, 3) arrays / tensors) -> (T, H, W, 3) array (dtype kept; PIL frames uint8). The
+    listed and the stacked frames give the same array. Raises InvalidInputError ("video") for a
+    wrong rank / channels, frames of several sizes, 0 frames, zero size, non-finite data."""
+    if isinstance(x, (list, tuple)) and x and all(_is_frame(f) for f in x):
+        frames = [np.asarray(parse_image(f, background).convert("RGB")) if isinstance(f, Image.Image)
+                  else tensor_to_array(f, "video") for f in x]
+        if len({f.shape for f in frames}) > 1:
+            raise InvalidInputError("video", "frames of one size",
+                                    f"got frames of shapes {sorted({f.shape for f in frames})}")
+        x = np.stack(frames)
     x = tensor_to_array(x, "video")
     if not isinstance(x, np.ndarray):
         raise InvalidInputError("video", "(T, H, W, 3) array", f"got {type(x).__name__}")
@@ -206,25 +218,51 @@ def parse_audio(x: Any, keep_float64: bool = False) -> np.ndarray:
 _PARSERS: dict[str, Callable[..., Any]] = {"image": parse_image, "video": parse_video, "audio": parse_audio}
 
 
+def split_items(modality: str, data: Any) -> list[Any]:
+    """One item or several, decided for each modality here only (vLLM's
+    ``MultiModalDataParser._parse_{image,video,audio}_data``), before any item is parsed:
+
+    image  a list / tuple: one item each; a 4-D array or tensor: one image per row (N, H, W, C);
+           anything else (PIL, bytes, 2-D / 3-D array): one image.
+    video  a 4-D array or tensor, or a list / tuple of frames (PIL images or (H, W, C) arrays /
+           tensors): one video; a 5-D array or tensor: one video per row; another list: one each.
+    audio  a list / tuple of numbers, an ``(array, rate)`` tuple or any array: one audio (a 2-D
+           array is refused as not mono, where vLLM would split it); another list: one each.
+    An empty list: no item."""
+    if modality == "image":
+        if isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 4:
+            return list(data)
+        return list(data) if isinstance(data, (list, tuple)) else [data]
+    if modality == "video":
+        if isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 5:
+            return list(data)
+        if isinstance(data, (list, tuple)):
+            return [data] if data and all(_is_frame(f) for f in data) else list(data)
+        return [data]
+    if isinstance(data, tuple) or not isinstance(data, list):
+        return [data]
+    return [data] if data and all(isinstance(v, (int, float, np.number)) for v in data) else list(data)
+
+
 def parse_mm_data(mm_data: Optional[dict[str, Any]], limits: dict[str, int],
                   keep_float64: bool = False, background: tuple[int, int, int] = WHITE) -> dict[str, list[Any]]:
-    """Validate ``{modality: item | [items]}`` -> ``{modality: [items]}``; ``limits``: items per prompt;
-    images (and PIL video frames) as a viewer shows them, transparency over ``background``.
-    Raises InvalidInputError ("mm_data": not a dict, unknown modality), TooManyItemsError
-    (``mm_data[<modality>]``) and the per-item errors of parse_image / parse_video / parse_audio."""
+    """Validate ``{modality: item | [items]}`` -> ``{modality: [items]}`` (``split_items`` decides one
+    or several); ``limits``: items per prompt; images (and PIL video frames) as a viewer shows them,
+    transparency over ``background``. Raises InvalidInputError ("mm_data": not a dict, unknown
+    modality), TooManyItemsError (``mm_data[<modality>]``) and the per-item errors of parse_image /
+    parse_video / parse_audio."""
     out: dict[str, list[Any]] = {}
     if mm_data is not None and not isinstance(mm_data, dict):
         raise InvalidInputError("mm_data", "a dict {modality: item | [items]}",
                                 f"got {type(mm_data).__name__}")
-    for modality, items in (mm_data or {}).items():
+    for modality, data in (mm_data or {}).items():
         if modality not in limits:
             raise InvalidInputError("mm_data", tuple(limits), f"unsupported modality {modality!r}")
-        if not isinstance(items, list):
-            items = [items]
-        elif modality == "audio" and items and all(isinstance(v, (int, float, np.number)) for v in items):
+        items = split_items(modality, data)
+        if modality == "audio" and len(items) == 1 and isinstance(items[0], list):
             # a list of samples, not a list of audios: name the audio, not the item count
             raise InvalidInputError("audio", "1-D float32 array",
-                                    f"got a Python list of {len(items)} numbers")
+                                    f"got a Python list of {len(items[0])} numbers")
         if len(items) > limits[modality]:
             raise TooManyItemsError(f"mm_data[{modality}]", limits[modality],
                                     f"{len(items)} {modality} items in one prompt")

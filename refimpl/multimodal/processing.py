@@ -8,17 +8,19 @@ embedding inputs, tokenization kwargs.
 """
 from __future__ import annotations
 
+import copy
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 import torch
 
-from refimpl.config import get_config_dict
-from refimpl.errors import InvalidInputError
+from refimpl.config import get_config_dict, get_preprocessor_dict
+from refimpl.config.checks import check_mm_processor_kwargs
+from refimpl.errors import ConfigError, InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
-from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs
+from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs, split_items
 from refimpl.multimodal.prompt_updates import (
     Updates,
     apply_token_matches,
@@ -33,20 +35,32 @@ KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tenso
 _HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts should be the same as")
 
 
+def request_scoped_uuids(request_id: str, mm_data: Optional[dict[str, Any]]) -> dict[str, list[str]]:
+    """``{modality: ["<request_id>-<modality>-<i>", ...]}``, one id per item as ``split_items``
+    counts them: the items' identifiers when no cache reads a content hash (vLLM
+    ``Processor._maybe_build_mm_uuids``, PR #23690, 0.10.2 on)."""
+    if not isinstance(mm_data, dict):
+        return {}
+    return {m: [f"{request_id}-{m}-{i}" for i in range(len(split_items(m, d)))] for m, d in mm_data.items()}
+
+
 class BaseProcessingInfo:
     """Per-model facts the processor and dummy builder need (vLLM ``BaseProcessingInfo``). The HF
     processor is cached per model and ``mm_processor_kwargs``; ``switches`` overrides
-    ``model_config.mm_switches``."""
+    ``model_config.mm_switches``; ``call_kwargs``: one call's own ``mm_processor_kwargs``
+    (``BaseMultiModalProcessor.for_call``), over the model-level ones."""
     modalities: tuple[str, ...] = ()
 
     def __init__(self, model_config, switches=None):
         self.model_config = model_config
         self.model_id: str = model_config.model
         self._switches = switches
+        self.call_kwargs: dict[str, Any] = {}
 
     @property
     def mm_processor_kwargs(self) -> dict[str, Any]:
-        return dict(self.model_config.mm_processor_kwargs)
+        """The model-level ``mm_processor_kwargs`` with this call's merged over them."""
+        return dict(self.model_config.mm_processor_kwargs) | self.call_kwargs
 
     @property
     def hf_config(self) -> dict[str, Any]:
@@ -119,9 +133,12 @@ class BaseMultiModalProcessor:
             # Only the HF call's own errors are the input's fault; refimpl's propagate.
             try:
                 out = hf(**inputs, return_tensors="pt", **kw)
-            except (ValueError, TypeError) as e:
+            except (ValueError, TypeError, RuntimeError) as e:
                 if any(s in str(e) for s in _HF_PLACEHOLDER_COUNT):  # transformers >= 5.23 checks the counts
                     raise InvalidInputError("prompt", "one placeholder per item", str(e)) from None
+                if self.info.call_kwargs:  # e.g. do_resize=False on a size that is not whole patches
+                    raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
+                                            f"{self.info.call_kwargs}: {e}") from e
                 raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
             except (IndexError, StopIteration) as e:
                 # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
@@ -167,6 +184,7 @@ class BaseMultiModalProcessor:
         return prompt_ids, self._apply_hf_processor_mm_only(items, kw), False
 
     def _hash(self, modality: str, item: Any, kw: dict) -> str:
+        self.stats.hash_calls += 1
         t0 = time.perf_counter()
         try:
             return self._hash_item(modality, item, kw)
@@ -182,10 +200,14 @@ class BaseMultiModalProcessor:
             return hash_kwargs_by(path, model_id=self.info.model_id, **{modality: item}, **kw)
         return MultiModalHasher.hash_kwargs(model_id=self.info.model_id, modality=modality, item=item, **kw)
 
-    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool):
-        if self.cache is None:  # hashed when asked to, or always from vLLM 0.10.2 (hash_uncached)
-            hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
-                      if return_mm_hashes or self.info.switches.hash_uncached else {})
+    def _cached_apply_hf_processor(self, prompt, items: Items, kw: dict, return_mm_hashes: bool,
+                                   mm_uuids: Optional[dict[str, list[str]]] = None):
+        if self.cache is None:  # the request's ids (PR #23690); else hashed when asked, or from
+            if mm_uuids is not None:  # vLLM 0.10.2 always (hash_uncached: profiling, no request)
+                hashes = {m: list(mm_uuids[m]) for m in items}
+            else:
+                hashes = ({m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
+                          if return_mm_hashes or self.info.switches.hash_uncached else {})
             ids, mm_kwargs, applied = self._apply_hf_processor_main(prompt, items, kw, enable_hf_prompt_update=True)
             return ids, mm_kwargs, hashes, applied
         hashes = {m: [self._hash(m, x, kw) for x in xs] for m, xs in items.items()}
@@ -209,20 +231,89 @@ class BaseMultiModalProcessor:
                 merged[m].append(v)
         return ids, merged, hashes, applied
 
+    def for_call(self, hf_processor_mm_kwargs: Optional[dict[str, Any]]) -> "BaseMultiModalProcessor":
+        """This processor as a call with its own ``mm_processor_kwargs`` sees it (itself when there are
+        none): the call's values merged over the model-level ones and checked by the same rules
+        (``check_mm_processor_kwargs``), the HF processor built from the merged values (so
+        Qwen2.5-VL's min / max_pixels become its ``size``, as the model-level ones do), the cache
+        keyed by them. Raises InvalidInputError: ``mm_processor_kwargs`` (not a dict, an unknown
+        key, a value the HF processor refuses) or ``mm_processor_kwargs.<key>`` (a value out of range)."""
+        if hf_processor_mm_kwargs is None:
+            return self
+        if not isinstance(hf_processor_mm_kwargs, dict):
+            raise InvalidInputError("mm_processor_kwargs", "a dict {setting: value}",
+                                    f"got {type(hf_processor_mm_kwargs).__name__}")
+        if not hf_processor_mm_kwargs:
+            return self
+        kw = dict(hf_processor_mm_kwargs)
+        try:
+            check_mm_processor_kwargs(self.info.model_id, self.info.mm_processor_kwargs | kw,
+                                      get_preprocessor_dict(self.info.model_id))
+        except ConfigError as e:
+            fld = e.field if e.field == "mm_processor_kwargs" else f"mm_processor_kwargs.{e.field}"
+            raise InvalidInputError(fld, e.limit, e.message) from None
+        info = copy.copy(self.info)
+        info.call_kwargs = kw
+        try:
+            info.get_hf_processor()
+        except Exception as e:  # a combination the HF processor's constructor refuses
+            raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
+                                    f"{kw}: {type(e).__name__}: {e}") from None
+        proc = copy.copy(self)
+        proc.info, proc.dummy_inputs = info, copy.copy(self.dummy_inputs)
+        proc.dummy_inputs.info = info
+        return proc
+
+    def request_uuids(self, request_id: str, mm_data: Optional[dict[str, Any]]) -> Optional[dict[str, list[str]]]:
+        """The items' ids for ``apply(mm_uuids=...)``: ``request_scoped_uuids`` when no cache (and so
+        no mirror) reads a content hash, else None (content hashes), as vLLM's Processor (PR #23690)."""
+        return request_scoped_uuids(request_id, mm_data) if self.cache is None else None
+
+    def max_tokens_per_item(self) -> dict[str, int]:
+        """Placeholder tokens of the largest item per modality under the model-level settings, by
+        the model's formula at ``max_model_len``: what the encoder budget, the profile run and
+        admission are sized from (``max_tokens_per_item``)."""
+        return self.info.get_max_tokens_per_item(self.info.model_config.max_model_len,
+                                                 {m: 1 for m in self.info.modalities})
+
     def apply(self, prompt: str | list[int], mm_data: Optional[dict[str, Any]],
               hf_processor_mm_kwargs: Optional[dict[str, Any]] = None, *,
-              return_mm_hashes: bool = False) -> MultiModalInputs:
-        """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``).
+              return_mm_hashes: bool = False,
+              mm_uuids: Optional[dict[str, list[str]]] = None) -> MultiModalInputs:
+        """Process one prompt and its items (``mm_data``: ``{modality: item | [items]}``);
+        ``hf_processor_mm_kwargs``: this call's ``mm_processor_kwargs`` (``for_call``).
 
-        ``mm_hashes`` is filled when the cache is on or ``return_mm_hashes`` asks. Raises
-        InvalidInputError / TooManyItemsError; the processor and the cache stay usable."""
-        kw = dict(hf_processor_mm_kwargs or {})
+        ``mm_hashes``: with the cache on, content hashes (the cache reads them); with it off,
+        ``mm_uuids`` (ids per modality and item, e.g. ``request_scoped_uuids``: no content is
+        hashed, vLLM PR #23690) if given, else content hashes when ``return_mm_hashes`` asks or the
+        row hashes uncached items (``hash_uncached``), else none. Raises
+        InvalidInputError / TooManyItemsError, and InvalidInputError ("mm_processor_kwargs") when
+        the call's settings make an item larger than ``max_tokens_per_item()``; the processor and
+        the cache stay usable."""
+        proc = self.for_call(hf_processor_mm_kwargs)
+        out = proc._apply(prompt, mm_data, return_mm_hashes, mm_uuids)
+        if proc is not self:
+            limits = self.max_tokens_per_item()
+            for m, ranges in out.mm_placeholders.items():
+                for i, r in enumerate(ranges):
+                    if r.length > limits.get(m, r.length):
+                        raise InvalidInputError(
+                            "mm_processor_kwargs", f"{limits[m]} tokens per {m} (max_tokens_per_item)",
+                            f"{proc.info.call_kwargs} make {m} item {i} {r.length} tokens, more than "
+                            f"the budget and the profile run were sized for")
+        return out
+
+    def _apply(self, prompt, mm_data, return_mm_hashes: bool, mm_uuids) -> MultiModalInputs:
+        kw: dict[str, Any] = {}  # a call's settings are in the HF processor this view built
         items = parse_mm_data(mm_data, self.info.get_allowed_mm_limits(),
                               keep_float64=self.info.switches.dummy_audio_dtype == "float64",
                               background=self.info.model_config.rgba_background_color)
         counts = {m: len(v) for m, v in items.items()}
+        if mm_uuids is not None and any(len(mm_uuids.get(m, ())) != n for m, n in counts.items()):
+            raise InvalidInputError("mm_uuids", f"one id per item {counts}",
+                                    f"got {({m: len(v) for m, v in mm_uuids.items()})}")
         ids, mm_kwargs, hashes, applied = self._cached_apply_hf_processor(prompt, items, kw,
-                                                                          return_mm_hashes)
+                                                                          return_mm_hashes, mm_uuids)
         updates = self._get_prompt_updates(mm_kwargs)
         fn = find_mm_placeholders if applied else apply_token_matches
         ids, placeholders = fn(ids, updates, counts)
@@ -242,9 +333,9 @@ class EncDecMultiModalProcessor(BaseMultiModalProcessor):
         raise NotImplementedError
 
     def apply(self, prompt, mm_data, hf_processor_mm_kwargs=None, *,
-              return_mm_hashes: bool = False) -> MultiModalInputs:
+              return_mm_hashes: bool = False, mm_uuids=None) -> MultiModalInputs:
         enc = super().apply(self.create_encoder_prompt(prompt, mm_data), mm_data, hf_processor_mm_kwargs,
-                            return_mm_hashes=return_mm_hashes)
+                            return_mm_hashes=return_mm_hashes, mm_uuids=mm_uuids)
         dec = (self.info.get_tokenizer().encode(prompt, add_special_tokens=False)
                if isinstance(prompt, str) else list(prompt))
         enc.encoder_prompt_token_ids, enc.prompt_token_ids = enc.prompt_token_ids, dec

@@ -47,7 +47,8 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
     modalities = ("image", "video")
 
     def get_hf_processor(self):
-        return build_hf_processor(self.model_id, tuple(sorted(self.mm_processor_kwargs.items())))
+        return build_hf_processor(self.model_id, tuple(sorted(  # lists as tuples: a cache key
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in self.mm_processor_kwargs.items())))
 
     def _vision(self) -> tuple[int, int, int]:
         v = self.hf_config["vision_config"]

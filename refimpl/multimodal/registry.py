@@ -26,7 +26,8 @@ ENCDEC_SWITCHES = MultiModalSwitches(dummy_audio_dtype="float64", hash_byte_path
 @dataclass
 class ProcessingStats:
     """Counters the benchmarks read (calls; seconds ``*_s``): hf_processor_calls, hf_mm_passes (with
-    items), hf_processor_s, hf_text_only_s, split_s, dummy_s, hash_s, cache_hits / cache_misses
+    items), hf_processor_s, hf_text_only_s, split_s, dummy_s, hash_s, hash_calls (content hashes of
+    items), cache_hits / cache_misses
     (per item), cache_bytes (held now), encdec_calls / encdec_s (``get_encdec_max_encoder_len``)."""
     hf_processor_calls: int = 0
     hf_mm_passes: int = 0
@@ -35,6 +36,7 @@ class ProcessingStats:
     split_s: float = 0.0
     dummy_s: float = 0.0
     hash_s: float = 0.0
+    hash_calls: int = 0
     cache_hits: int = 0
     cache_misses: int = 0
     encdec_calls: int = 0

@@ -33,7 +33,8 @@ class WhisperProcessingInfo(BaseProcessingInfo):
     modalities = ("audio",)
 
     def get_hf_processor(self):
-        return build_hf_processor(self.model_id, tuple(sorted(self.mm_processor_kwargs.items())))
+        return build_hf_processor(self.model_id, tuple(sorted(  # lists as tuples: a cache key
+            (k, tuple(v) if isinstance(v, list) else v) for k, v in self.mm_processor_kwargs.items())))
 
     def get_feature_extractor(self):
         return self.get_hf_processor().feature_extractor

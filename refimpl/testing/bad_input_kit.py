@@ -140,6 +140,35 @@ class Kit:
         from refimpl.testing.scheduling import create_requests
         return f"{len(create_requests(num_requests))} requests"
 
+    # issue 46: the request dict, a call's processor kwargs, hashing without a cache, check_stop
+    def qwen_apply_kw(self, prompt, mm_data, kwargs):
+        return self.qwen.apply(prompt, mm_data, kwargs)
+
+    def request_dict(self, prompt) -> str:
+        from refimpl.engine.prompt import parse_prompt
+        p = parse_prompt(prompt)
+        return f"decoder prompt {p.decoder!r} from {p.field}" + (" (start token prepended)" * p.prepend_start)
+
+    def uncached_hashes(self, **model_kw) -> str:
+        proc = MultiModalRegistry().create_processor(ModelConfig("whisper-tiny", device="cpu", **model_kw))
+        data = {"audio": np.zeros(SR, np.float32)}
+        out = proc.apply("", data, mm_uuids=proc.request_uuids("r-0", data))
+        return f"{proc.stats.hash_calls} content hashes; item ids {out.mm_hashes['audio']}"
+
+    def stop_at_cap(self, outputs, max_tokens: int, stop_check: str = "stop-first") -> str:
+        from refimpl.testing.scheduling import (
+            FakeModelRunner,
+            create_requests,
+            create_scheduler,
+            run_to_completion,
+        )
+        s = create_scheduler()
+        s.vllm_config.scheduler_config.stop_check = stop_check  # type: ignore[assignment]
+        (req,) = create_requests(1, max_tokens=max_tokens, ignore_eos=False)
+        s.add_request(req)
+        out = run_to_completion(s, FakeModelRunner(94, lambda rid, n: outputs[n - len(WHISPER_PROMPT)]))["req0"]
+        return f"finish_reason {out.finish_reason!r}, outputs {out.output_token_ids}"
+
 
 # ------------------------------------------------------------------------------ entry points
 @dataclass(frozen=True)
@@ -209,6 +238,26 @@ def processing_cache(capacity_bytes) -> BadInput:
 def request_batch(num_requests) -> BadInput:
     """``refimpl.testing.create_requests(num_requests)``."""
     return BadInput("request_batch", dict(num_requests=num_requests))
+
+
+def qwen_apply_kw(prompt, mm_data, kwargs) -> BadInput:
+    """The Qwen2.5-VL processor's ``apply(prompt, mm_data, kwargs)``: a call's own processor kwargs."""
+    return BadInput("qwen_apply_kw", dict(prompt=prompt, mm_data=mm_data, kwargs=kwargs))
+
+
+def request_dict(prompt) -> BadInput:
+    """``LLMEngine.add_request``'s request check (``refimpl.engine.prompt.parse_prompt``), run first."""
+    return BadInput("request_dict", dict(prompt=prompt))
+
+
+def uncached_hashes(**model_kw) -> BadInput:
+    """Whisper's processor given one audio as LLMEngine gives it (``request_uuids``): hash calls."""
+    return BadInput("uncached_hashes", dict(model_kw))
+
+
+def stop_at_cap(outputs, max_tokens: int, stop_check: str = "stop-first") -> BadInput:
+    """A Whisper request sampling ``outputs`` on the Scheduler (FakeModelRunner): its finish reason."""
+    return BadInput("stop_at_cap", dict(outputs=list(outputs), max_tokens=max_tokens, stop_check=stop_check))
 
 
 def sampling(**kw) -> BadInput:

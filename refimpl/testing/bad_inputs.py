@@ -20,10 +20,14 @@ from refimpl.testing.bad_input_kit import (
     png_bytes,
     processing_cache,
     qwen_apply,
+    qwen_apply_kw,
     qwen_request,
     request_batch,
+    request_dict,
     sampling,
     small_kv_request,
+    stop_at_cap,
+    uncached_hashes,
     whisper_admit,
     whisper_apply,
     whisper_request,
@@ -263,5 +267,82 @@ ISSUE29_CASES += [
          request_batch(-1), ConfigError, "num_requests", ">= 0 (an int)"),
 ]
 CASES += ISSUE29_CASES
+CASE_IDS = [c.id for c in CASES]
+assert len(set(CASE_IDS)) == len(CASE_IDS), "duplicate case ids"
+
+# Issue 46: the request dict, a call's processor kwargs, frames as one video, hashing with no
+# cache, EOS at the length cap (docs/reliability.md section 10).
+REQ = "LLMEngine.add_request's request check"
+_A = {"audio": (_CLIP, SR)}
+_FR = "<|startoftranscript|><|fr|><|translate|><|notimestamps|>"
+_FR_IDS = [50258, 50265, 50358, 50363]
+_IMG448 = Image.fromarray(np.random.default_rng(0).integers(0, 256, (448, 448, 3), dtype=np.uint8))
+_TOKEN_IDS = "a str or a list of token ids (ints)"
+ISSUE46_CASES: list[Case] = [
+    Case("request-decoder-prompt-ids", "request", "decoder_prompt as token ids [50258, 50265, 50358, 50363] "
+         "(the tokenizer's ValueError before)", REQ, request_dict({"multi_modal_data": _A, "decoder_prompt": _FR_IDS}),
+         behaviour="accepted: a list of ints is token ids", check=lambda out: str(_FR_IDS) in out),
+    Case("request-decoder-prompt-none", "request", "decoder_prompt=None at the top level (ValueError before)", REQ,
+         request_dict({"multi_modal_data": _A, "decoder_prompt": None}), InvalidInputError, "prompt.decoder_prompt",
+         _TOKEN_IDS),
+    Case("request-decoder-prompt-int", "request", "decoder_prompt=5 (ValueError before)", REQ,
+         request_dict({"multi_modal_data": _A, "decoder_prompt": 5}), InvalidInputError, "prompt.decoder_prompt",
+         _TOKEN_IDS),
+    Case("request-prompt-token-ids-none", "request", "prompt_token_ids=None (TypeError before)", REQ,
+         request_dict({"multi_modal_data": _A, "prompt_token_ids": None}), InvalidInputError,
+         "prompt.prompt_token_ids", "a list of token ids (ints)"),
+    Case("request-implicit-prompt", "request", "vLLM's implicit form {'prompt': '<|startoftranscript|><|fr|>"
+         "<|translate|><|notimestamps|>', 'multi_modal_data': ...} (served English transcribe before)", REQ,
+         request_dict({"prompt": _FR, "multi_modal_data": _A}),
+         behaviour="accepted: the prompt text is the decoder prompt", check=lambda out: _FR in out),
+    Case("request-explicit-prompt", "request", "vLLM's explicit form {'encoder_prompt': {'prompt': '', "
+         "'multi_modal_data': ...}, 'decoder_prompt': ...} (refused as needing audio before)", REQ,
+         request_dict({"encoder_prompt": {"prompt": "", "multi_modal_data": _A}, "decoder_prompt": _FR}),
+         behaviour="accepted: the decoder prompt given (decoder_start_token_id prepended if missing)",
+         check=lambda out: _FR in out),
+    Case("request-unknown-key", "request", "a misspelt key 'promt' (ignored before)", REQ,
+         request_dict({"multi_modal_data": _A, "promt": _FR}), InvalidInputError, "prompt.promt",
+         ("prompt", "prompt_token_ids", "multi_modal_data", "mm_processor_kwargs", "decoder_prompt")),
+    Case("request-unserved-vllm-key", "request", "vLLM's 'cache_salt', which the kit does not serve", REQ,
+         request_dict({"multi_modal_data": _A, "cache_salt": "s"}), InvalidInputError, "prompt.cache_salt",
+         ("prompt", "prompt_token_ids", "multi_modal_data", "mm_processor_kwargs", "decoder_prompt")),
+    Case("call-max-pixels-16-cells", "call kwargs", "per-call max_pixels=16*28*28, 448x448 image (64 tokens "
+         "before: ignored by the HF processor)", IMG, qwen_apply_kw(P1, {"image": _IMG448}, {"max_pixels": 16 * 28 * 28}),
+         behaviour="accepted: merged over the model-level value and mapped to the HF processor's size",
+         check=lambda out: out.mm_placeholders["image"][0].length == 16),
+    Case("call-max-pixels-negative", "call kwargs", "per-call max_pixels=-5 (accepted before)", IMG,
+         qwen_apply_kw(P1, {"image": _IMG448}, {"max_pixels": -5}), InvalidInputError,
+         "mm_processor_kwargs.max_pixels", "> 0 (an int)"),
+    Case("call-max-pixel-typo", "call kwargs", "per-call max_pixel=12544, a typo (accepted before)", IMG,
+         qwen_apply_kw(P1, {"image": _IMG448}, {"max_pixel": 12544}), InvalidInputError, "mm_processor_kwargs",
+         "keys of qwen2.5-vl-3b's preprocessor_config.json"),
+    Case("call-do-resize-false", "call kwargs", "per-call do_resize=False, 448x448 image (256 tokens, "
+         "above max_tokens_per_item, before)", IMG, qwen_apply_kw(P1, {"image": _IMG448}, {"do_resize": False}),
+         InvalidInputError, "mm_processor_kwargs", "113 tokens per image (max_tokens_per_item)"),
+    Case("video-list-of-pil-frames", "video", "4 PIL frames of 56x56 as a list (4 videos refused before)", IMG,
+         qwen_apply("<|video_pad|>", {"video": [Image.new("RGB", (56, 56), (9 * i, 0, 0)) for i in range(4)]}),
+         behaviour="accepted: one video, as the (4, 56, 56, 3) array",
+         check=lambda out: out.mm_kwargs["video"][0]["video_grid_thw"].tolist() == [2, 4, 4]),
+    Case("video-list-of-array-frames", "video", "4 (56, 56, 3) uint8 arrays as a list (4 videos refused before)",
+         IMG, qwen_apply("<|video_pad|>", {"video": [np.full((56, 56, 3), i, np.uint8) for i in range(4)]}),
+         behaviour="accepted: one video, as the (4, 56, 56, 3) array",
+         check=lambda out: out.mm_kwargs["video"][0]["video_grid_thw"].tolist() == [2, 4, 4]),
+    Case("image-4d-array", "image", "(2, 56, 56, 3) uint8 array as images, two placeholders", IMG,
+         qwen_apply(P1 * 2, {"image": np.zeros((2, 56, 56, 3), np.uint8)}),
+         behaviour="accepted: two images, as the list of two arrays",
+         check=lambda out: [p.length for p in out.mm_placeholders["image"]] == [4, 4]),
+    Case("hash-cache-gb-0", "hashing", "one audio with mm_processor_cache_gb=0 (hashed before)",
+         "Whisper processor, LLMEngine's ids", uncached_hashes(mm_processor_cache_gb=0),
+         behaviour="accepted: no content hash; the item is named by its request",
+         check=lambda out: out.startswith("0 content hashes") and "r-0-audio-0" in out),
+    Case("stop-eos-at-max-tokens", "sampling", "EOS (50257) as the 3rd output of max_tokens=3 ('length' before)",
+         "Scheduler.update_from_output", stop_at_cap([1000, 1000, 50257], 3),
+         behaviour="accepted: finish_reason 'stop' (the stop check first, vLLM >= 0.11.1)",
+         check=lambda out: "'stop'" in out),
+    Case("stop-eos-at-max-tokens-caps-first", "sampling", "the same under stop_check='caps-first' (release rows "
+         "0.8.5 to 0.11.0)", "Scheduler.update_from_output", stop_at_cap([1000, 1000, 50257], 3, "caps-first"),
+         behaviour="accepted: finish_reason 'length', as those releases", check=lambda out: "'length'" in out),
+]
+CASES += ISSUE46_CASES
 CASE_IDS = [c.id for c in CASES]
 assert len(set(CASE_IDS)) == len(CASE_IDS), "duplicate case ids"

@@ -246,7 +246,7 @@ class Scheduler(SchedulerInterface):
                 continue
             for tok in model_runner_output.sampled_token_ids[index[rid]]:
                 request.append_output_token_ids(int(tok))
-                if check_stop(request, self.max_model_len):
+                if check_stop(request, self.max_model_len, self.vllm_config.scheduler_config.stop_check):
                     break
             if request.is_finished():
                 stopped.add(rid)

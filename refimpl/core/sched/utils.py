@@ -1,9 +1,11 @@
 """Helpers of the V1 scheduler: admission limits and the stop check.
 
-``check_stop`` mirrors ``vllm/v1/core/sched/utils.py`` (0.10.2). ``check_request_limits`` makes
+``check_stop`` mirrors ``vllm/v1/core/sched/utils.py``: the last token's stop conditions first, then
+the length caps (0.11.1 on, PR #26317), or the caps first (``order="caps-first"``: 0.8.5 to 0.11.0).
+``check_request_limits`` makes
 at admission the checks vLLM's ``Processor._validate_model_inputs`` and ``SamplingParams`` make,
 plus every bound a step's consumer has; ``check_kv_cache_fit`` is ours (no livelock on a
-request that can never fit). Left out: pooling requests, ``stop_reason``.
+request that can never fit). Left out: pooling requests, ``stop_reason``, ``min_tokens``.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Optional
 
 import torch
 
+from refimpl.config.scheduler import StopCheckOrder
 from refimpl.core.kv_cache_manager import KVCacheManager, cdiv
 from refimpl.errors import ConfigError, InvalidInputError, SamplingParamsError
 from refimpl.request import Request, RequestStatus
@@ -86,15 +89,23 @@ def check_kv_cache_fit(request: Request, kv_cache_manager: KVCacheManager, max_m
                                   f"cache ({usable} blocks of {bs} after cross-attention)")
 
 
-def check_stop(request: Request, max_model_len: int) -> bool:
-    """Finish ``request`` at ``max_model_len`` or ``max_tokens`` (FINISHED_LENGTH_CAPPED), or on EOS
-    (unless ``ignore_eos``) or a stop token (FINISHED_STOPPED); whether it finished."""
-    if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
-        request.status = RequestStatus.FINISHED_LENGTH_CAPPED
+def check_stop(request: Request, max_model_len: int, order: StopCheckOrder = "stop-first") -> bool:
+    """Finish ``request`` on its last token: EOS (unless ``ignore_eos``) or a stop token
+    (FINISHED_STOPPED); or at ``max_model_len`` / ``max_tokens`` (FINISHED_LENGTH_CAPPED); whether
+    it finished. ``order`` "stop-first" (vLLM >= 0.11.1): a stop token that is also the last one the
+    caps allow finishes as "stop"; "caps-first" (vLLM 0.8.5 to 0.11.0) reports it as "length"."""
+    if order == "caps-first" and _length_capped(request, max_model_len):
         return True
     last = request.output_token_ids[-1]
     sp = request.sampling_params
     if (not sp.ignore_eos and last == request.eos_token_id) or last in sp.stop_token_ids:
         request.status = RequestStatus.FINISHED_STOPPED
+        return True
+    return _length_capped(request, max_model_len)
+
+
+def _length_capped(request: Request, max_model_len: int) -> bool:
+    if request.num_tokens >= max_model_len or request.num_output_tokens >= request.max_tokens:
+        request.status = RequestStatus.FINISHED_LENGTH_CAPPED
         return True
     return False

@@ -44,7 +44,7 @@ BENCHES: dict[str, type[Spec]] = {"startup": StartupSpec, "serve": ServeSpec}
 class SweepArgs:
     params: Path  # the sweep file: TOML or JSON (its fields: refimpl/lab/bench/sweep.py)
     output_dir: Path = Path("reports/sweeps")  # the experiment folder goes under it
-    experiment_name: Annotated[Optional[str], tyro.conf.arg(help_behavior_hint=(
+    experiment_name: Annotated[Optional[str], tyro.conf.arg(help="the experiment folder's name", help_behavior_hint=(
         "(default: the file's experiment, else its name, then -<UTC date>)"))] = None
     resume: bool = False  # continue the experiment folder: skip the runs whose Result is there
     dry_run: bool = False  # print the runs (refimpl bench lines) and run nothing

@@ -45,7 +45,9 @@ def _concrete(cmd: str) -> list[str]:
 
 
 COMMANDS = sorted({(str(p), c) for p, t in _texts() for c in _commands(t)})
-TARGETS = set(re.findall(r"^([a-z][\w-]*)\s*:", (ROOT / "Makefile").read_text(), re.M))
+# every target of a rule line (``.venv setup: ...`` names two), not a ``:=`` assignment
+TARGETS = {t for line in re.findall(r"^([.\w][\w .-]*?)\s*:(?!=)", (ROOT / "Makefile").read_text(), re.M)
+           for t in line.split()}
 
 
 def test_commands_were_found():

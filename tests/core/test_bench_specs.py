@@ -164,13 +164,21 @@ def _refused(argv, field, capsys, monkeypatch) -> str:
 
 
 def test_unknown_bench_and_flag_name_the_choices(capsys):
-    for argv in (["bench", "nope"], ["bench", "startup", "--nope"]):
-        with pytest.raises(SystemExit) as e:
-            main(argv)
-        assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "startup, serve, wer" in err and "--nope" in err
+    """tyro's parse errors are one line naming the field, as every other refusal (exit status 2)."""
+    for argv, line in ((["bench", "nope"], "refimpl bench: error: bench: got nope (limit: startup, serve, wer"),
+                       (["bench", "startup", "--nope"], "refimpl bench startup: error: nope: unknown flag --nope"),
+                       (["bench", "startup", "--repeatz", "2"], "refimpl bench startup: error: repeatz: unknown "
+                        "flag --repeatz (limit: a flag of `refimpl bench NAME --help` (perhaps --repeats))"),
+                       (["bench", "startup", "--max-model-len", "32k"],
+                        "refimpl bench startup: error: max_model_len: cannot read '32k' as {None}|INT"),
+                       (["bench", "serve", "--rate", "fast"], "refimpl bench serve: error: rate: cannot read 'fast'")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(line) and err.count("\n") == 1 and "limit" in err, (argv, err)
     assert main(["nope"]) == 2 and main(["--help"]) == 0
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "startup", "--help"])
+    assert e.value.code == 0 and "--max-model-len" in capsys.readouterr().out
 
 
 def test_output_json_must_be_a_writable_file_path(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from refimpl.errors import RefimplError
 from refimpl.lab import cli, report
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -63,7 +64,9 @@ def test_command_runs_with_the_current_cli(where, cmd):
             cli.parse(words[2:])
         except SystemExit as e:
             if e.code != 0:  # --help exits 0
-                    pytest.fail(f"{where}: `{cmd}` does not parse (exit {e.code})")
+                pytest.fail(f"{where}: `{cmd}` does not parse (exit {e.code})")
+        except RefimplError as e:  # a malformed flag: the one-line refusal
+            pytest.fail(f"{where}: `{cmd}` does not parse ({e})")
     elif words[:2] == ["refimpl", "report"]:
         try:
             report.parser().parse_args(words[2:])

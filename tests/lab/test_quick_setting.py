@@ -63,3 +63,16 @@ def test_the_regime_sentence_labels_what_was_measured_and_what_was_committed():
     s = R.regime_sentence(Result.load(COMMITTED_50K))
     assert "measured here" in s and "At this setting, committed" in s
     assert "a prediction, not a measurement" in s and "The committed full run" in s
+
+
+def test_the_cost_check_reads_committed_runs_older_than_the_parts():
+    """The quick report's explorer on an Intel Xeon host compares against results/cpu-intel-xeon-2c,
+    whose runs predate ``parts_s`` and ``peak_rss_bytes``: rows without a part miss, no KeyError."""
+    from refimpl.lab.explore import cost_check
+    from refimpl.lab.explore.cost_model import Calibration
+    from refimpl.lab.studies import RESULTS_DIR
+    cal = dataclasses.replace(Calibration.load(RESULTS_DIR / "cpu-amd-epyc-2c/calibration.json"),
+                              hardware="cpu-intel-xeon-2c")
+    rows = cost_check.compare(cal)
+    assert rows and all(r.miss is None for r in rows) and all(r.metric != "peak_rss_bytes" or r.measured for r in rows)
+    assert cost_check.within_goal(rows + cost_check.ratio_rows(rows), cal)

@@ -150,7 +150,6 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
             given[name] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             given[name] = text
-        _check_as_spec_field(name, given[name])
         default = next(d[name]["default"] for d in declared.values() if name in d)
         try:
             counted = type(ast.literal_eval(default)) is int  # REPEATS, NUM_REQUESTS, FLAME_RATE, ...
@@ -158,25 +157,22 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
             counted = False
         if counted:
             check_count(name, given[name], 1)
+        _check_as_spec_field(name, given[name])
     return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
 
 
 def _check_as_spec_field(name: str, value: object) -> None:
     """A parameter named as a bench spec's field (``MAX_MODEL_LEN`` -> ``max_model_len``) gets that
-    field's type and lower bound (refimpl.lab.bench.spec_types, guard.AT_LEAST / ABOVE_ZERO):
-    ConfigError naming the parameter, as the CLI and ``trial.run`` refuse the field."""
-    from refimpl.lab.bench import guard
+    field's type (refimpl.lab.bench.spec_types) and, for a count, ``>= 1``: ConfigError naming the
+    parameter, as the CLI and ``trial.run`` refuse the field."""
     from refimpl.lab.bench.spec_types import conforms, field_types, type_name
     tp = field_types().get(name.lower())
     if tp is None:
         return
     if not conforms(value, tp):
         raise ConfigError(name, type_name(tp), f"got {value!r} ({type(value).__name__})")
-    low = guard.AT_LEAST.get(name.lower())
-    if value is not None and low is not None and not value >= low:  # type: ignore[operator]
-        raise ConfigError(name, f">= {low}", f"got {value!r}")
-    if value is not None and name.lower() in guard.ABOVE_ZERO and not value > 0:  # type: ignore[operator]
-        raise ConfigError(name, "> 0", f"got {value!r}")
+    if value is not None and conforms(value, int):
+        check_count(name, value, 1)
 
 
 def parser() -> argparse.ArgumentParser:

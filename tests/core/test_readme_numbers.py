@@ -37,7 +37,7 @@ def test_the_quote_table_is_the_committed_runs():
     call1 = T.call1_ratio(Result.load(REF / "budget_qwen2.5-vl-3b.json"), min_n=2)
     assert _ci(call1) in _row("the first budget call")[1]
     off = "same-day-2026-12-04-no-reporting-3/startup_qwen2.5-vl-3b_release-rows_128k_2026-12-04.json"
-    assert _ci(ratio(off)) in _row("bare metal vs this VM")[1]
+    assert _ci(ratio(off)) in _row("as on bare metal")[1]
     start = {r["variant"]: r for r in gpu.startup_rows("qwen2.5-vl-3b", "cpu-amd-epyc-2c")}
     h200 = median(start["0.9.0"]["total_s"]) / median(start["0.8.5"]["total_s"])
     assert _row("on a GPU host")[1] == f"{h200:.2f}x" and f"**{h200:.2f}x**" in README

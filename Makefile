@@ -1,7 +1,8 @@
 # refimpl: set up, test, measure, report.
 #
 #   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
-#                      2 pytest-xdist workers, PYTEST_WORKERS=N to change)
+#                      2 pytest-xdist workers, PYTEST_WORKERS=N to change; every skip printed with its
+#                      reason, -rs: the browser test names `make browser-deps`)
 #   make lint          ruff (pyflakes, import order, bugbear), mypy on refimpl/ (~1 s warm, ~12 s cold)
 #                      and the import contract (tests/core/test_import_contract.py)
 #   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
@@ -70,10 +71,10 @@ lint: $(STAMP)
 	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/core/test_import_contract.py
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/core
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/core
 # The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
 # venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
 # run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its

@@ -14,8 +14,6 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal, Optional
 
-import torch
-
 from refimpl.config.checks import check_count, check_mm_processor_kwargs, check_model_dir, check_size
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.variants import MultiModalSwitches
@@ -88,6 +86,8 @@ def resolve_device(device: str = "auto") -> str:
         raise ConfigError("device", ("auto", "cpu", "cuda"), f"unknown device {device!r}")
     if device == "cpu":
         return device
+    import torch  # here, not at the top: the CLI's --help and refusals import this module
+
     if torch.cuda.is_available():
         return "cuda"
     if device == "cuda":

@@ -5,14 +5,16 @@ from __future__ import annotations
 import importlib
 import sys
 from pathlib import Path
-from typing import Annotated, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Callable, Optional
 
 import tyro
 
 from refimpl.errors import RefimplError
-from refimpl.lab.bench import trial
-from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import SPECS, Spec
+from refimpl.lab.cli_errors import parse_or_refuse
+
+if TYPE_CHECKING:  # the trial loop, the guard and the schema import torch / transformers: on use only
+    from refimpl.lab.bench.schema import Result
 
 USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl bench NAME --help lists them)
        refimpl bench sweep {startup,serve} --params FILE [--resume] [--dry-run]
@@ -39,13 +41,13 @@ OUT = Annotated[Optional[str], tyro.conf.arg(help="where to write the Result", h
 IN_PROCESS = Annotated[bool, tyro.conf.arg(help="every run in this process: smoke figures, not fresh-process ones")]
 
 
-def _shown(module: str, name: str) -> Callable[[Result], str]:
+def _shown(module: str, name: str) -> Callable[["Result"], str]:
     """A study's function, imported when a Result is shown: the studies import matplotlib and
     torch, which ``refimpl bench calibrate`` and the other benches' parents need only to print."""
     return lambda r: getattr(importlib.import_module(f"refimpl.lab.{module}"), name)(r)
 
 
-SHOWN: dict[str, Callable[[Result], str]] = {  # a bench's Result as notebooks and summary.md show it
+SHOWN: dict[str, Callable[["Result"], str]] = {  # a bench's Result as notebooks and summary.md show it
     "startup": _shown("studies.startup", "summary_md"), "budget": _shown("studies.startup", "budget_md"),
     "throughput": _shown("studies.throughput", "summary_md"), "paired": _shown("studies.throughput", "paired_md"),
     "workload": _shown("studies.serving_tables", "workload_md"), "wer": _shown("studies.serving_tables", "wer_table"),
@@ -62,13 +64,21 @@ def _entry(cls: type[Spec]):
 
 
 def parse(argv: list[str]) -> tuple[Spec, Optional[str], bool]:
-    """(spec, output_json, in_process) of ``refimpl bench`` flags; SystemExit(2) on a malformed one."""
-    return tyro.extras.subcommand_cli_from_dict({n: _entry(c) for n, c in SPECS.items()},
-                                                prog="refimpl bench", args=argv)
+    """(spec, output_json, in_process) of ``refimpl bench`` flags. Raises ConfigError naming the field
+    for a malformed one (tyro's panel as one line, ``cli_errors.one_line``); ``--help`` exits 0."""
+    return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
+        {n: _entry(c) for n, c in SPECS.items()}, prog="refimpl bench", args=argv), argv)
 
 
 def bench(spec: Spec, out: Optional[str] = None, in_process: bool = False) -> int:
+    from refimpl.lab.bench import guard
     name = f"refimpl bench {spec.name}"
+    try:  # the refusals of values and types first, before the trial's imports (torch, transformers)
+        guard.check(spec, out, in_process, memory=False)
+    except RefimplError as e:
+        print(f"{name}: error: {e}", file=sys.stderr)
+        return 2
+    from refimpl.lab.bench import trial
     if out:
         path = Path(out)
     elif spec.name == "calibrate":
@@ -106,7 +116,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         from refimpl.lab.bench.sweep import main as sweep_main
         return sweep_main(argv[2:])
     if argv[:1] == ["bench"]:
-        return bench(*parse(argv[1:]))
+        try:
+            parsed = parse(argv[1:])
+        except RefimplError as e:
+            print(f"refimpl bench{' ' + argv[1] if argv[1:2] and argv[1] in SPECS else ''}: error: {e}",
+                  file=sys.stderr)
+            return 2
+        return bench(*parsed)
     print(USAGE, file=sys.stdout if argv[:1] in (["-h"], ["--help"]) else sys.stderr)
     return 0 if argv[:1] in (["-h"], ["--help"]) else 2
 

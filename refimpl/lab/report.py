@@ -63,7 +63,8 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
 
 def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
             failed: dict[str, str] | None = None) -> str:
-    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks."""
+    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks. Its
+    first line is ``first_line``'s warning where a start-up run measured here reverses the finding."""
     blocks = [f"# refimpl report ({mode} mode, device {device})"]
     if finished is not None or failed:
         rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
@@ -73,10 +74,11 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
                    "that finished." if failed else ""]
     if mode == "quick":
         blocks.append("QUICK mode: small runs; each section states its own size and how its runs were made "
-                      "(fresh processes or one process), the start-up section which regime its size is in (the "
-                      "cost model's predicted 0.9.0 / 0.8.5 there, and where it crosses 1) beside the committed "
-                      "full run's ratio, and no gain or ratio is shown from too few pairs or runs. `make report` "
-                      "re-measures at full size.")
+                      "(fresh processes or one process). The start-up runs at the smallest committed setting "
+                      "where committed fresh-process ladders put 0.9.0 / 0.8.5 above 1.1 with the interval "
+                      "clear of 1; its section gives the ratio measured here beside those committed ladders and "
+                      "the committed full run's, and no gain or ratio is shown from too few pairs or runs. "
+                      "`make report` re-measures at full size.")
     elif mode == "stored":
         blocks.append("Stored mode: nothing was measured here; the executed notebooks render the committed "
                       "results under results/ (their summary.md files).")
@@ -96,6 +98,8 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
     blocks += [T.summary_md(res, out_dir) for p, res in results.items() if p.name.startswith("throughput_")
                and not p.name.startswith(("throughput_sweep", "throughput_hf"))]
     blocks.append(SV.summary_md(out_dir))
+    if mode != "stored" and (warn := first_line(out_dir)):
+        blocks.insert(0, warn)
     if env:
         hw = env["hardware"]
         blocks += ["## Measured on", md_table(["", ""], [
@@ -104,6 +108,16 @@ def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = 
             ["torch threads", env.get("torch_num_threads")], ["date", env.get("date")],
             ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]])]
     return md(*blocks) + "\n"
+
+
+def first_line(out_dir: Path) -> str:
+    """The warning(s) of ``startup_regime.reversal_line`` for the start-up runs in ``out_dir`` ('' if none)."""
+    from refimpl.lab.studies.startup_regime import reversal_line
+    lines = []
+    for p in sorted(out_dir.glob("startup_*.json")):
+        with contextlib.suppress(Exception):  # a partial JSON of a failed notebook says nothing here
+            lines.append(reversal_line(Result.load(p)))
+    return "\n\n".join(w for w in lines if w)
 
 
 def folder_summary(folder: Path) -> str:
@@ -143,7 +157,22 @@ def notebook_params(nbs: list[Path], pairs: list[str]) -> dict[Path, dict]:
             counted = False
         if counted:
             check_count(name, given[name], 1)
+        _check_as_spec_field(name, given[name])
     return {nb: {k: v for k, v in given.items() if k in d} for nb, d in declared.items()}
+
+
+def _check_as_spec_field(name: str, value: object) -> None:
+    """A parameter named as a bench spec's field (``MAX_MODEL_LEN`` -> ``max_model_len``) gets that
+    field's type (refimpl.lab.bench.spec_types) and, for a count, ``>= 1``: ConfigError naming the
+    parameter, as the CLI and ``trial.run`` refuse the field."""
+    from refimpl.lab.bench.spec_types import conforms, field_types, type_name
+    tp = field_types().get(name.lower())
+    if tp is None:
+        return
+    if not conforms(value, tp):
+        raise ConfigError(name, type_name(tp), f"got {value!r} ({type(value).__name__})")
+    if value is not None and conforms(value, int):
+        check_count(name, value, 1)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -203,6 +232,8 @@ def main(argv: list[str] | None = None) -> int:
         failed["summary.md"] = _one_line(e)
         text = summary(out / "no-results", device, mode, finished, failed)
     (out / "summary.md").write_text(text)
+    if mode != "stored" and (warn := first_line(out)):
+        print(warn, flush=True)
     if failed and status == "wrote":
         status = f"{len(failed)} of {len(nbs)} notebook(s) FAILED ({', '.join(failed)}); wrote"
     print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); summary: {out / 'summary.md'}",

@@ -164,13 +164,21 @@ def _refused(argv, field, capsys, monkeypatch) -> str:
 
 
 def test_unknown_bench_and_flag_name_the_choices(capsys):
-    for argv in (["bench", "nope"], ["bench", "startup", "--nope"]):
-        with pytest.raises(SystemExit) as e:
-            main(argv)
-        assert e.value.code == 2
-    err = capsys.readouterr().err
-    assert "startup, serve, wer" in err and "--nope" in err
+    """tyro's parse errors are one line naming the field, as every other refusal (exit status 2)."""
+    for argv, line in ((["bench", "nope"], "refimpl bench: error: bench: got nope (limit: startup, serve, wer"),
+                       (["bench", "startup", "--nope"], "refimpl bench startup: error: nope: unknown flag --nope"),
+                       (["bench", "startup", "--repeatz", "2"], "refimpl bench startup: error: repeatz: unknown "
+                        "flag --repeatz (limit: a flag of `refimpl bench NAME --help` (perhaps --repeats))"),
+                       (["bench", "startup", "--max-model-len", "32k"],
+                        "refimpl bench startup: error: max_model_len: cannot read '32k' as {None}|INT"),
+                       (["bench", "serve", "--rate", "fast"], "refimpl bench serve: error: rate: cannot read 'fast'")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(line) and err.count("\n") == 1 and "limit" in err, (argv, err)
     assert main(["nope"]) == 2 and main(["--help"]) == 0
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "startup", "--help"])
+    assert e.value.code == 0 and "--max-model-len" in capsys.readouterr().out
 
 
 def test_output_json_must_be_a_writable_file_path(tmp_path):
@@ -209,20 +217,20 @@ def test_model_path_needs_both_configs(tmp_path):
 
 
 def _documented_commands():
-    """(file, argv) of the ``refimpl bench`` lines of README.md and the ``run NAME T bench ...``
+    """(file, argv) of the ``refimpl bench`` lines of docs/cli.md (the README's command section) and the ``run NAME T bench ...``
     lines of scripts/gpu_bench.sh (continuations joined, shell variables given sample values)."""
     shell = {"VL": "qwen2.5-vl-3b", "ASR": "whisper-large-v3", "DEVICE": "cpu",
              "STARTUP_ROWS": "0.8.5 0.9.0 0.11.1 refimpl", "WARM": "--warmup"}
     script = re.sub(r"\$\(\([^)]*\)\)", "80", (ROOT / "scripts/gpu_bench.sh").read_text().replace("\\\n", " "))
     script = re.sub(r'"?\$\{?(\w+)[^}"\s]*\}?"?', lambda m: shell.get(m[1], "2"), script)
-    for where, text, pattern in [("README.md", (ROOT / "README.md").read_text(), r"^refimpl bench (.*)$"),
+    for where, text, pattern in [("cli.md", (ROOT / "docs/cli.md").read_text(), r"^refimpl bench (.*)$"),
                                  ("gpu_bench.sh", script, r"^run \S+ \S+ bench (.*)$")]:
         for m in re.finditer(pattern, text, re.M):
             yield where, shlex.split(m[1], comments=True)
 
 
 def test_documented_commands_parse_and_pass_the_guard(monkeypatch):
-    """Every bench command of README.md and scripts/gpu_bench.sh parses and passes the guard
+    """Every bench command of docs/cli.md and scripts/gpu_bench.sh parses and passes the guard
     (memory aside: this machine is not the one they are for)."""
     monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
     monkeypatch.setattr(guard, "resolve_device", lambda d: "cpu")
@@ -231,4 +239,4 @@ def test_documented_commands_parse_and_pass_the_guard(monkeypatch):
         spec, out, in_process = parse(argv)
         guard.check(spec.replace(model_path=None) if getattr(spec, "model_path", None) == "DIR" else spec, out, in_process)
         seen.add((where, spec.bench))
-    assert {(w, b) for w in ("README.md", "gpu_bench.sh") for b in ("startup", "budget", "paired", "workload")} <= seen
+    assert {(w, b) for w in ("cli.md", "gpu_bench.sh") for b in ("startup", "budget", "paired", "workload")} <= seen

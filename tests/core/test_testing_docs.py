@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import refimpl.testing.plugin as plugin
+from testing_doc import ENGINE_TESTS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 
@@ -21,10 +22,10 @@ def _fixture(name: str, made: dict):
 
 
 def _run_tests_defined(namespace: dict) -> int:
-    """Call each test_* function in ``namespace`` with the plugin's fixtures it names."""
+    """Call each test_* function in ``namespace`` (but the engine ones) with the plugin's fixtures it names."""
     ran = 0
     for name, f in list(namespace.items()):
-        if name.startswith("test_") and callable(f):
+        if name.startswith("test_") and callable(f) and ENGINE_TESTS not in name:
             made: dict = {}
             f(**{arg: _fixture(arg, made) for arg in inspect.signature(f).parameters})
             ran += 1
@@ -38,6 +39,7 @@ def test_testing_md_examples_run():
     for i, block in enumerate(blocks):
         exec(compile(block, f"{DOC.name} block {i + 1}", "exec"), namespace)  # noqa: S102
     assert _run_tests_defined(namespace) == 1  # the plugin example
+    assert any(ENGINE_TESTS in name for name in namespace)  # run by tests/engine/test_cache_review_example.py
 
 
 def test_public_import_paths_import():

@@ -40,10 +40,10 @@ def check(vc: VllmConfig, row: str) -> StartupPlan:
     plan = StartupPlan.build(vc, row)
     if plan.error is not None:
         with pytest.raises(CacheItemTooLargeError) as e:
-            EngineCore(vc, row, mm_registry=MultiModalRegistry())
+            EngineCore(vc, STARTUP_VARIANTS[row], mm_registry=MultiModalRegistry())
         assert str(e.value) == str(plan.error)
         return plan
-    core = EngineCore(vc, row, mm_registry=MultiModalRegistry())
+    core = EngineCore(vc, STARTUP_VARIANTS[row], mm_registry=MultiModalRegistry())  # the row: no name to warn about
     rep = core.report
     assert {k: getattr(rep, k) for k in plan.expected_report()} == plan.expected_report(), row
     assert rep.plan_mismatches == []
@@ -92,7 +92,7 @@ def test_an_engine_on_a_used_registry_is_not_checked(caplog):
     reg = MultiModalRegistry()
     reg.processing_cache.put("an earlier engine's item", {}, nbytes=1)
     with caplog.at_level(logging.WARNING):
-        assert EngineCore(qwen(*GRID[1]), "shape-only", mm_registry=reg).report.plan_mismatches is None
+        assert EngineCore(qwen(*GRID[1]), STARTUP_VARIANTS["shape-only"], mm_registry=reg).report.plan_mismatches is None
     assert "differed from its plan" not in caplog.text
 
 

@@ -9,9 +9,15 @@ import refimpl.lab.studies.startup as S
 from refimpl.errors import ConfigError
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec
+from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec, parse_limits
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR, Study, legacy_file_name
-from refimpl.lab.studies.startup import FLAME_VARIANTS, StartupStudy, quick_size, quick_variants
+from refimpl.lab.studies.startup import (
+    FLAME_VARIANTS,
+    StartupStudy,
+    quick_setting,
+    quick_size,
+    quick_variants,
+)
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE
 from refimpl.variants import LADDER
 
@@ -80,7 +86,8 @@ def test_quick_start_up_runs_fresh_processes_at_its_size(benches, tmp_path):
     assert [(b, in_process) for b, _, in_process in runs] == [("startup", False), ("budget", False)]
     for _, spec, _ in runs:
         assert isinstance(spec, StartupSpec) and spec.max_model_len == quick_size()
-        assert spec.limit_mm_per_prompt == {"image": 0} and spec.repeats == 2 and not spec.warmup
+        q = quick_setting()  # the committed setting where the finding held
+        assert spec.limit_mm_per_prompt == parse_limits(list(q.limits)) and spec.repeats == 2 and not spec.warmup
         assert spec.process_mode == "inproc"
     assert runs[0][1].variants == quick_variants() and runs[1][1].variants == (BEFORE, AFTER)
     assert runs[0][1].calls is None and runs[1][1].calls == 2

@@ -148,3 +148,18 @@ def test_the_panel_draws_the_chart_and_checks_a_path_when_the_field_is_left(pane
     assert panel.controls["model_path"].continuous_update is False
     panel.set(reference="0.9.0")
     assert "predicted / 0.9.0" in panel.ladder_html.value
+
+
+def test_the_comparison_tables_are_folded_under_the_summary(monkeypatch, tmp_path):
+    """Issue 44: the page opens on the within-goal summary; the long tables are in <details>."""
+    from refimpl.lab.explore import explorer_panels as EP
+    shown: list = []
+    monkeypatch.setattr(EP, "display", lambda x: shown.append(x.data))
+    study = EP.ExploreStudy("stored", out_dir=tmp_path)
+    if study.calibration is None:  # this machine has no committed calibration
+        study = EP.ExploreStudy("stored", out_dir=tmp_path, calibration=EP.cost_check.REPO_ROOT
+                                / "results/cpu-amd-epyc-2c/calibration.json")
+    table = study.comparison()
+    (page,) = shown
+    assert page.startswith("- ") and page.count("<details>") == 2 == page.count("</details>")
+    assert table in page and page.index(table) > page.index("<details>")

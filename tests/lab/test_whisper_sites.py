@@ -49,6 +49,7 @@ def test_the_sentences_name_the_quantities_and_the_other_fix(points):
     at = ws.model_of(ref).step_s_for("#24989", ws.SEED_GAIN)
     assert "#24989" in seed and "3%" in seed and f"{1e3 * at:.0f} ms" in seed
     assert f"{1e3 * ref['registry_call_s']:.1f} ms" in seed
+    assert "measured here" not in seed and ref["source"] in seed  # committed figures, labelled so
     kit = ws.kit_sentence(points)
     gain = ws.reference(points, "#24866")["gain"]
     assert f"{100 * gain:+.2f}%" in kit and "different fix" in kit and "#24866" in kit

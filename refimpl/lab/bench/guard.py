@@ -17,7 +17,6 @@ from refimpl.config import (
     CacheConfig,
     ModelConfig,
     SchedulerConfig,
-    VllmConfig,
     check_model,
     resolve_device,
 )
@@ -25,8 +24,8 @@ from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir
 from refimpl.config.model import REAL_WEIGHT_MODELS, get_config_dict, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
+from refimpl.lab.bench.spec_types import check_types
 from refimpl.lab.bench.specs import CHOICES, HF, CalibrateSpec, ServeSpec, Spec, StartupSpec
-from refimpl.tokenizer import WHISPER_EN_PROMPT_TOKENS, WHISPER_PROMPT_TOKENS
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
 
 __all__ = ["MEMORY_WAIT_S", "check", "check_output", "check_memory", "check_startup_memory",
@@ -50,9 +49,11 @@ OUTPUT_LIMIT = "a writable file path: not a folder, in a folder this user can wr
 
 def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool = False, *,
           memory: bool = True) -> None:
-    """Refuse ``spec`` (fresh processes unless ``in_process``, written to ``out``) before any run;
-    ``memory=False``: every refusal but the memory ones (a sweep's runs, checked before the first)."""
+    """Refuse ``spec`` (fresh processes unless ``in_process``, written to ``out``) before any run:
+    each field's type (``spec_types.check_types``), then the values; ``memory=False`` leaves out the
+    memory check (the CLI's refusals before the trial's imports; a sweep's runs, checked before the first)."""
     bench = f"refimpl bench {spec.name}"
+    check_types(spec)
     for name, choices in CHOICES.items():  # before resolve(): the design picks the defaults
         if getattr(spec, name, None) is not None and getattr(spec, name) not in choices:
             raise ConfigError(name, choices, f"got {getattr(spec, name)!r}")
@@ -113,6 +114,8 @@ def _labels(s: Spec, bench: str) -> None:
 
 def _max_tokens(field: str, value: int, model: str) -> None:
     """Whisper decodes at most max_target_positions (448) minus its decoder prompt."""
+    from refimpl.tokenizer import WHISPER_EN_PROMPT_TOKENS, WHISPER_PROMPT_TOKENS  # transformers: on use
+
     prompt = WHISPER_EN_PROMPT_TOKENS if model.endswith(".en") else WHISPER_PROMPT_TOKENS
     limit = get_config_dict(model)["max_target_positions"] - len(prompt)
     if value > limit:
@@ -169,6 +172,7 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
             check_serving_memory(vc, avail)
     elif isinstance(s, ServeSpec):
         # memory (torch, the start-up plan) is imported by the checks that read it: not by calibrate's parent
+        from refimpl.config import VllmConfig
         from refimpl.lab.bench import memory
         assert s.model and s.variants and s.num_requests is not None and s.warmup_requests is not None
         mc = ModelConfig(s.model, device=s.device or "auto")

@@ -100,11 +100,14 @@ class Result:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Result":
-        """Validate ``d`` and wrap it (a version 1 result with its rows renamed). Raises SchemaError."""
+        """Validate ``d`` and wrap it (a version 1 result with its rows renamed by
+        ``refimpl.variants.legacy_name``: variant keys, each run's ``variant``, comparisons and
+        ``params.variants``; a run's recorded command stays as it ran). Raises SchemaError."""
         validate(d)
         variants, params, comparisons = d["variants"], d["params"], list(d.get("comparisons", []))
         if d["schema_version"] == 1:
-            variants = {legacy_name(k): v for k, v in variants.items()}
+            variants = {legacy_name(k): {**v, "runs": [r | {"variant": legacy_name(r["variant"])} if isinstance(
+                r.get("variant"), str) else r for r in v["runs"]]} for k, v in variants.items()}
             comparisons = [c | {k: legacy_name(c[k]) for k in ("variant", "over")} for c in comparisons]
             params = dict(params)
             for k in ("variants", "variant"):

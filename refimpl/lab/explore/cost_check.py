@@ -103,12 +103,13 @@ def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
             spec = spec_from_params(res.bench, params).replace(device="cpu")
             src = str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else str(path)
             vc, note = make_vllm_config(spec), _note(Path(path), runs)
+            parted = all("parts_s" in r for r in runs)  # runs older than the parts (results/cpu-intel-xeon-2c)
             n, day = vc.model_config.max_model_len, str(res.env.get("date", ""))[:10]
             if res.bench == "startup":
                 pred = predict(StartupPlan.build(vc, variant), cal)
                 total = _med(r["total_s"] for r in runs)
                 rows.append(Row(src, note, n, variant, "total_s", pred.total_s, total,
-                                _miss(pred.seconds, runs, pred.total_s, total), day))
+                                _miss(pred.seconds, runs, pred.total_s, total) if parted else None, day))
             else:
                 plan = StartupPlan.budget(vc.model_config, variant, len(runs[0]["calls_s"]))
                 pred = predict(plan, cal)
@@ -116,9 +117,11 @@ def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
                     measured = _med(r["calls_s"][k] for r in runs)
                     parts = pred.step_parts[k] if k < len(pred.step_parts) else dict.fromkeys(PARTS, 0.0)
                     rows.append(Row(src, note, n, variant, f"{call}_s", predicted, measured,
-                                    _miss(parts, runs, predicted, measured, lambda r, k=k: r["parts_s"][k]), day))
-            rows.append(Row(src, note, n, variant, "peak_rss_bytes", pred.peak_rss_bytes,
-                            _med(r["peak_rss_bytes"] for r in runs), date=day))
+                                    _miss(parts, runs, predicted, measured, lambda r, k=k: r["parts_s"][k])
+                                    if parted else None, day))
+            if all("peak_rss_bytes" in r for r in runs):
+                rows.append(Row(src, note, n, variant, "peak_rss_bytes", pred.peak_rss_bytes,
+                                _med(r["peak_rss_bytes"] for r in runs), date=day))
     return rows
 
 

@@ -193,6 +193,17 @@ class WhisperPanel:
         return self.gains
 
 
+def folded_comparison(table: str, ratio_table: str, summary: str, n_rows: int, n_ratios: int) -> str:
+    """The comparison as the page shows it: the within-goal summary open, the two long tables folded
+    (HTML ``<details>``, opened by a click) so the page does not start with a few hundred rows."""
+    def fold(title: str, body: str) -> str:
+        return f"<details><summary>{title}</summary>\n\n{body}\n\n</details>"
+    return "\n\n".join([summary,
+                        fold(f"Predicted against measured, {n_rows} rows (click to open)", table),
+                        fold(f"Each row's start-up over 0.8.5's, per committed ladder, {n_ratios} rows (ratios "
+                             "drift less between days than seconds; click to open)", ratio_table)])
+
+
 class ExploreStudy:
     """The notebook's one object: ``mode`` stored (the committed calibration of this machine, if
     any), quick (a one-process calibration here, small arrays) or full (``refimpl bench
@@ -266,8 +277,7 @@ class ExploreStudy:
         table = cost_check.comparison_table(rows, self.calibration)
         ratio_table = cost_check.comparison_table(ratios, self.calibration)
         summary = "\n".join(f"- {x}" for x in cost_check.within_goal(rows + ratios, self.calibration))
-        display(Markdown(table + "\n\nEach row's start-up over 0.8.5's, per committed ladder (ratios drift less "
-                         "between days than seconds):\n\n" + ratio_table + "\n\n" + summary))
+        display(Markdown(folded_comparison(table, ratio_table, summary, len(rows), len(ratios))))
         return table
 
     def record(self) -> Path:

@@ -34,10 +34,12 @@ from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' 
     QUICK_REPEATS,
     QUICK_SIZES,
     predicted_ratio,
+    quick_setting,
     quick_size,
     quick_variants,
     regime,
     regime_sentence,
+    reversal_line,
     size,
 )
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
@@ -71,6 +73,7 @@ class StartupStudy(Study):
     flame_variants: Optional[tuple[str, ...]] = FLAME_VARIANTS  # None: every variant
     max_model_len: Optional[int] = None
     limits: list[str] = field(default_factory=list)
+    mm_processor_kwargs: dict[str, int] = field(default_factory=dict)
     numpy_hugepage: str = "off"
     variants: tuple[str, ...] = LADDER
     min_n: int = 2
@@ -81,14 +84,21 @@ class StartupStudy(Study):
         super().__post_init__()
         if self.quick:
             self.repeats = self.budget_repeats = QUICK_REPEATS
-            self.limits, self.variants = list(self.limits) or list(QUICK_LIMITS), quick_variants()
-            self.max_model_len = self.max_model_len or quick_size(self.model, tuple(self.limits))
+            self.variants = quick_variants()
+            q = None if self.max_model_len or self.limits else quick_setting(self.model)
+            if q is not None:  # the committed setting where the finding held (not the cost model's choice)
+                self.max_model_len, self.limits = q.max_model_len, list(q.limits)
+                self.mm_processor_kwargs = self.mm_processor_kwargs or dict(q.mm_processor_kwargs)
+            else:  # no committed results (an installed wheel), or a size / limits given: the cost model
+                self.limits = list(self.limits) or list(QUICK_LIMITS)
+                self.max_model_len = self.max_model_len or quick_size(self.model, tuple(self.limits))
 
     def spec(self, variants: Optional[tuple[str, ...]] = None) -> StartupSpec:
         """The start-up bench's spec (no warm-up of its own: ``flamegraphs`` is it)."""
         return StartupSpec(model=self.model, device=self.device, variants=variants or self.variants,
                            repeats=self.repeats, warmup=False, max_model_len=self.max_model_len,
-                           numpy_hugepage=self.numpy_hugepage, limit_mm_per_prompt=parse_limits(self.limits))
+                           numpy_hugepage=self.numpy_hugepage, limit_mm_per_prompt=parse_limits(self.limits),
+                           mm_processor_kwargs=dict(self.mm_processor_kwargs))
 
     def flamegraphs(self) -> dict[str, Optional[Path]]:
         """``flame_startup_<variant>.svg`` per variant of ``flame_variants`` that is measured (QUICK: the

@@ -122,12 +122,13 @@ def seed_sentence(points: list[dict]) -> str:
         return "No paired run of #24989 is committed, so the model has no measured call cost."
     m = model_of(p)
     at = m.step_s_for("#24989", SEED_GAIN)
-    return (f"With the cost per registry call measured here ({1e3 * m.registry_call_s:.1f} ms, {p['hardware']}), "
+    return (f"With the committed cost per registry call ({1e3 * m.registry_call_s:.1f} ms, {p['hardware']}, "
+            f"`{p['source']}`), "
             f"{m.attempts_per_request:g} admission attempt per request ({m.calls('#24989'):g} scheduler calls for "
             f"{m.requests} requests) and {m.steps} steps for those requests, #24989 gains "
-            f"{100 * SEED_GAIN:.0f}% (the seed's \"about 3%\") at a step time of {1e3 * at:.0f} ms; at this "
-            f"machine's measured {1e3 * m.step_s:.0f} ms per step the model gives {100 * m.gain('#24989'):.1f}% "
-            f"and the paired run measured {100 * p['gain']:.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}].")
+            f"{100 * SEED_GAIN:.0f}% (the seed's \"about 3%\") at a step time of {1e3 * at:.0f} ms; at that "
+            f"run's {1e3 * m.step_s:.0f} ms per step the model gives {100 * m.gain('#24989'):.1f}% "
+            f"and that committed paired run measured {100 * p['gain']:.1f}% [{100 * p['low']:.1f}, {100 * p['high']:.1f}].")
 
 
 def kit_sentence(points: list[dict]) -> str:

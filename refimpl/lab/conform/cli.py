@@ -54,9 +54,14 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
     version = meta.get("vllm") or "unknown"
     rows = C.release_rows()
     ranking = C.nearest(lines, rows)
-    target = row or (version if version in rows else ranking[0][0])
-    tally, diffs = C.compare(lines, target)
-    return {"meta": meta, "row": target, "startup_row": C.startup_row(target), "row_given": bool(row) or version in rows,
+    target = row or (version if version in rows else ranking[0][0] if ranking else None)
+    failed = C.unprobed(lines)
+    if target is None:  # nothing probed and no row of its own: no row is named
+        tally, diffs = {}, [C.Diff(ln["setting"]["id"], "setup", C.flatten(ln).get("setup"), None)
+                            for ln in lines if ln.get("kind") in ("qwen", "whisper")]
+    else:
+        tally, diffs = C.compare(lines, target)
+    return {"meta": meta, "row": target, "unprobed": failed, "startup_row": target and C.startup_row(target), "row_given": bool(row) or version in rows,
             "complete": any(ln.get("kind") == "end" for ln in lines),
             "settings": sum(ln.get("kind") in ("qwen", "whisper") for ln in lines),
             "tally": tally, "differences": [d.__dict__ for d in diffs],

@@ -23,10 +23,15 @@ def _fmt(v) -> str:
     return json.dumps(v, separators=(",", ":"))[:80]
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")[:200]
+
+
 def summary_md(r: dict) -> str:
     m = r["meta"]
+    against = f"against the row {r['row']}" if r["row"] else "against no row (nothing probed to rank the rows by)"
     head = (f"vLLM {m.get('vllm')} (transformers {m.get('transformers')}, torch {m.get('torch')}) "
-            f"against the row {r['row']}" + ("" if r["row_given"] else " (the nearest: version not a row)")
+            f"{against}" + ("" if r["row_given"] or not r["row"] else " (the nearest: version not a row)")
             + f": {r['settings']} settings" + ("" if r["complete"] else " (PARTIAL: the probe did not finish)"))
     lines = [head, "", "| field | equal (fields x settings) |", "|---|---|"]
     lines += [f"| {g} | {eq} of {n} |" for g, (eq, n) in _groups(r["tally"]).items()]
@@ -39,8 +44,13 @@ def summary_md(r: dict) -> str:
             lines.append(f"| ... {len(diffs) - 60} more in the summary JSON | | | | |")
     for name, reason in r.get("known", {}).items():
         lines += ["", f"Known, {name}: {reason}"]
+    failed = r.get("unprobed", {})
+    if failed:
+        lines += ["", "| settings probed nothing | why |", "|---|---|"]
+        lines += [f"| {n} | {_cell(why)} |" for why, n in sorted(failed.items(), key=lambda kv: -kv[1])]
     near = ", ".join(f"{n['row']} ({n['settings_failing']} failing)" for n in r["nearest"][:4])
-    lines += ["", f"Nearest rows: {near}.",
+    lines += ["", f"Nearest rows: {near}." if near else
+              f"Nearest rows: none named (no setting could be probed: {sum(failed.values())} failed at set-up).",
               f"Unexplained differences: {r['failures']}" + (" (exit 1)" if r["failures"] else "")]
     return "\n".join(lines)
 

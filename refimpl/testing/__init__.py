@@ -9,6 +9,8 @@ from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_
 from refimpl.testing.bad_input_kit import Kit as BadInputKit
 from refimpl.testing.bad_inputs import CASES as BAD_INPUT_CASES
 from refimpl.testing.oracles import (
+    CACHE_COUNTERS,
+    CACHE_PHASES,
     ENCODER_LEN_ROWS,
     ENCODER_LEN_SITES,
     ROWS,
@@ -19,8 +21,6 @@ from refimpl.testing.oracles import (
     dummy_processed_specs,
     encoder_budget,
     encoder_len_sources,
-    CACHE_COUNTERS,
-    CACHE_PHASES,
     hf_passes_by_phase,
     max_tokens_per_item,
     processing_cache_by_phase,

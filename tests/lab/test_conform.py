@@ -113,7 +113,7 @@ def test_probe_stands_alone(name):
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
-                     "vllm", "transformers", "torch", "probe_profile"}, names
+                     "resource", "threading", "time", "vllm", "transformers", "torch", "probe_profile"}, names
 
 
 def test_the_probe_runs_as_a_script_from_its_folder(tmp_path):

@@ -45,7 +45,7 @@ def _np(v: Any) -> Optional[str]:
 def flatten(line: dict) -> dict[str, Any]:
     """A probe line's fields; a field vLLM could not answer is ``{"not probed": why}``."""
     out: dict[str, Any] = {}
-    for k in ("_model_config", "_scheduler_config", "_vllm_config"):
+    for k in ("_memory", "_model_config", "_scheduler_config", "_vllm_config"):
         if k in line:
             out["setup"] = {NOT_PROBED: _np(line[k])}
     for k in ("max_tokens_per_item", "encdec_max_encoder_len", "max_num_encoder_input_tokens"):

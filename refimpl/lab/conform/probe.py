@@ -21,7 +21,10 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import resource
 import sys
+import threading
+import time
 import traceback
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -262,14 +265,77 @@ def meta() -> dict:
     return out
 
 
+class RssPeak:
+    """The probe's resident bytes (/proc/self/statm), sampled every 10 ms on a thread: ``take()``
+    gives the peak since the last take (a spike shorter than a sample can be missed) and the
+    process's high-water mark (``ru_maxrss``, exact but never falling)."""
+
+    def __init__(self):
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.peak = self.now()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def now(self) -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * self.page
+        except OSError:
+            return 0
+
+    def _run(self):
+        while True:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.01)
+
+    def take(self) -> dict:
+        now = self.now()
+        peak, self.peak = max(self.peak, now), now
+        return {"peak_bytes": peak, "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+def wait_for_memory(need: int, rss: "RssPeak", wait_s: float) -> float:
+    """Waits until the setting's predicted peak ``need`` (bytes, the probe's own included) fits in
+    what is available; returns the seconds waited. Raises MemoryError after ``wait_s`` seconds."""
+    t0 = time.monotonic()
+    while (free := available_bytes()) < need - rss.now():
+        if time.monotonic() - t0 > wait_s:
+            raise MemoryError(f"predicted peak {need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB available "
+                              f"beside the probe's {rss.now() / 2**30:.1f} GiB after {wait_s:.0f} s")
+        time.sleep(5)
+    return time.monotonic() - t0
+
+
+def run_setting(probe, folder: str, s: dict, spec: dict, rss: "RssPeak") -> dict:
+    """``probe(folder, s)`` once its predicted peak fits (spec's ``predicted_peak`` by setting id);
+    the line records the wait and its resident bytes (``rss``)."""
+    need = spec.get("predicted_peak", {}).get(s["id"])
+    waited = None
+    if need:
+        try:
+            waited = wait_for_memory(need, rss, spec.get("memory_wait_s", 600))
+        except MemoryError as e:
+            return {"kind": "qwen" if probe is probe_qwen else "whisper", "setting": s,
+                    "_memory": not_probed(e)}
+    rss.take()
+    out = probe(folder, s)
+    return {**out, "rss": {**rss.take(), "waited_s": waited}}
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(open(argv[1]).read())
     emit(meta())
     COUNTERS.install()
+    rss = RssPeak()
     for s in spec.get("qwen", []):
-        emit(probe_qwen(spec["qwen_dir"], s))
+        emit(run_setting(probe_qwen, spec["qwen_dir"], s, spec, rss))
     for s in spec.get("whisper", []):
-        emit(probe_whisper(spec["whisper_dir"], s))
+        emit(run_setting(probe_whisper, spec["whisper_dir"], s, spec, rss))
     emit({"kind": "end"})
     return 0
 

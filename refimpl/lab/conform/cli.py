@@ -68,7 +68,8 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
             "tally": tally, "differences": [d.__dict__ for d in diffs],
             "failures": len(C.failures(diffs)),
             "nearest": [{"row": r, "settings_failing": n, "settings_differing": m} for r, n, m in ranking],
-            "known": {k.name: k.reason for k in C.KNOWN if any(d.known == k.name for d in diffs)}}
+            "known": {k.name: k.reason for k in C.KNOWN if any(d.known == k.name for d in diffs)},
+            "rss_by_setting": {ln["setting"]["id"]: ln["rss"]["peak_bytes"] for ln in lines if "rss" in ln}}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -57,8 +57,9 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
     ranking = C.nearest(lines, rows)
     target = row or (version if version in rows else ranking[0][0] if ranking else None)
     failed = C.unprobed(lines)
+    tally: dict[str, list[int]] = {}
     if target is None:  # nothing probed and no row of its own: no row is named
-        tally, diffs = {}, [C.Diff(ln["setting"]["id"], "setup", C.flatten(ln).get("setup"), None)
+        diffs = [C.Diff(ln["setting"]["id"], "setup", C.flatten(ln).get("setup"), None)
                             for ln in lines if ln.get("kind") in ("qwen", "whisper")]
     else:
         tally, diffs = C.compare(lines, target)

@@ -189,7 +189,8 @@ class Phase:
     ``error`` the first failure to read the cache (the release keeps it elsewhere)."""
 
     def __init__(self, record: dict):
-        self.record, self.notes, self.error = record, {}, None
+        self.record, self.notes = record, {}  # type: dict, dict
+        self.error: "dict | None" = None
         self.begin()
 
     @property

@@ -114,6 +114,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         lines = []
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if a.no_lock else _bigmem_lock()):
+            info["lock_wait_seconds"], t0 = time.monotonic() - t0, time.monotonic()  # the probe's time: after the lock
             spec_path = Path(tmp) / "spec.json"  # the probe waits before each setting for its predicted peak
             spec_path.write_text(json.dumps({**spec, "predicted_peak": predicted, "memory_wait_s": MEMORY_WAIT_S}))
             with open(jsonl, "w") as f:

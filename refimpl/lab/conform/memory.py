@@ -21,8 +21,9 @@ from refimpl.errors import InsufficientMemoryError
 from refimpl.lab.conform.grid import WHISPER, Setting
 
 GiB = 1 << 30
-# resident bytes of the probe's interpreter before a pass: torch, vLLM and transformers imported
-# (peak RSS of 0.9.0's probe over the 4096 settings, where the passes are small: 1.6 GB)
+# resident bytes of the probe's interpreter before a pass (torch, vLLM, transformers imported):
+# with it, every Qwen setting of vLLM 0.9.0's run (results/conformance/vllm-0.9.0) measured below
+# its prediction, by 0.12 to 0.89 GiB (median 0.57): a guard's estimate, on the safe side
 PROBE_BASE = 3 * GiB // 2
 
 

@@ -86,7 +86,8 @@ def docs_table(results: Path = RESULTS) -> str:
         known = len(r["differences"]) - r["failures"]
         cells = [f"{g[k][0]} of {g[k][1]}" if k in g else "-" for k in groups]
         sr = r.get("startup_row", r["row"])
-        label = f"{r['meta'].get('vllm')} ({r['row']}" + (f"; start-up row {sr}" if sr != r["row"] else "") + ")" \
+        label = f"{r['meta'].get('vllm')} ({r['row'] or 'no row: nothing probed'}" \
+            + (f"; start-up row {sr}" if sr != r["row"] else "") + ")" \
             + (" via --vllm-python" if "-python" in p.parent.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
     lines += ["", "Time and disk per run (the 2-core VM, shared with other jobs: figures taken under load):", "",

@@ -9,6 +9,8 @@ from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_
 from refimpl.testing.bad_input_kit import Kit as BadInputKit
 from refimpl.testing.bad_inputs import CASES as BAD_INPUT_CASES
 from refimpl.testing.oracles import (
+    CACHE_COUNTERS,
+    CACHE_PHASES,
     ENCODER_LEN_ROWS,
     ENCODER_LEN_SITES,
     ROWS,
@@ -21,6 +23,7 @@ from refimpl.testing.oracles import (
     encoder_len_sources,
     hf_passes_by_phase,
     max_tokens_per_item,
+    processing_cache_by_phase,
 )
 from refimpl.testing.passes import HFPassCount, count_hf_passes
 from refimpl.testing.reference_lru import ReferenceLRU
@@ -48,6 +51,7 @@ __all__ = [
     # oracles
     "ROWS", "WORST_CASES", "TensorSpec", "max_tokens_per_item", "encoder_budget", "cross_attention_blocks",
     "blocks_for_one_request", "dummy_input_specs", "dummy_processed_specs", "hf_passes_by_phase",
+    "processing_cache_by_phase", "CACHE_PHASES", "CACHE_COUNTERS",
     "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "check_encoder_len",
     # HF-processor passes on a registry
     "count_hf_passes", "HFPassCount",

@@ -162,6 +162,55 @@ def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dic
     return plan.hf_passes_by_phase()
 
 
-__all__ = ["ROWS", "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
+# vLLM's start-up order for the processing cache: the runner's budget, the profile run, the
+# scheduler's budget, then the reset (PR #17935); processing_cache_by_phase's keys
+CACHE_PHASES: tuple[str, ...] = ("runner_init", "profile_run", "scheduler_init", "reset_mm_cache")
+CACHE_COUNTERS: tuple[str, ...] = ("hf_calls_with_items", "hf_calls_text_only", "cache_hits", "cache_misses",
+                                   "cache_stores", "cache_entries", "cache_entries_by_modality", "cache_bytes")
+
+
+def processing_cache_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, dict[str, Any]]:
+    """What the processing cache does in each start-up phase of ``EngineCore(vllm_config, variant)``
+    in a fresh process, in vLLM's order (CACHE_PHASES), without building it: per phase the HF-processor
+    calls with items and without (the cached path's text-only calls), ProcessingCache hits, misses
+    and stores (items), and the entries (in all, and ``{modality: n}`` for those held) and bytes it
+    holds after the phase (``reset_mm_cache``: what
+    the reset leaves; a row without the reset, 0.8.5, keeps what it held). From the StartupPlan's
+    steps; entries count the items stored (no eviction: the plan's cache bytes equal the stored
+    items' bytes, else ValueError). Raises UnknownVariantError, and CacheItemTooLargeError where that
+    start-up raises it. Mirrors the counts of vLLM's ``ProcessingCache`` (vllm/multimodal/processing.py,
+    0.9.0 to 0.10.0; the runner's processor cache from 0.10.2)."""
+    plan = StartupPlan.build(vllm_config, _row(variant))
+    if plan.error is not None:
+        raise plan.error
+    out: dict[str, dict[str, Any]] = {}
+    entries = stored_bytes = 0
+    by_modality: dict[str, int] = {}
+    for phase in CACHE_PHASES[:-1]:
+        steps = [s for s in plan.steps if s.phase == phase]
+        cached = [s for s in steps if s.cache_on]
+        entries += sum(len(s.stored) for s in steps)
+        for i in (i for s in steps for i in s.stored):
+            by_modality[i.modality] = by_modality.get(i.modality, 0) + 1
+        stored_bytes += sum(i.processed_bytes for s in steps for i in s.stored)
+        held = plan.cache_bytes_after(phase)
+        if held != stored_bytes:
+            raise ValueError(f"{phase}: the plan's cache holds {held} bytes, its stored items {stored_bytes} "
+                             "(an eviction: entries unknown)")
+        out[phase] = {"hf_calls_with_items": sum(bool(s.hf_items) for s in steps),
+                      "hf_calls_text_only": sum(s.text_only_calls for s in steps),
+                      "cache_hits": sum(sum(s.hits) for s in cached),
+                      "cache_misses": sum(len(s.hits) - sum(s.hits) for s in cached),
+                      "cache_stores": sum(len(s.stored) for s in steps),
+                      "cache_entries": entries, "cache_entries_by_modality": dict(sorted(by_modality.items())),
+                      "cache_bytes": held}
+    reset = plan.variant.reset_at_end
+    out[CACHE_PHASES[-1]] = {**dict.fromkeys(CACHE_COUNTERS, 0), "cache_entries": 0 if reset else entries,
+                             "cache_entries_by_modality": {} if reset else dict(sorted(by_modality.items())),
+                             "cache_bytes": plan.cache_bytes_after_reset}
+    return out
+
+
+__all__ = ["ROWS", "CACHE_PHASES", "CACHE_COUNTERS", "processing_cache_by_phase", "ENCODER_LEN_ROWS", "ENCODER_LEN_SITES", "encoder_len_sources", "WORST_CASES", "TensorSpec", "blocks_for_one_request", "cross_attention_blocks",
            "dummy_input_specs", "dummy_processed_specs", "encoder_budget", "hf_passes_by_phase",
            "max_tokens_per_item"]

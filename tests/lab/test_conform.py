@@ -11,14 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from refimpl.errors import ConfigError
+from refimpl.errors import ConfigError, InsufficientMemoryError
 from refimpl.lab.conform import compare as C
-from refimpl.lab.conform import side
+from refimpl.lab.conform import memory, side
 from refimpl.lab.conform.cli import main
 from refimpl.lab.conform.grid import qwen_settings, whisper_settings
 from refimpl.lab.conform.table import write_docs_table
 
 FIXTURE = Path(__file__).parent / "data" / "conform" / "vllm-0.11.0-sample.jsonl"
+# vLLM 0.9.0's probe lines with the start-up phases (issue 45), a sample of its settings
+FIXTURE_090 = FIXTURE.with_name("vllm-0.9.0-sample.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +34,9 @@ def _settings(lines):
 
 def test_the_grid_is_the_issue_s():
     full = [s for s in qwen_settings() if not s.get("lookup_only")]
-    assert len(full) == 72 and len({s["id"] for s in full}) == 72
+    assert len(full) == 96 and len({s["id"] for s in full}) == 96
+    off = [s for s in full if s.get("disable_mm_preprocessor_cache")]
+    assert len(off) == 24 and {s["max_model_len"] for s in off} == {4096} and all("cache-off" in s["id"] for s in off)
     assert [s["max_model_len"] for s in qwen_settings() if s.get("lookup_only")] == [32768, 65536, 128000]
     assert len(whisper_settings()) == 2
 
@@ -113,7 +117,7 @@ def test_probe_stands_alone(name):
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
-                     "vllm", "transformers", "torch", "probe_profile"}, names
+                     "resource", "threading", "time", "vllm", "transformers", "torch", "probe_profile"}, names
 
 
 def test_the_probe_runs_as_a_script_from_its_folder(tmp_path):
@@ -148,3 +152,70 @@ def test_whisper_is_compared_only_under_an_encoder_length_row(lines):
     tally_092 = C.compare(lines, "0.9.2")[0]
     assert "cross_attention_blocks" not in tally_092 and "max_tokens_per_item" in tally_092
     assert C.compare(lines, "0.10.2")[0]["cross_attention_blocks"][1] == 2
+
+
+@pytest.fixture(scope="module")
+def lines_090():
+    return [json.loads(x) for x in FIXTURE_090.read_text().splitlines()]
+
+
+def test_0_9_0_equals_its_row_phase_by_phase(lines_090):
+    """Every start-up field of every phase is compared; the video cache bytes differ by exactly 20
+    per video item held (known; two where the profile dummy is a second video), nothing else."""
+    tally, diffs = C.compare(lines_090, "0.9.0")
+    assert C.failures(diffs) == []
+    fields = {f for f in tally if f.startswith("startup.")}
+    assert {f"startup.{p}.{c}" for p in C.oracles.CACHE_PHASES for c in C.STARTUP_GROUPS} == fields
+    assert {d.known for d in diffs} == {"video cache bytes"}
+    settings = {ln["setting"]["id"]: ln["setting"] for ln in lines_090 if ln.get("kind") == "qwen"}
+    held = [C.expected(settings[d.setting], "0.9.0")[d.field.replace("cache_bytes", "cache_entries_by_modality")]
+            for d in diffs]
+    assert all(d.field.endswith("cache_bytes") and d.got - d.want == 20 * h["video"] for d, h in zip(diffs, held))
+    assert {h["video"] for h in held} == {1, 2}
+    video = {ln["setting"]["id"] for ln in lines_090 if ln.get("kind") == "qwen" and "startup" in ln
+             and ln["startup"]["runner_init"]["cache_entries_by_modality"].get("video")}
+    assert {d.setting for d in diffs} == video
+
+
+def test_a_changed_cache_count_fails(lines_090):
+    for phase, counter, delta in (("profile_run", "cache_hits", 1), ("reset_mm_cache", "cache_entries", 1),
+                                  ("runner_init", "cache_bytes", 21), ("scheduler_init", "hf_calls_text_only", -1)):
+        changed = copy.deepcopy(lines_090)
+        q = next(ln for ln in changed if ln.get("kind") == "qwen" and "startup" in ln)
+        q["startup"][phase][counter] += delta
+        bad = C.failures(C.compare(changed, "0.9.0")[1])
+        assert [(d.setting, d.field) for d in bad] == [(q["setting"]["id"], f"startup.{phase}.{counter}")]
+    assert C.failures(C.compare(lines_090, "0.8.5")[1])  # 0.8.5 caches nothing: the 0.9.0 lines fail it
+
+
+def test_lines_recorded_before_the_phases_are_not_compared_on_them(lines):
+    tally, _ = C.compare(lines, "0.11.0")
+    assert not any(f.startswith("startup.") for f in tally)
+
+
+def test_nothing_probed_names_no_row(tmp_path, lines_090, capsys):
+    failed = [{"kind": ln["kind"], "setting": ln["setting"], "_model_config": {"not_probed": "TypeError: missing task"}}
+              if ln.get("kind") in ("qwen", "whisper") else ln for ln in lines_090]
+    failed[0] = {**failed[0], "vllm": "9.9.9"}
+    assert C.nearest(failed, C.release_rows()) == []
+    p = tmp_path / "failed.jsonl"
+    p.write_text("".join(json.dumps(x) + "\n" for x in failed))
+    assert main(["--from-jsonl", str(p), "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "against no row" in out and "none named" in out and "TypeError: missing task" in out
+    assert "0.11.1" not in out
+
+
+def test_the_memory_guard_names_the_setting_before_anything_runs():
+    """The kit's memory model prices 0.9.0's lookups: the 128k lookup-only setting is the largest;
+    a machine smaller than it is refused naming it; the quick grid fits."""
+    grid = qwen_settings()
+    peaks = {s["id"]: memory.predicted_peak(s, "0.9.0")[0] for s in grid}
+    top = max(peaks, key=peaks.get)
+    assert top == "qwen 128000 i1v1 px=default b8192 lookup-only"
+    assert peaks[top] > peaks["qwen 65536 i1v1 px=default b8192 lookup-only"] > peaks["qwen 4096 i1v1 px=default b2048"]
+    assert peaks[top] > memory.predicted_peak(grid[-1], "0.8.5")[0]  # 0.8.5 does not hash
+    with pytest.raises(InsufficientMemoryError) as e:
+        memory.check_grid(grid, "0.9.0", total=peaks[top] - 1)
+    assert e.value.field == "setting" and top in str(e.value)
+    assert memory.check_grid(qwen_settings(quick=True), "0.9.0", total=peaks[top] - 1)

@@ -23,11 +23,12 @@ from typing import Optional
 
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.conform import compare as C
-from refimpl.lab.conform import side
+from refimpl.lab.conform import memory, side
 from refimpl.lab.conform.grid import probe_spec
 from refimpl.lab.conform.table import summary_md, write_docs_table
 
-BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # a 16k profile run with an int64 video peaks at 5.2 GB
+BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # 0.9.0's 128k lookup-only setting peaks near 18 GB
+MEMORY_WAIT_S = 900  # how long the probe waits, per setting, for its predicted peak to be available
 
 
 def parser() -> argparse.ArgumentParser:
@@ -54,15 +55,22 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
     version = meta.get("vllm") or "unknown"
     rows = C.release_rows()
     ranking = C.nearest(lines, rows)
-    target = row or (version if version in rows else ranking[0][0])
-    tally, diffs = C.compare(lines, target)
-    return {"meta": meta, "row": target, "startup_row": C.startup_row(target), "row_given": bool(row) or version in rows,
+    target = row or (version if version in rows else ranking[0][0] if ranking else None)
+    failed = C.unprobed(lines)
+    tally: dict[str, list[int]] = {}
+    if target is None:  # nothing probed and no row of its own: no row is named
+        diffs = [C.Diff(ln["setting"]["id"], "setup", C.flatten(ln).get("setup"), None)
+                            for ln in lines if ln.get("kind") in ("qwen", "whisper")]
+    else:
+        tally, diffs = C.compare(lines, target)
+    return {"meta": meta, "row": target, "unprobed": failed, "startup_row": target and C.startup_row(target), "row_given": bool(row) or version in rows,
             "complete": any(ln.get("kind") == "end" for ln in lines),
             "settings": sum(ln.get("kind") in ("qwen", "whisper") for ln in lines),
             "tally": tally, "differences": [d.__dict__ for d in diffs],
             "failures": len(C.failures(diffs)),
             "nearest": [{"row": r, "settings_failing": n, "settings_differing": m} for r, n, m in ranking],
-            "known": {k.name: k.reason for k in C.KNOWN if any(d.known == k.name for d in diffs)}}
+            "known": {k.name: k.reason for k in C.KNOWN if any(d.known == k.name for d in diffs)},
+            "rss_by_setting": {ln["setting"]["id"]: ln["rss"]["peak_bytes"] for ln in lines if "rss" in ln}}
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -82,6 +90,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             old = dest / "summary.json"  # keep the run's time and disk
             info = json.loads(old.read_text()).get("run", {}) if old.exists() else {}
             return _report(_check(lines, a.row), info, dest)
+        spec = probe_spec(side.cache_dir() / "models", quick=a.quick)
+        row = C.startup_row(a.vllm or C.release_rows()[-1])  # a build of unknown version: the newest row's
+        predicted = memory.check_grid(spec["qwen"] + spec["whisper"], row)  # refuses before installing
+        top = max(predicted, key=lambda k: predicted[k])
+        info["predicted_peak"] = {"row": row, "setting": top, "bytes": predicted[top], "by_setting": predicted}
         if a.vllm:
             side.get_pins(a.vllm)
             if not a.keep:
@@ -94,7 +107,6 @@ def main(argv: Optional[list[str]] = None) -> int:
             if not Path(python).exists():
                 raise ConfigError("vllm_python", "an existing interpreter", f"no file at {python}")
         name = a.vllm or "python-" + str(abs(hash(python)) % 10**6)
-        spec = probe_spec(side.cache_dir() / "models", quick=a.quick)
         total = len(spec["qwen"]) + len(spec["whisper"])
         run_dir = out / f"vllm-{name}"
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -102,8 +114,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         lines = []
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp, (contextlib.nullcontext() if a.no_lock else _bigmem_lock()):
-            spec_path = Path(tmp) / "spec.json"
-            spec_path.write_text(json.dumps(spec))
+            info["lock_wait_seconds"], t0 = time.monotonic() - t0, time.monotonic()  # the probe's time: after the lock
+            spec_path = Path(tmp) / "spec.json"  # the probe waits before each setting for its predicted peak
+            spec_path.write_text(json.dumps({**spec, "predicted_peak": predicted, "memory_wait_s": MEMORY_WAIT_S}))
             with open(jsonl, "w") as f:
                 try:
                     for line in side.run_probe(python, spec_path, total):

@@ -29,6 +29,13 @@ GROUPS = {"max_tokens_per_item": "max tokens per item", "encoder_budget": "encod
           "profile.raw_shape": "raw dummy shape", "profile.raw_dtype": "raw dummy dtype",
           "hf_passes": "HF passes by phase", "encdec_max_encoder_len": "Whisper encoder length",
           "max_num_encoder_input_tokens": "Whisper encoder length", "cross_attention_blocks": "cross-attention blocks (KV spec)"}
+# the start-up in vLLM's order: ``startup.<phase>.<counter>`` (oracles.processing_cache_by_phase)
+STARTUP_GROUPS = {"hf_calls_with_items": "start-up HF calls by phase", "hf_calls_text_only": "start-up HF calls by phase",
+                  "cache_hits": "cache hits / misses / stores by phase", "cache_misses": "cache hits / misses / stores by phase",
+                  "cache_stores": "cache hits / misses / stores by phase",
+                  "cache_entries": "cache entries / bytes by phase", "cache_bytes": "cache entries / bytes by phase",
+                  "cache_entries_by_modality": "cache entries / bytes by phase"}
+GROUPS.update({f"startup.{p}.{c}": g for p in oracles.CACHE_PHASES for c, g in STARTUP_GROUPS.items()})
 
 
 def _np(v: Any) -> Optional[str]:
@@ -38,7 +45,7 @@ def _np(v: Any) -> Optional[str]:
 def flatten(line: dict) -> dict[str, Any]:
     """A probe line's fields; a field vLLM could not answer is ``{"not probed": why}``."""
     out: dict[str, Any] = {}
-    for k in ("_model_config", "_scheduler_config", "_vllm_config"):
+    for k in ("_memory", "_model_config", "_scheduler_config", "_vllm_config"):
         if k in line:
             out["setup"] = {NOT_PROBED: _np(line[k])}
     for k in ("max_tokens_per_item", "encdec_max_encoder_len", "max_num_encoder_input_tokens"):
@@ -70,13 +77,27 @@ def flatten(line: dict) -> dict[str, Any]:
             out["profile.raw_dtype"] = raw[-1]["dtype"] if raw else {NOT_PROBED: "no raw dummy recorded"}
     if "hf_passes" in line:
         out["hf_passes"] = line["hf_passes"]
+    if "startup" in line:
+        bad = _np(line["startup"])
+        for phase in oracles.CACHE_PHASES:
+            rec = {} if bad else line["startup"].get(phase, {})
+            for c in STARTUP_GROUPS:
+                out[f"startup.{phase}.{c}"] = rec[c] if c in rec else \
+                    {NOT_PROBED: bad or f"the probe recorded no {c} after {phase}"}
     return out
+
+
+def _startup(vc: VllmConfig, row: str) -> dict[str, Any]:
+    """``startup.<phase>.<counter>``: the oracle's processing cache in vLLM's start-up order."""
+    by_phase = oracles.processing_cache_by_phase(vc, row)
+    return {f"startup.{p}.{c}": n for p, rec in by_phase.items() for c, n in rec.items()}
 
 
 def _mc(s: Setting) -> ModelConfig:
     px: dict[str, Any] = {"max_pixels": s["max_pixels"]} if s.get("max_pixels") else {}
     return ModelConfig(s["model"], max_model_len=s["max_model_len"], device="cpu", scale="small",
-                       limit_mm_per_prompt=dict(s["limits"]), mm_processor_kwargs=px)
+                       limit_mm_per_prompt=dict(s["limits"]), mm_processor_kwargs=px,
+                       disable_mm_preprocessor_cache=bool(s.get("disable_mm_preprocessor_cache")))
 
 
 def _sc(s: Setting) -> SchedulerConfig:
@@ -120,6 +141,7 @@ def _expected(setting_key: str, row: str) -> dict[str, Any]:
                 "profile.tokens": dummy.tokens, "profile.raw_shape": list(raw.shape), "profile.raw_dtype": raw.dtype})
     passes = oracles.hf_passes_by_phase(VllmConfig(mc, sc), v)
     out["hf_passes"] = {p: passes[p] for p in ("runner_init", "scheduler_init", "profile_run")}
+    out.update(_startup(VllmConfig(mc, sc), v))
     return out
 
 
@@ -152,10 +174,26 @@ def _transposed(s, f, got, want, row) -> bool:
     return f == "profile.raw_shape" and len(got) == 4 and [got[0], got[2], got[1], got[3]] == want
 
 
+VIDEO_FLOAT_BYTES = 20  # sys.getsizeof(0.5) - the 4 bytes of a float32 scalar tensor
+FLOAT_FIELD_ROWS = ("0.9.0",)  # where the probe saw it (0.8.5 caches nothing during start-up)
+
+
+def _video_float(s, f, got, want, row) -> bool:
+    if not (f.startswith("startup.") and f.endswith(".cache_bytes") and isinstance(got, int)
+            and isinstance(want, int) and row in FLOAT_FIELD_ROWS):
+        return False
+    held = expected(s, row).get(f.removesuffix("cache_bytes") + "cache_entries_by_modality", {})
+    return held.get("video", 0) > 0 and got - want == VIDEO_FLOAT_BYTES * held["video"]
+
+
 KNOWN: tuple[Known, ...] = (
     Known("video axis order", "vLLM's dummy video is np.full((T, W, H, 3)): width and height swapped "
           "against the (T, H, W, 3) of a decoded video; the kit builds (T, H, W, 3) (documented at "
           "BaseDummyInputsBuilder._get_dummy_videos); equal for square frames", _transposed),
+    Known("video cache bytes", f"vLLM 0.9.0's ProcessingCache sizes a cached video item {VIDEO_FLOAT_BYTES} bytes "
+          "larger than the kit: its second_per_grid_ts is a Python float (sys.getsizeof: 24 bytes) where the "
+          "kit counts a float32 tensor (4 bytes); exactly 20 bytes per video item held, equal for images",
+          _video_float),
 )
 
 
@@ -180,6 +218,8 @@ def compare(lines: list[dict], row: str, known: tuple[Known, ...] = KNOWN) -> tu
         got, want = flatten(line), expected(s, row)
         if not want:  # Whisper under a release without an encoder-length row (before 0.10.2)
             continue
+        if "startup" not in line:  # recorded before the probe read the start-up phases (issue 45)
+            want = {k: v for k, v in want.items() if not k.startswith("startup.")}
         for f in sorted(set(want) | {k for k, v in got.items() if isinstance(v, dict) and NOT_PROBED in v}):
             t = tally.setdefault(f, [0, 0])
             t[1] += 1
@@ -197,9 +237,32 @@ def failures(diffs: list[Diff]) -> list[Diff]:
     return [d for d in diffs if d.known is None]
 
 
+def unprobed(lines: list[dict]) -> dict[str, int]:
+    """{why: settings} for the settings where the probe answered no field at all (set-up failed)."""
+    out: dict[str, int] = {}
+    for line in lines:
+        if line.get("kind") not in ("qwen", "whisper"):
+            continue
+        got = flatten(line)
+        whys = [v[NOT_PROBED] for v in got.values() if isinstance(v, dict) and NOT_PROBED in v]
+        if len(whys) == len(got):
+            why = whys[0] if whys else "no field recorded"
+            out[why] = out.get(why, 0) + 1
+    return out
+
+
+def probed_settings(lines: list[dict]) -> int:
+    """Settings where the probe answered at least one field."""
+    settings = sum(line.get("kind") in ("qwen", "whisper") for line in lines)
+    return settings - sum(unprobed(lines).values())
+
+
 def nearest(lines: list[dict], rows: tuple[str, ...] = RELEASE_ROWS) -> list[tuple[str, int, int]]:
     """(row, settings with an unexplained difference, settings with any difference) per release
-    row, nearest first (ties: the newer row first)."""
+    row, nearest first (ties: the newer row first); empty when no setting could be probed (every
+    row would tie: none is nearer)."""
+    if probed_settings(lines) == 0:
+        return []
     out = []
     for row in rows:
         _, diffs = compare(lines, row)

@@ -2,8 +2,9 @@
 model directories without weights the probe loads (config, preprocessor config, tokenizer).
 
 Qwen2.5-VL-3B: max_model_len x image/video limits x max_pixels x max_num_batched_tokens at
-max_num_seqs 8 (72 settings), plus a lookup-only set at long contexts (no profile run: a
-128k dummy video is GBs); Whisper large-v3 at two batching budgets.
+max_num_seqs 8 (72 settings), the first max_model_len again with the user's processing cache off
+(``disable_mm_preprocessor_cache``: 24), plus a lookup-only set at long contexts (no profile run:
+a 128k dummy video is GBs); Whisper large-v3 at two batching budgets.
 """
 from __future__ import annotations
 
@@ -32,16 +33,19 @@ def setting_id(s: Setting) -> str:
         return f"whisper {s['max_model_len']} b{s['max_num_batched_tokens']} block{s['block_size']}"
     lim = s["limits"]
     px = s["max_pixels"] or "default"
-    tail = " lookup-only" if s.get("lookup_only") else ""
+    tail = (" cache-off" if s.get("disable_mm_preprocessor_cache") else "") + \
+        (" lookup-only" if s.get("lookup_only") else "")
     return f"qwen {s['max_model_len']} i{lim['image']}v{lim['video']} px={px} b{s['max_num_batched_tokens']}{tail}"
 
 
 def qwen_settings(quick: bool = False) -> list[Setting]:
-    """The 72 settings (``quick``: the first max_model_len only, 24) then the lookup-only set (3)."""
+    """The 72 settings (``quick``: the first max_model_len only, 24), the first max_model_len's 24
+    with the user's cache off, then the lookup-only set (3)."""
     lens = MAX_MODEL_LENS[:1] if quick else MAX_MODEL_LENS
     out = [dict(model=QWEN, max_model_len=n, limits={"image": i, "video": v}, max_pixels=px,
                 max_num_batched_tokens=b, max_num_seqs=MAX_NUM_SEQS)
            for n, (i, v), px, b in itertools.product(lens, LIMITS, MAX_PIXELS, BATCHED)]
+    out += [dict(s, disable_mm_preprocessor_cache=True) for s in out if s["max_model_len"] == MAX_MODEL_LENS[0]]
     out += [dict(model=QWEN, max_model_len=n, limits={"image": 1, "video": 1}, max_pixels=None,
                  max_num_batched_tokens=8192, max_num_seqs=MAX_NUM_SEQS, lookup_only=True)
             for n in ([] if quick else LOOKUP_ONLY_LENS)]

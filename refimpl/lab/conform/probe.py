@@ -21,7 +21,10 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import resource
 import sys
+import threading
+import time
 import traceback
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -30,7 +33,15 @@ os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # probe_profile.py, beside this file
 
-from probe_profile import COUNTERS, StopAtEncoder, profile_run, registry  # noqa: E402
+from probe_profile import (  # noqa: E402
+    COUNTERS,
+    StopAtEncoder,
+    cache_state,
+    empty_cache,
+    profile_run,
+    registry,
+    release_reset,
+)
 
 # The JSON lines go to the original stdout; everything else printed (vLLM's logs) to stderr.
 _OUT = os.fdopen(os.dup(1), "w")
@@ -83,7 +94,9 @@ def _kwargs_for(cls, kw: dict) -> dict:
 def model_config(path: str, s: dict):
     from vllm.config import ModelConfig
     kw = dict(model=path, tokenizer=path, max_model_len=s["max_model_len"], dtype="float32",
-              seed=0, trust_remote_code=False)
+              seed=0, trust_remote_code=False, task="auto", tokenizer_mode="auto")  # 0.8.5 requires both
+    if s.get("disable_mm_preprocessor_cache"):
+        kw["disable_mm_preprocessor_cache"] = True
     if "limits" in s:
         kw["limit_mm_per_prompt"] = s["limits"]
     if s.get("max_pixels"):
@@ -122,13 +135,20 @@ def encoder_budget(mc, sc):
 
 # ----------------------------------------------------------------------------- per setting
 def probe_qwen(path: str, s: dict) -> dict:
+    """One Qwen2.5-VL setting in the release's start-up order: the registry's cache emptied, the
+    runner's budget (``runner_init``), ``profile_run`` (``profile_run``), the scheduler's budget
+    (``scheduler_init``), the reset (``reset_mm_cache``); ``startup`` holds per phase the HF calls
+    with and without items, cache hits, misses and stores, and the entries and bytes held after it.
+    The max-tokens lookup runs after the start-up (a lookup-only setting: between the budgets, no
+    ``startup`` record)."""
     out: dict = {"kind": "qwen", "setting": s}
     if (mc := needed(out, "_model_config", lambda: model_config(path, s))) is None or \
             (sc := needed(out, "_scheduler_config", lambda: scheduler_config(mc, s))) is None:
         return out
-    passes = {}
-    reset_cache(mc)  # a fresh start-up: nothing a previous setting processed is cached
-    n = COUNTERS.passes
+    full = not s.get("lookup_only")
+    startup: dict = {}
+    empty_cache(mc)  # a fresh start-up: nothing a previous setting processed is cached
+    phase = Phase(startup)
     budget_obj = None
     try:
         from vllm.v1.worker.utils import MultiModalBudget  # noqa: F401  (0.10.1 on)
@@ -146,28 +166,51 @@ def probe_qwen(path: str, s: dict) -> dict:
         field(out, "mm_budget", make_budget)
     else:
         field(out, "runner_encoder_budget", lambda: encoder_budget(mc, sc))
-    passes["runner_init"] = COUNTERS.passes - n
-    field(out, "max_tokens_per_item", lambda: lookup(mc))
-    n = COUNTERS.passes
-    field(out, "encoder_budget", lambda: encoder_budget(mc, sc))  # the scheduler's call
-    passes["scheduler_init"] = COUNTERS.passes - n
-    if not s.get("lookup_only"):
-        n = COUNTERS.passes
+    phase.end("runner_init")
+    if full:
         field(out, "profile", lambda: profile_run(mc, sc, budget_obj, out.get("runner_encoder_budget")))
-        passes["profile_run"] = COUNTERS.passes - n
-        out["hf_passes"] = passes
+        phase.end("profile_run")
+    else:
+        field(out, "max_tokens_per_item", lambda: lookup(mc))
+    phase.begin()
+    field(out, "encoder_budget", lambda: encoder_budget(mc, sc))  # the scheduler's call
+    phase.end("scheduler_init")
+    if full:
+        field(phase.notes, "reset", lambda: release_reset(mc))
+        phase.end("reset_mm_cache")
+        out["hf_passes"] = {p: startup[p]["hf_calls_with_items"] for p in ("runner_init", "scheduler_init", "profile_run")}
+        out["startup"] = startup if phase.ok else phase.error
+        field(out, "max_tokens_per_item", lambda: lookup(mc))
     return out
 
 
-def reset_cache(mc) -> None:
-    """The registry's processing cache emptied (0.9.0 to 0.10.0 keep one per process)."""
-    reset = getattr(registry(), "reset_processor_cache", None)
-    if reset is None:
-        return
-    try:
-        reset(mc)
-    except TypeError:
-        reset()
+class Phase:
+    """Per-phase deltas of COUNTERS and the cache's state at the end of each phase, into ``record``;
+    ``error`` the first failure to read the cache (the release keeps it elsewhere)."""
+
+    def __init__(self, record: dict):
+        self.record, self.notes = record, {}  # type: dict, dict
+        self.error: "dict | None" = None
+        self.begin()
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def begin(self) -> None:
+        self.start = COUNTERS.snapshot()
+
+    def end(self, name: str) -> None:
+        now = COUNTERS.snapshot()
+        rec = {k: now[k] - self.start[k] for k in now}
+        try:
+            rec.update(cache_state())
+        except Exception as e:  # noqa: BLE001 - recorded, never a pass
+            self.error = self.error or not_probed(e)
+        if "reset" in self.notes:
+            rec["reset_called"] = self.notes.pop("reset")
+        self.record[name] = rec
+        self.begin()
 
 
 def probe_whisper(path: str, s: dict) -> dict:
@@ -223,14 +266,77 @@ def meta() -> dict:
     return out
 
 
+class RssPeak:
+    """The probe's resident bytes (/proc/self/statm), sampled every 10 ms on a thread: ``take()``
+    gives the peak since the last take (a spike shorter than a sample can be missed) and the
+    process's high-water mark (``ru_maxrss``, exact but never falling)."""
+
+    def __init__(self):
+        self.page = os.sysconf("SC_PAGE_SIZE")
+        self.peak = self.now()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def now(self) -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * self.page
+        except OSError:
+            return 0
+
+    def _run(self):
+        while True:
+            self.peak = max(self.peak, self.now())
+            time.sleep(0.01)
+
+    def take(self) -> dict:
+        now = self.now()
+        peak, self.peak = max(self.peak, now), now
+        return {"peak_bytes": peak, "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+
+
+def available_bytes() -> int:
+    with open("/proc/meminfo") as f:
+        fields = dict(line.split(":", 1) for line in f)
+    return int(fields["MemAvailable"].split()[0]) * 1024
+
+
+def wait_for_memory(need: int, rss: "RssPeak", wait_s: float) -> float:
+    """Waits until the setting's predicted peak ``need`` (bytes, the probe's own included) fits in
+    what is available; returns the seconds waited. Raises MemoryError after ``wait_s`` seconds."""
+    t0 = time.monotonic()
+    while (free := available_bytes()) < need - rss.now():
+        if time.monotonic() - t0 > wait_s:
+            raise MemoryError(f"predicted peak {need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB available "
+                              f"beside the probe's {rss.now() / 2**30:.1f} GiB after {wait_s:.0f} s")
+        time.sleep(5)
+    return time.monotonic() - t0
+
+
+def run_setting(probe, folder: str, s: dict, spec: dict, rss: "RssPeak") -> dict:
+    """``probe(folder, s)`` once its predicted peak fits (spec's ``predicted_peak`` by setting id);
+    the line records the wait and its resident bytes (``rss``)."""
+    need = spec.get("predicted_peak", {}).get(s["id"])
+    waited = None
+    if need:
+        try:
+            waited = wait_for_memory(need, rss, spec.get("memory_wait_s", 600))
+        except MemoryError as e:
+            return {"kind": "qwen" if probe is probe_qwen else "whisper", "setting": s,
+                    "_memory": not_probed(e)}
+    rss.take()
+    out = probe(folder, s)
+    return {**out, "rss": {**rss.take(), "waited_s": waited}}
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(open(argv[1]).read())
     emit(meta())
     COUNTERS.install()
+    rss = RssPeak()
     for s in spec.get("qwen", []):
-        emit(probe_qwen(spec["qwen_dir"], s))
+        emit(run_setting(probe_qwen, spec["qwen_dir"], s, spec, rss))
     for s in spec.get("whisper", []):
-        emit(probe_whisper(spec["whisper_dir"], s))
+        emit(run_setting(probe_whisper, spec["whisper_dir"], s, spec, rss))
     emit({"kind": "end"})
     return 0
 

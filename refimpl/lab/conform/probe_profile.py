@@ -19,12 +19,19 @@ def registry():
 
 # ----------------------------------------------------------------------------- counters
 class Counters:
-    """HF-processor passes (``Qwen2_5_VLProcessor.__call__``) and dummy-builder calls."""
+    """HF-processor calls (``Qwen2_5_VLProcessor.__call__``: ``passes`` with images or videos,
+    ``text_only`` without), the release's ``ProcessingCache`` gets (hits, misses) and puts (stores;
+    ``held``: items stored per modality since the last reset), and dummy-builder calls."""
 
     def __init__(self):
-        self.passes = 0
+        self.passes = self.text_only = self.hits = self.misses = self.stores = 0
+        self.held: dict[str, int] = {}
         self.raw: list[dict] = []
         self.recording = False
+
+    def snapshot(self) -> dict:
+        return {"hf_calls_with_items": self.passes, "hf_calls_text_only": self.text_only,
+                "cache_hits": self.hits, "cache_misses": self.misses, "cache_stores": self.stores}
 
     def install(self):
         from transformers import Qwen2_5_VLProcessor
@@ -37,8 +44,11 @@ class Counters:
             args = sig.bind(proc, *a, **kw).arguments
             if any(args.get(k) not in (None, [], {}) for k in ("images", "videos")):
                 counters.passes += 1
+            else:
+                counters.text_only += 1
             return call(proc, *a, **kw)
         Qwen2_5_VLProcessor.__call__ = counted
+        self._install_cache()
         from vllm.multimodal import profiling
         builder = profiling.BaseDummyInputsBuilder
         images, videos = builder._get_dummy_images, builder._get_dummy_videos
@@ -61,7 +71,87 @@ class Counters:
         builder._get_dummy_videos = staticmethod(rec_videos) if static else rec_videos
 
 
+    def _install_cache(self):
+        """Counts the release's ``ProcessingCache`` lookups (``get`` / ``get_item``: None a miss) and
+        stores (``put`` / ``put_item``) by modality, and empties ``held`` on ``reset``
+        (vllm/multimodal/processing.py, to 0.10.0; absent later: nothing counted)."""
+        try:
+            from vllm.multimodal.processing import ProcessingCache
+        except ImportError:
+            return
+        counters, modality_of = self, {}
+
+        def lookup(orig, hit_of):
+            bind = inspect.signature(orig).bind
+
+            def counted(cache, *a, **kw):
+                out = orig(cache, *a, **kw)
+                hit = hit_of(out) is not None
+                counters.hits += hit
+                counters.misses += not hit
+                if hasattr(out, "key"):  # get_item: put_item gets the key back, not the modality
+                    modality_of[out.key] = bind(cache, *a, **kw).arguments.get("modality", "?")
+                return out
+            return counted
+
+        def store(orig, modality):
+            def counted(cache, *a, **kw):
+                m = modality(inspect.signature(orig).bind(cache, *a, **kw).arguments)
+                counters.stores += 1
+                counters.held[m] = counters.held.get(m, 0) + 1
+                return orig(cache, *a, **kw)
+            return counted
+
+        def counted_reset(orig):
+            def reset(cache, *a, **kw):
+                counters.held.clear()
+                return orig(cache, *a, **kw)
+            return reset
+        pc = ProcessingCache
+        if hasattr(pc, "get"):
+            pc.get = lookup(pc.get, lambda out: out)
+        if hasattr(pc, "get_item"):
+            pc.get_item = lookup(pc.get_item, lambda out: out.value)
+        if hasattr(pc, "put"):
+            pc.put = store(pc.put, lambda args: args.get("modality", "?"))
+        if hasattr(pc, "put_item"):
+            pc.put_item = store(pc.put_item, lambda args: modality_of.get(args["item"].key, "?"))
+        if hasattr(pc, "reset"):
+            pc.reset = counted_reset(pc.reset)
+
+
 COUNTERS = Counters()
+
+
+def cache_state() -> dict:
+    """Entries (in all and per modality) and bytes the registry's processing cache holds now.
+    Raises AttributeError where the release keeps no ``_processing_cache`` on the registry."""
+    lru = registry()._processing_cache._cache
+    return {"cache_entries": len(lru), "cache_bytes": int(lru.currsize),
+            "cache_entries_by_modality": {m: n for m, n in sorted(COUNTERS.held.items()) if n}}
+
+
+def release_reset(mc) -> bool:
+    """The release's own ``reset_processor_cache`` (PR #17935, 0.9.0 on; what the engine's
+    ``reset_mm_cache`` calls); False where it has none (0.8.5)."""
+    reset = getattr(registry(), "reset_processor_cache", None)
+    if reset is None:
+        return False
+    try:
+        reset(mc)
+    except TypeError:
+        reset()
+    return True
+
+
+def empty_cache(mc) -> None:
+    """A fresh process's empty cache: the release's reset, else the registry's LRU cleared (0.8.5
+    keeps one, unused while profiling)."""
+    if not release_reset(mc):
+        cache = getattr(getattr(registry(), "_processing_cache", None), "_cache", None)
+        if cache is not None:
+            cache.clear()
+    COUNTERS.held.clear()
 
 
 # ----------------------------------------------------------------------------- profile run

@@ -97,8 +97,10 @@ def create(version: str, python: Optional[str] = None, log=print) -> dict:
     RuntimeError naming the log when pip fails."""
     pins = get_pins(version)
     d = venv_dir(version)
-    if installed(version):
-        return {"seconds": 0.0, "bytes": du(d), "reused": True, "log": str(d) + ".install.log"}
+    if installed(version):  # the install's own time and size, kept in the marker
+        first = json.loads((d / ".refimpl-conform-installed").read_text()).get("install", {})
+        return {"seconds": 0.0, "bytes": du(d), "reused": True, "log": str(d) + ".install.log",
+                **({"install_seconds": first["seconds"], "install_bytes": first["bytes"]} if first else {})}
     check_disk(cache_dir())
     shutil.rmtree(d, ignore_errors=True)
     py = python or shutil.which(f"python{pins.python}") or sys.executable
@@ -116,8 +118,9 @@ def create(version: str, python: Optional[str] = None, log=print) -> dict:
                 tick(line.strip()[:60])
         if proc.wait():
             raise RuntimeError(f"pip install for vLLM {version} failed (exit {proc.returncode}); see {logf}")
-    (d / ".refimpl-conform-installed").write_text(json.dumps(pins.__dict__))
-    return {"seconds": time.monotonic() - t0, "bytes": du(d), "reused": False, "log": str(logf)}
+    done = {"seconds": time.monotonic() - t0, "bytes": du(d)}
+    (d / ".refimpl-conform-installed").write_text(json.dumps({**pins.__dict__, "install": done}))
+    return {**done, "reused": False, "log": str(logf)}
 
 
 def du(path: Path) -> int:

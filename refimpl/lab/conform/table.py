@@ -23,10 +23,15 @@ def _fmt(v) -> str:
     return json.dumps(v, separators=(",", ":"))[:80]
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")[:200]
+
+
 def summary_md(r: dict) -> str:
     m = r["meta"]
+    against = f"against the row {r['row']}" if r["row"] else "against no row (nothing probed to rank the rows by)"
     head = (f"vLLM {m.get('vllm')} (transformers {m.get('transformers')}, torch {m.get('torch')}) "
-            f"against the row {r['row']}" + ("" if r["row_given"] else " (the nearest: version not a row)")
+            f"{against}" + ("" if r["row_given"] or not r["row"] else " (the nearest: version not a row)")
             + f": {r['settings']} settings" + ("" if r["complete"] else " (PARTIAL: the probe did not finish)"))
     lines = [head, "", "| field | equal (fields x settings) |", "|---|---|"]
     lines += [f"| {g} | {eq} of {n} |" for g, (eq, n) in _groups(r["tally"]).items()]
@@ -39,10 +44,29 @@ def summary_md(r: dict) -> str:
             lines.append(f"| ... {len(diffs) - 60} more in the summary JSON | | | | |")
     for name, reason in r.get("known", {}).items():
         lines += ["", f"Known, {name}: {reason}"]
+    failed = r.get("unprobed", {})
+    if failed:
+        lines += ["", "| settings probed nothing | why |", "|---|---|"]
+        lines += [f"| {n} | {_cell(why)} |" for why, n in sorted(failed.items(), key=lambda kv: -kv[1])]
+    lines += memory_md(r)
     near = ", ".join(f"{n['row']} ({n['settings_failing']} failing)" for n in r["nearest"][:4])
-    lines += ["", f"Nearest rows: {near}.",
+    lines += ["", f"Nearest rows: {near}." if near else
+              f"Nearest rows: none named (no setting could be probed: {sum(failed.values())} failed at set-up).",
               f"Unexplained differences: {r['failures']}" + (" (exit 1)" if r["failures"] else "")]
     return "\n".join(lines)
+
+
+def memory_md(r: dict, top: int = 4) -> list[str]:
+    """The settings of the largest predicted probe peaks, beside the measured (sampled) peak RSS."""
+    pred = r.get("run", {}).get("predicted_peak", {}).get("by_setting", {})
+    got = r.get("rss_by_setting", {})
+    if not pred:
+        return []
+    out = ["", "| setting | probe peak predicted (GiB) | measured (GiB) |", "|---|---|---|"]
+    for sid in sorted(pred, key=lambda k: -pred[k])[:top]:
+        meas = f"{got[sid] / 2**30:.1f}" if sid in got else "not probed"
+        out.append(f"| {sid} | {pred[sid] / 2**30:.1f} | {meas} |")
+    return out
 
 
 def _release_key(p: Path) -> tuple:
@@ -62,22 +86,26 @@ def docs_table(results: Path = RESULTS) -> str:
         known = len(r["differences"]) - r["failures"]
         cells = [f"{g[k][0]} of {g[k][1]}" if k in g else "-" for k in groups]
         sr = r.get("startup_row", r["row"])
-        label = f"{r['meta'].get('vllm')} ({r['row']}" + (f"; start-up row {sr}" if sr != r["row"] else "") + ")" \
+        label = f"{r['meta'].get('vllm')} ({r['row'] or 'no row: nothing probed'}" \
+            + (f"; start-up row {sr}" if sr != r["row"] else "") + ")" \
             + (" via --vllm-python" if "-python" in p.parent.name else "")
         lines.append(f"| {label} | {r['settings']} | " + " | ".join(cells) + f" | {r['failures']} ({known}) |")
     lines += ["", "Time and disk per run (the 2-core VM, shared with other jobs: figures taken under load):", "",
               "| vLLM | transformers / tokenizers / huggingface-hub / torch | install (s) | side venv (GB) | probe (s) "
-              "| probe peak RSS (GB) |", "|---|---|---|---|---|---|"]
+              "| probe peak RSS (GB) | predicted (GB) |", "|---|---|---|---|---|---|---|"]
     for p, r in runs:
         m, run = r["meta"], r.get("run", {})
         inst = run.get("install") or {}
-        secs = "reused" if inst.get("reused") else f"{inst['seconds']:.0f}" if "seconds" in inst else "-"
+        secs = f"{inst['install_seconds']:.0f}" if "install_seconds" in inst else \
+            "reused" if inst.get("reused") else f"{inst['seconds']:.0f}" if "seconds" in inst else "-"
         size = f"{inst['bytes'] / 1e9:.1f}" if "bytes" in inst else "-"
         probe = f"{run['probe_seconds']:.0f}" if "probe_seconds" in run else "-"
         peak = f"{run['probe_peak_rss_bytes'] / 1e9:.1f}" if "probe_peak_rss_bytes" in run else "not recorded"
+        pred = run.get("predicted_peak", {}).get("bytes")
+        pred_s = f"{pred / 1e9:.1f}" if pred else "-"
         label = m.get("vllm") + (" via --vllm-python" if "-python" in p.parent.name else "")
         lines.append(f"| {label} | {m.get('transformers')} / {m.get('tokenizers')} / {m.get('huggingface-hub')} / "
-                     f"{m.get('torch')} | {secs} | {size} | {probe} | {peak} |")
+                     f"{m.get('torch')} | {secs} | {size} | {probe} | {peak} | {pred_s} |")
     return "\n".join(lines)
 
 

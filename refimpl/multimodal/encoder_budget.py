@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
-from refimpl.multimodal.profiling import MultiModalProfiler
 from refimpl.multimodal.registry import MULTIMODAL_REGISTRY, MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
 
@@ -100,11 +99,11 @@ class MultiModalBudget:
 
     # ------------------------------------------------------------------ the row's lookups
     def _info(self):
-        """The processing info the size functions read: the dry one, else the registry's (whose HF
-        processor the formula and the dummy sizes build, as the release did)."""
+        """The processing info the size functions read: the dry one (the row's switches), else the
+        registry's (``model_config.mm_switches``, which EngineCore sets to the row's; its sizes read the
+        HF processor, as the release's did)."""
         if self.info is None:
-            self.info = self.mm_registry.create_processor(self.model_config, disable_cache=True,
-                                                         switches=self.row.mm).info
+            self.info = self.mm_registry.create_processor(self.model_config, disable_cache=True).info
         return self.info
 
     @property
@@ -125,12 +124,12 @@ class MultiModalBudget:
         if not counts:
             return {}
         formula = self.uses_formula() if use_formula is None else use_formula
-        if self.dry or formula:
+        if self.dry:
             out = self._info().get_max_tokens_per_item(self.max_model_len, counts)
-        else:
+        else:  # the registry's lookup, as the release's runner and scheduler call it
             off = not cache_on(self.row, self.model_config, phase) if disable_cache is None else disable_cache
-            proc = self.mm_registry.create_processor(self.model_config, disable_cache=off, switches=self.row.mm)
-            out = MultiModalProfiler(proc).get_mm_max_tokens(self.max_model_len, counts)
+            out = self.mm_registry.get_max_tokens_per_item_by_modality(
+                self.model_config, disable_cache=off, use_formula=formula)
         return {m: n for m, n in out.items() if counts.get(m, 0) > 0}
 
     def encoder_budget_at(self, phase: str) -> tuple[int, int]:

@@ -31,9 +31,9 @@ from typing import Iterable, Optional
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import spec_from_params
-from refimpl.lab.bench.startup import make_vllm_config
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore.cost_model import PARTS, Calibration, predict
+from refimpl.lab.explore.prediction import predict_startup, spec_config
 from refimpl.lab.studies import md_table
 
 GOAL = 0.15  # |predicted / measured - 1| the model aims under, per variant
@@ -102,10 +102,10 @@ def compare(cal: Calibration, paths: Optional[list[Path]] = None) -> list[Row]:
             params = {**res.params, "max_model_len": runs[0].get("max_model_len", res.params.get("max_model_len"))}
             spec = spec_from_params(res.bench, params).replace(device="cpu")
             src = str(Path(path).relative_to(REPO_ROOT)) if Path(path).is_relative_to(REPO_ROOT) else str(path)
-            vc, note = make_vllm_config(spec), _note(Path(path), runs)
+            vc, note = spec_config(spec), _note(Path(path), runs)  # the setting's one prediction config
             n, day = vc.model_config.max_model_len, str(res.env.get("date", ""))[:10]
             if res.bench == "startup":
-                pred = predict(StartupPlan.build(vc, variant), cal)
+                pred = predict_startup(vc, variant, cal)
                 total = _med(r["total_s"] for r in runs)
                 rows.append(Row(src, note, n, variant, "total_s", pred.total_s, total,
                                 _miss(pred.seconds, runs, pred.total_s, total), day))

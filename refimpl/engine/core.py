@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+import warnings
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -59,6 +60,15 @@ class StartupReport:
     wall_s: float = 0.0
 
     @property
+    def plan_mismatches(self) -> None:
+        """Deprecated (after 0.2.0): the engine no longer checks itself against its StartupPlan while it
+        starts; always None ("not checked"). Check a report with ``StartupPlan.build(cfg, row).mismatches(report)``."""
+        warnings.warn("StartupReport.plan_mismatches is always None: EngineCore no longer checks its start-up "
+                      "against a StartupPlan; use StartupPlan.build(vllm_config, row).mismatches(report)",
+                      DeprecationWarning, stacklevel=2)
+        return None
+
+    @property
     def total_s(self) -> float:
         """Seconds of the named phases (within about 1% of ``wall_s``: tests/engine/test_startup_wall.py)."""
         return sum(self.phases.values())
@@ -98,6 +108,15 @@ class EngineCore:
             raise
         self.report.wall_s = time.perf_counter() - t_enter
 
+    @property
+    def plan(self):
+        """Deprecated (after 0.2.0): the dry StartupPlan of this engine's config and row, built now (the
+        engine builds none; the guard, the explorer and the tests do)."""
+        from refimpl.engine.startup_plan import StartupPlan
+        warnings.warn("EngineCore.plan is deprecated: build StartupPlan.build(engine.vllm_config, engine.switches)",
+                      DeprecationWarning, stacklevel=2)
+        return StartupPlan.build(self.vllm_config, self.switches)
+
     @contextmanager
     def _phase(self, name: str):
         stats = self.mm_registry.stats
@@ -114,7 +133,7 @@ class EngineCore:
         mc = cfg.model_config
         reg.reset_stats()
         runner_init, load_model, profile_run, kv_cache_init, capture_model, scheduler_init = PHASES
-        # The profiling cache per row (startup_plan.cache_on): none (0.8.5), the registry's even
+        # The profiling cache per row (encoder_budget.cache_on): none (0.8.5), the registry's even
         # when the user turned it off (0.9.0 to 0.10.0), the runner's only when the user has one
         # (0.10.1 on), and then the scheduler's lookup passes none.
         disable = not cache_on(v, mc, profile_run)

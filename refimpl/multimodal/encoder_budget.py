@@ -80,7 +80,7 @@ class MultiModalBudget:
         self.model_config, self.scheduler_config = model_config, scheduler_config
         self.row = row = get_startup_variant(row) if isinstance(row, str) else row
         self.dry = dry
-        self.mm_registry = None if dry else (mm_registry or MULTIMODAL_REGISTRY)
+        self.mm_registry: MultiModalRegistry = mm_registry or MULTIMODAL_REGISTRY  # not read when dry
         self.max_model_len, self.max_num_reqs = model_config.max_model_len, scheduler_config.max_num_seqs
         # dry: a processing info of the row's switches that reads sizes from the configs only
         self.info = MULTIMODAL_REGISTRY.create_processing_info(model_config, row.mm, dry=True) if dry else None

@@ -132,7 +132,10 @@ class MultiModalRegistry:
 
     def create_dummy_inputs(self, info):
         """The dummy-inputs builder of ``info``'s model (builds nothing until asked)."""
-        return _factories(info.model_id)[1](info)  # type: ignore[index]
+        f = _factories(info.model_id)
+        if f is None:
+            raise ConfigError("model", "a multimodal model", f"{info.model_id} has no multimodal processor")
+        return f[1](info)
 
     def get_mm_limits_per_prompt(self, model_config) -> dict[str, int]:
         """Items allowed per prompt for each supported modality (default 1); {} if none."""

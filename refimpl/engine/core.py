@@ -70,7 +70,7 @@ class StartupReport:
 
     @property
     def total_s(self) -> float:
-        """Seconds of the named phases (within about 1% of ``wall_s``: tests/engine/test_startup_wall.py)."""
+        """Seconds of the named phases (within 2% of ``wall_s`` on a small setting: tests/engine/test_startup_wall.py)."""
         return sum(self.phases.values())
 
 

@@ -2,12 +2,15 @@
 from types import SimpleNamespace
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+from refimpl.multimodal import MultiModalRegistry
 
 
-class StandInRegistry:
-    """Max tokens per item and one small decoder dummy item; records the keyword arguments."""
+class StandInRegistry(MultiModalRegistry):
+    """Max tokens per item and one small decoder dummy item; records the keyword arguments. Processors
+    (the sizes the MultiModalBudget reads) are the real registry's."""
 
     def __init__(self, max_tokens, items):
+        super().__init__(0)
         self.max_tokens, self.items, self.calls = max_tokens, items, []
 
     def get_max_tokens_per_item_by_modality(self, model_config, **kw):

@@ -1,28 +1,30 @@
 """EngineCore: start-up in vLLM V1's order, each phase timed, and ``reset_mm_cache``.
 
 Mirrors ``vllm/v1/engine/core.py`` with the start-up paths of ``v1/worker/gpu_model_runner.py`` and
-``v1/core/sched/scheduler.py``, as a start-up row says. Phases (startup_plan.PHASES; passes of
-STARTUP_STEPS): runner_init [#1], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
-scheduler_init [#5], reset_mm_cache. Each phase is checked against the engine's StartupPlan
-(``report.plan_mismatches``). Left out: multi-process executors, tensor parallelism (each worker
-repeats #1-#3), the TPU precompile path.
+``v1/core/sched/scheduler.py``, as a start-up row says. Phases: startup_checks (ours: the
+encoder-length and RAM refusals), then startup_plan.PHASES (passes of STARTUP_STEPS): runner_init
+[#1, the runner's MultiModalBudget], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
+scheduler_init [#5], reset_mm_cache; every second of ``EngineCore()`` falls in one
+(``StartupReport.wall_s``). The check of a start-up against its StartupPlan is the tests'
+(``StartupPlan.mismatches``), never run inside the start-up it times. Left out: multi-process
+executors, tensor parallelism (each worker repeats #1-#3), the TPU precompile path.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
 import time
+import warnings
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import ClassVar, Optional
+from typing import ClassVar
 
 from refimpl.config import VllmConfig
-from refimpl.core.encoder_cache_manager import compute_encoder_budget, compute_mm_encoder_budget
 from refimpl.core.sched.scheduler import Scheduler
-from refimpl.engine.startup_memory import check_fits_in_ram
-from refimpl.engine.startup_plan import PHASES, RESET_PHASE, StartupPlan, cache_on
+from refimpl.engine.startup_plan import CHECK_PHASE, PHASES, RESET_PHASE
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
+from refimpl.multimodal.encoder_budget import cache_on
 from refimpl.request import RequestStatus
 from refimpl.utils.mem_utils import peak_rss_bytes, rss_bytes
 from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, current_row_name, get_startup_variant
@@ -33,7 +35,9 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class StartupReport:
-    """What one start-up did: seconds per phase, HF-processor passes, cache figures (bytes)."""
+    """What one start-up did: seconds per phase (``phases``, CHECK_PHASE first), ``wall_s`` (the
+    seconds of ``EngineCore()`` from entry to return, which the phases cover), HF-processor passes
+    per PHASES entry, cache figures (bytes)."""
     variant: str
     phases: dict[str, float] = field(default_factory=dict)
     hf_processor_calls: int = 0
@@ -53,11 +57,20 @@ class StartupReport:
     profile_encoder_tokens: int = 0
     passes_by_phase: dict[str, int] = field(default_factory=dict)
     cache_bytes_by_phase: dict[str, int] = field(default_factory=dict)  # held after each phase
-    # where start-up differed from its StartupPlan (None: not checked, the cache was not empty)
-    plan_mismatches: Optional[list[str]] = None
+    wall_s: float = 0.0
+
+    @property
+    def plan_mismatches(self) -> None:
+        """Deprecated (after 0.2.0): the engine no longer checks itself against its StartupPlan while it
+        starts; always None ("not checked"). Check a report with ``StartupPlan.build(cfg, row).mismatches(report)``."""
+        warnings.warn("StartupReport.plan_mismatches is always None: EngineCore no longer checks its start-up "
+                      "against a StartupPlan; use StartupPlan.build(vllm_config, row).mismatches(report)",
+                      DeprecationWarning, stacklevel=2)
+        return None
 
     @property
     def total_s(self) -> float:
+        """Seconds of the named phases (within 2% of ``wall_s`` on a small setting: tests/engine/test_startup_wall.py)."""
         return sum(self.phases.values())
 
 
@@ -71,6 +84,7 @@ class EngineCore:
 
     def __init__(self, vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl", *,
                  mm_registry=None, reset_at_end: bool | None = None):
+        t_enter = time.perf_counter()
         self.vllm_config = vllm_config
         if variant == "shape-only":  # the one name whose row changed in 0.2.0: say so
             current_row_name(variant, stacklevel=2)
@@ -86,13 +100,23 @@ class EngineCore:
         # per-step seconds of serving, newest last; bounded so a long-running engine stays small
         self.step_timings: deque[StepTimings] = deque(maxlen=100_000)
         check_encoder_len(vllm_config)
-        self.plan = StartupPlan.build(vllm_config, self.switches)
-        check_fits_in_ram(self.plan, vllm_config.model_config.mm_processor_kwargs)
+        check_startup_memory(vllm_config, self.switches)
+        self.report.phases[CHECK_PHASE] = time.perf_counter() - t_enter
         try:
             self._startup()
         except BaseException:
             self.mm_registry.reset_processor_cache()
             raise
+        self.report.wall_s = time.perf_counter() - t_enter
+
+    @property
+    def plan(self):
+        """Deprecated (after 0.2.0): the dry StartupPlan of this engine's config and row, built now (the
+        engine builds none; the guard, the explorer and the tests do)."""
+        from refimpl.engine.startup_plan import StartupPlan
+        warnings.warn("EngineCore.plan is deprecated: build StartupPlan.build(engine.vllm_config, engine.switches)",
+                      DeprecationWarning, stacklevel=2)
+        return StartupPlan.build(self.vllm_config, self.switches)
 
     @contextmanager
     def _phase(self, name: str):
@@ -107,22 +131,17 @@ class EngineCore:
 
     def _startup(self) -> None:
         cfg, rep, reg, v = self.vllm_config, self.report, self.mm_registry, self.switches
-        mc, sc = cfg.model_config, cfg.scheduler_config
+        mc = cfg.model_config
         reg.reset_stats()
-        fresh = reg.cache_bytes() == 0  # the plan is of a fresh process
         runner_init, load_model, profile_run, kv_cache_init, capture_model, scheduler_init = PHASES
-        # The profiling cache per row (startup_plan.cache_on): none (0.8.5), the registry's even
+        # The profiling cache per row (encoder_budget.cache_on): none (0.8.5), the registry's even
         # when the user turned it off (0.9.0 to 0.10.0), the runner's only when the user has one
         # (0.10.1 on), and then the scheduler's lookup passes none.
         disable = not cache_on(v, mc, profile_run)
         formula = v.uses_formula(mc.model)
-        with self._phase(runner_init):
-            self.model_runner = runner = GPUModelRunner(cfg)  # reads the config's registry (set above)
-            if reg.supports_multimodal_inputs(mc):
-                runner.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
-                    mc, disable_cache=disable, use_formula=formula))
-            enabled = {m: n for m, n in runner.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
-            runner.encoder_compute_budget, runner.encoder_cache_size = compute_mm_encoder_budget(sc, enabled)
+        with self._phase(runner_init):  # the runner builds the MultiModalBudget (pass #1)
+            self.model_runner = runner = GPUModelRunner(cfg, variant=v)  # the config's registry (set above)
+        budget = runner.mm_budget
         with self._phase(load_model):
             runner.load_model()
         with self._phase(profile_run):
@@ -133,14 +152,12 @@ class EngineCore:
         with self._phase(capture_model):
             runner.capture_model()
         with self._phase(scheduler_init):
-            enc_budget, enc_cache = compute_encoder_budget(
-                mc, sc, reg, disable_cache=not cache_on(v, mc, scheduler_init), use_formula=formula)
             # the kit's default admits no item larger than the one its profile run encoded
             covered = runner.profile_tokens_per_item if v.profile_seq_len == "per-item-max" else None
-            self.scheduler = Scheduler(cfg, num_blocks, encoder_compute_budget=enc_budget,
-                                       encoder_cache_size=enc_cache, mm_registry=reg,
-                                       max_item_tokens=covered or None)
-        rep.encoder_compute_budget, rep.encoder_cache_size = enc_budget, enc_cache
+            self.scheduler = Scheduler(cfg, num_blocks, mm_budget=budget, mm_registry=reg,
+                                       max_item_tokens=covered or None)  # its own lookup: pass #5
+        rep.encoder_compute_budget = self.scheduler.max_num_encoder_input_tokens
+        rep.encoder_cache_size = self.scheduler.encoder_cache_manager.cache_size
         rep.num_gpu_blocks = num_blocks
         rep.max_tokens_per_item = dict(runner.max_tokens_per_item)
         rep.profile_tokens_per_item = runner.profile_tokens_per_item
@@ -156,11 +173,6 @@ class EngineCore:
                 self.reset_mm_cache()
         rep.cache_bytes_after_reset = reg.cache_bytes()
         rep.rss_after_reset = rss_bytes()
-        if fresh:
-            rep.plan_mismatches = self.plan.mismatches(rep)
-            if rep.plan_mismatches:
-                logger.warning("start-up of %s differed from its plan: %s", self.variant,
-                               "; ".join(rep.plan_mismatches))
 
     def shutdown(self) -> None:
         """Nothing to end in-process (vLLM ``EngineCore.shutdown`` stops the executor)."""
@@ -234,6 +246,14 @@ class StepTimings:
     @property
     def total(self) -> float:
         return self.schedule + self.prepare + self.model + self.sample + self.update
+
+
+def check_startup_memory(vllm_config: VllmConfig, row: StartupVariant) -> int:
+    """The predicted peak RSS (bytes) of this start-up, from its dry StartupPlan (no processor built,
+    no cache filled); raises InsufficientMemoryError beyond the machine's RAM (startup_memory.check_fits_in_ram)."""
+    from refimpl.engine.startup_memory import check_fits_in_ram
+    from refimpl.engine.startup_plan import StartupPlan
+    return check_fits_in_ram(StartupPlan.build(vllm_config, row), vllm_config.model_config.mm_processor_kwargs)
 
 
 def check_encoder_len(vllm_config: VllmConfig) -> None:

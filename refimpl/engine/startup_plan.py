@@ -1,9 +1,11 @@
 """StartupPlan: what one engine start-up will do, step by step, from its configs alone.
 
-Ours, in the role of vLLM's ``MultiModalBudget`` (``v1/worker/utils.py``): computed once, read by
-everyone. ``EngineCore`` checks its start-up against it phase by phase; the oracles of
-refimpl.testing, the benches' memory guard and the cost model read it. Pure: no HF pass, nothing
-full-size allocated; the processing cache is the kit's own ``ProcessingCache`` fed with sizes.
+Ours (vLLM has none): the engine's start-up walked dry over a dry MultiModalBudget
+(refimpl/multimodal/encoder_budget.py, the object the runner and scheduler read). The tests check
+each phase of an ``EngineCore`` against it (``mismatches``); the oracles of refimpl.testing, the
+benches' memory guard, the engine's RAM refusal and the cost model read it. Pure: no HF processor
+built, no HF pass, no process-wide cache read or filled, nothing full-size allocated; the processing
+cache is the kit's own ``ProcessingCache`` fed with sizes.
 Each step's items (shape, dtype, bytes), hashes and their copies, cache hits, misses and stores,
 HF calls, what the reset frees per process; its peak resident bytes by holder:
 startup_memory.peak_bytes_by_holder. Assumes a fresh process (an empty cache).
@@ -13,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal, Optional, Sequence
 
-from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
+from refimpl.config import SchedulerConfig
 from refimpl.errors import CacheItemTooLargeError
-from refimpl.multimodal import worst_case as wc
+from refimpl.multimodal import encoder_budget as eb
 from refimpl.multimodal.cache import ProcessingCache
+from refimpl.multimodal.encoder_budget import MultiModalBudget
 from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
@@ -27,7 +30,9 @@ GiB = 1 << 30
 # EngineCore's phases in order; reset_mm_cache follows them under a row that resets
 PHASES = ("runner_init", "load_model", "profile_run", "kv_cache_init", "capture_model", "scheduler_init")
 RESET_PHASE = "reset_mm_cache"
-REGISTRY = MultiModalRegistry(cache_bytes=0)  # processors for the item sizes; no cache, nothing global
+# ours, before PHASES: EngineCore's refusals (encoder length, RAM), timed so that the phases cover EngineCore()
+CHECK_PHASE = "startup_checks"
+REGISTRY = MultiModalRegistry(cache_bytes=0)  # kept for callers; the plan builds no processor
 
 
 @dataclass(frozen=True)
@@ -119,15 +124,6 @@ def _item(info, spec: tuple, v: StartupVariant) -> Item:
                 frames * w * h * 3, info.get_processed_item_bytes(spec), tokens)
 
 
-def cache_on(v: StartupVariant, model_config, phase: str) -> bool:
-    """Whether ``phase``'s passes use a processing cache under row ``v``: never (0.8.5), the
-    registry's whenever it has room (0.9.0 to 0.10.0), the runner's when the user has one, not in
-    the scheduler's lookup (0.10.2 on)."""
-    capacity = model_config.mm_cache_bytes
-    user = not model_config.disable_mm_preprocessor_cache and capacity > 0
-    return {"off": False, "registry": capacity > 0, "runner": user and phase != "scheduler_init"}[v.profiling_cache]
-
-
 def _walk(mc, v: StartupVariant, todo: Sequence[tuple[str, str, str, list[Item]]]):
     """Steps of ``todo`` (phase, name, kind, items) through one fresh process's ProcessingCache;
     the first CacheItemTooLargeError (an oversize item under ``oversize_item`` "raise") ends them."""
@@ -138,7 +134,7 @@ def _walk(mc, v: StartupVariant, todo: Sequence[tuple[str, str, str, list[Item]]
             steps.append(Step(phase, name, tuple(items), "processed", False, False,
                               cache_before=cache.bytes, cache_after=cache.bytes))
             continue
-        on = cache_on(v, mc, phase)
+        on = eb.cache_on(v, mc, phase)
         held = cache.bytes
         hits = tuple(on and cache.get(repr(i.spec)) is not None for i in items)
         missing = tuple(i for i, hit in zip(items, hits) if not hit)
@@ -190,16 +186,16 @@ class StartupPlan:
         plan = cls(mc.model, v, [], {}, num_gpu_blocks=blocks,
                    kv_bytes=0 if blocks is None or on_gpu else blocks * runner.bytes_per_block(),
                    kv_registry_calls=kv_calls, extra_weight_bytes=full)
-        if not REGISTRY.supports_multimodal_inputs(mc):
+        budget = MultiModalBudget(mc, sc, None, v, dry=True)
+        if not budget.mm_limits:
             return plan
-        info = REGISTRY.create_processor(mc, disable_cache=True, switches=v.mm).info
-        per_item = wc.max_tokens_per_item(mc, v, mm_registry=REGISTRY)
-        plan.max_tokens_per_item, plan.encoder_budget = per_item, compute_mm_encoder_budget(sc, per_item)
-        dummy = wc.profile_dummy(mc, sc, v, mm_registry=REGISTRY)
+        plan.max_tokens_per_item = dict(budget.mm_max_toks_per_item)
+        plan.encoder_budget = (budget.encoder_compute_budget, budget.encoder_cache_size)
+        dummy = budget.profile_item
         if dummy is None:
             return plan
-        lookup = [_item(info, s, v) for s in wc.lookup_specs(mc, v, REGISTRY)]
-        plan.profile_item, plan.encoder_items = _item(info, dummy.spec, v), dummy.items
+        lookup = [_item(budget.info, s, v) for s in budget.lookup_specs()]
+        plan.profile_item, plan.encoder_items = _item(budget.info, dummy.spec, v), dummy.items
         todo = [(st.phase, f"{st.pass_no} {st.caller.split(':')[0]}", st.kind,
                  lookup if st.kind == "lookup" else [plan.profile_item]) for st in STARTUP_STEPS
                 if not (st.when and not getattr(v, st.when)) and not (st.kind == "lookup" and v.uses_formula(mc.model))]
@@ -211,8 +207,8 @@ class StartupPlan:
         """``calls`` successive ``compute_encoder_budget`` lookups in one fresh process (the
         reviewer's experiment, ``refimpl bench startup --calls N``); none under the row's formula."""
         v = get_startup_variant(variant) if isinstance(variant, str) else variant
-        info = REGISTRY.create_processor(model_config, disable_cache=True, switches=v.mm).info
-        lookup = [_item(info, s, v) for s in wc.lookup_specs(model_config, v, REGISTRY)]
+        budget = MultiModalBudget(model_config, SchedulerConfig(), None, v, dry=True)
+        lookup = [_item(budget.info, s, v) for s in budget.lookup_specs()]
         todo = [] if v.uses_formula(model_config.model) else \
             [(f"call_{i + 1}", f"call {i + 1}", "lookup", lookup) for i in range(calls)]
         row = replace(v, profiling_cache="registry" if v.cache_during_profiling else "off")
@@ -307,3 +303,14 @@ class StartupPlan:
         plan cannot know (None: CUDA's KV blocks) is not compared."""
         return [f"{k}: plan {want}, engine {getattr(report, k)}" for k, want in self.expected_report().items()
                 if want is not None and getattr(report, k) != want]
+
+
+def __getattr__(name: str):
+    """``cache_on`` moved to refimpl.multimodal.encoder_budget after 0.2.0: still importable from
+    here, with a DeprecationWarning."""
+    if name == "cache_on":
+        import warnings
+        warnings.warn("refimpl.engine.startup_plan.cache_on moved to refimpl.multimodal.encoder_budget.cache_on",
+                      DeprecationWarning, stacklevel=2)
+        return eb.cache_on
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

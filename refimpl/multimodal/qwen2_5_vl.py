@@ -45,10 +45,21 @@ def build_hf_processor(model: str, overrides: tuple = ()):
 
 class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
     modalities = ("image", "video")
+    dry = False  # True: sizes from the configs, no HF processor (MultiModalBudget(dry=True))
+    _most_features: Optional[tuple[int, int]] = None
 
     def get_hf_processor(self):
         return build_hf_processor(self.model_id, tuple(sorted(  # lists as tuples: a cache key
             (k, tuple(v) if isinstance(v, list) else v) for k, v in self.mm_processor_kwargs.items())))
+
+    def get_pixel_bounds(self) -> tuple[int, int]:
+        """(min_pixels, max_pixels) of the image processor: the HF processor's ``size``, or (dry)
+        preprocessor_config.json under ``mm_processor_kwargs``, the values build_hf_processor gives it."""
+        if self.dry:
+            d = {**get_preprocessor_dict(self.model_id), **self.mm_processor_kwargs}
+            return d["min_pixels"], d["max_pixels"]
+        size = self.get_hf_processor().image_processor.size
+        return size.shortest_edge, size.longest_edge
 
     def _vision(self) -> tuple[int, int, int]:
         v = self.hf_config["vision_config"]
@@ -58,19 +69,22 @@ class Qwen2_5_VLProcessingInfo(BaseProcessingInfo):
         """((resized width, height) in pixels, placeholder tokens) of an image or a ``num_frames`` video:
         smart_resize by 28 within min/max pixels, frames padded to temporal_patch_size."""
         patch, merge, tps = self._vision()
-        size = self.get_hf_processor().image_processor.size
-        h, w = smart_resize(image_height, image_width, factor=patch * merge,
-                            min_pixels=size.shortest_edge, max_pixels=size.longest_edge)
+        lo, hi = self.get_pixel_bounds()
+        h, w = smart_resize(image_height, image_width, factor=patch * merge, min_pixels=lo, max_pixels=hi)
         grid_t = max((num_frames + num_frames % tps) // tps, 1)
         return (w, h), grid_t * (h // patch) * (w // patch) // (merge * merge)
 
     def get_image_size_with_most_features(self) -> tuple[int, int]:
         """(width, height) in pixels of the image (and frame) with the most tokens under the switches'
-        worst-case rule (``worst_case_image_size``); 3584 x 3584 at the default max_pixels."""
+        worst-case rule (``worst_case_image_size``); 3584 x 3584 at the default max_pixels. Dry: computed
+        once per info, around the function's process-wide cache."""
         patch, merge, _ = self._vision()
-        size = self.get_hf_processor().image_processor.size
-        return worst_case_image_size(size.shortest_edge, size.longest_edge, patch * merge,
-                                     rule=self.switches.worst_case_image)
+        if not self.dry:
+            return worst_case_image_size(*self.get_pixel_bounds(), patch * merge, rule=self.switches.worst_case_image)
+        if self._most_features is None:
+            self._most_features = worst_case_image_size.__wrapped__(
+                *self.get_pixel_bounds(), patch * merge, rule=self.switches.worst_case_image)
+        return self._most_features
 
     def get_item_tokens(self, spec: tuple) -> int:
         """Placeholder tokens of a dummy item ``("image", w, h)`` or ``("video", frames, w, h)``."""

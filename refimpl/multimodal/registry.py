@@ -3,7 +3,8 @@
 Mirrors ``MultiModalRegistry`` of ``vllm/multimodal/registry.py``. ``get_encdec_max_encoder_len``
 is as slow as 0.10.2's: nothing cached, three processor creations and one uncached Whisper
 pass (480,000 float64 samples, hashed through 0.9.2's join) per call. Left out:
-``register_processor`` decorators (a static table), ``MultiModalBudget``, per-request kwargs.
+``register_processor`` decorators (a static table), per-request kwargs. ``MultiModalBudget``:
+refimpl/multimodal/encoder_budget.py.
 """
 from __future__ import annotations
 
@@ -118,6 +119,25 @@ class MultiModalRegistry:
                 cache.set_capacity(model_config.mm_cache_bytes)
         info = info_cls(model_config, switches)
         return proc_cls(info, dummy_cls(info), cache=cache, stats=self.stats)
+
+    def create_processing_info(self, model_config, switches: Optional[MultiModalSwitches] = None, *,
+                               dry: bool = False):
+        """The model's ProcessingInfo alone (no processor, no cache); ``dry``: its size functions read
+        the configs (preprocessor_config.json and ``mm_processor_kwargs``) instead of building the HF
+        processor. Raises ConfigError for a model without multimodal inputs."""
+        f = _factories(model_config.model)
+        if f is None:
+            raise ConfigError("model", "a multimodal model", f"{model_config.model} has no multimodal processor")
+        info = f[0](model_config, switches)
+        info.dry = dry
+        return info
+
+    def create_dummy_inputs(self, info):
+        """The dummy-inputs builder of ``info``'s model (builds nothing until asked)."""
+        f = _factories(info.model_id)
+        if f is None:
+            raise ConfigError("model", "a multimodal model", f"{info.model_id} has no multimodal processor")
+        return f[1](info)
 
     def get_mm_limits_per_prompt(self, model_config) -> dict[str, int]:
         """Items allowed per prompt for each supported modality (default 1); {} if none."""

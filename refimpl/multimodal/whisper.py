@@ -31,6 +31,7 @@ def build_hf_processor(model: str, overrides: tuple = ()):
 
 class WhisperProcessingInfo(BaseProcessingInfo):
     modalities = ("audio",)
+    dry = False  # True: sizes from the configs, no HF processor (MultiModalBudget(dry=True))
 
     def get_hf_processor(self):
         return build_hf_processor(self.model_id, tuple(sorted(  # lists as tuples: a cache key
@@ -38,6 +39,18 @@ class WhisperProcessingInfo(BaseProcessingInfo):
 
     def get_feature_extractor(self):
         return self.get_hf_processor().feature_extractor
+
+    def get_feature_dims(self) -> tuple[int, int, int, int]:
+        """(feature_size mel bins, chunk_length s, sampling_rate Hz, hop_length samples) of the feature
+        extractor: the HF one's, or (dry) preprocessor_config.json under ``mm_processor_kwargs`` with
+        WhisperFeatureExtractor's defaults (80, 30, 16000, 160)."""
+        if self.dry:
+            d = {"feature_size": 80, "chunk_length": 30, "sampling_rate": 16000, "hop_length": 160,
+                 **get_preprocessor_dict(self.model_id), **self.mm_processor_kwargs}
+        else:
+            fe = self.get_feature_extractor()
+            d = {k: getattr(fe, k) for k in ("feature_size", "chunk_length", "sampling_rate", "hop_length")}
+        return d["feature_size"], d["chunk_length"], d["sampling_rate"], d["hop_length"]
 
     def get_num_audio_tokens(self) -> int:
         """Encoder positions per audio: ``max_source_positions`` (1500)."""
@@ -49,8 +62,8 @@ class WhisperProcessingInfo(BaseProcessingInfo):
 
     def get_processed_item_bytes(self, spec: tuple) -> int:
         """Bytes of its float32 ``input_features``: mel bins x 3000 frames x 4."""
-        fe = self.get_feature_extractor()
-        return fe.feature_size * (fe.chunk_length * fe.sampling_rate // fe.hop_length) * 4
+        mels, chunk, rate, hop = self.get_feature_dims()
+        return mels * (chunk * rate // hop) * 4
 
     def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
         return {"audio": self.get_num_audio_tokens()} if mm_counts.get("audio", 0) > 0 else {}
@@ -63,8 +76,8 @@ class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
     def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
                              fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
         """``{"audio": [("audio", 480000)] * n}``: 30 s at 16 kHz, independent of seq_len."""
-        fe = self.info.get_feature_extractor()
-        return {"audio": [("audio", fe.chunk_length * fe.sampling_rate)] * mm_counts.get("audio", 0)}
+        _, chunk, rate, _ = self.info.get_feature_dims()
+        return {"audio": [("audio", chunk * rate)] * mm_counts.get("audio", 0)}
 
     def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
                           fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:

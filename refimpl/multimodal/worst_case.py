@@ -1,35 +1,24 @@
-"""The worst case per start-up row without processing: max tokens per item, the lookups'
-dummy items and the profile dummy (refimpl/engine/startup_plan.py walks start-up over them).
+"""The worst case per start-up row without processing: the largest image (``worst_case_image_size``)
+and, as reads of a dry MultiModalBudget (refimpl/multimodal/encoder_budget.py), max tokens per item,
+the lookups' dummy items and the profile dummy.
 
 No HF pass, no dummy array: the size functions the dummy builders use (tests/core/test_release_rows.py
-checks them against real start-ups). Mirrors ``vllm/multimodal/profiling.py``,
-``v1/worker/utils.py`` (``MultiModalBudget``) and the start-up of ``v1/worker/gpu_model_runner.py``.
-Left out: tensor-parallel workers (each repeats the runner's steps).
+checks them against real start-ups). Mirrors the worst-case image of ``vllm/multimodal/profiling.py``
+and the Qwen2-VL processing info. Left out: tensor-parallel workers (each repeats the runner's steps).
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import lru_cache
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
-from refimpl.multimodal.registry import MULTIMODAL_REGISTRY
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
 
-
-@dataclass(frozen=True)
-class ProfileDummy:
-    """The profile run's dummy: ``spec`` (e.g. ("video", frames, width, height)) built at ``seq_len``,
-    ``tokens`` per item, ``items`` in the encoder batch, ``per_item_max`` (the budget's, in tokens)."""
-    modality: str
-    seq_len: int
-    spec: tuple
-    tokens: int
-    items: int
-    per_item_max: int
+if TYPE_CHECKING:
+    from refimpl.multimodal.encoder_budget import MultiModalBudget, ProfileDummy
 
 
 def _row(variant: str | StartupVariant, worst_case: Optional[WorstCaseImage] = None) -> StartupVariant:
@@ -37,66 +26,47 @@ def _row(variant: str | StartupVariant, worst_case: Optional[WorstCaseImage] = N
     return v if worst_case is None else replace(v, mm=replace(v.mm, worst_case_image=worst_case))
 
 
-def _processor(model_config, v: StartupVariant, mm_registry=None):
-    return (mm_registry or MULTIMODAL_REGISTRY).create_processor(model_config, disable_cache=True,
-                                                                 switches=v.mm)
-
-
-def _lookup_counts(info) -> dict[str, int]:
-    return {m: 1 for m, n in info.get_allowed_mm_limits().items() if n > 0}
+def _budget(model_config, variant, worst_case=None, scheduler_config=None) -> MultiModalBudget:
+    from refimpl.config import SchedulerConfig
+    from refimpl.multimodal.encoder_budget import MultiModalBudget
+    return MultiModalBudget(model_config, scheduler_config or SchedulerConfig(), None, _row(variant, worst_case),
+                            dry=True)
 
 
 def max_tokens_per_item(model_config, variant: str | StartupVariant = "refimpl", *,
                         worst_case: Optional[WorstCaseImage] = None, mm_registry=None) -> dict[str, int]:
     """Max placeholder tokens of one item per enabled modality under ``variant`` (``worst_case``
-    overrides its image rule): what the encoder budget and admission use; {} without multimodal inputs."""
-    info = _processor(model_config, _row(variant, worst_case), mm_registry).info
-    return dict(info.get_max_tokens_per_item(model_config.max_model_len, _lookup_counts(info)))
-
-
-def max_items_per_batch(rule: str, encoder_budget: int, tokens_per_item: int, max_num_seqs: int,
-                        mm_limit: int, max_model_len: int) -> int:
-    """Dummy items the profile run encodes at once, by ``rule``: cdiv(budget, tokens) bounded by
-    max_num_seqs * limit, or floor (``MultiModalBudget``): budget // tokens, at least 1."""
-    if rule == "cdiv":
-        return max(1, min(-(-encoder_budget // tokens_per_item), max_num_seqs * mm_limit))
-    per_prompt = max(1, min(mm_limit, max_model_len // tokens_per_item))
-    return max(1, min(encoder_budget // tokens_per_item, max_num_seqs * per_prompt))
-
-
-def profile_seq_len(v: StartupVariant, model_config, scheduler_config) -> int:
-    """The ``seq_len`` the row builds its profile dummy for."""
-    return (scheduler_config.max_num_batched_tokens if v.profile_seq_len == "max_num_batched_tokens"
-            else model_config.max_model_len)
+    overrides its image rule): a dry MultiModalBudget's ``mm_max_toks_per_item``; {} without
+    multimodal inputs. ``mm_registry`` is not read (kept for callers)."""
+    return dict(_budget(model_config, variant, worst_case).mm_max_toks_per_item)
 
 
 def profile_dummy(model_config, scheduler_config, variant: str | StartupVariant = "refimpl", *,
                   worst_case: Optional[WorstCaseImage] = None, mm_registry=None) -> Optional[ProfileDummy]:
-    """The dummy item ``variant``'s profile run encodes (None: no enabled modality), built at the
-    row's ``profile_seq_len``; per-item-max fits its frames as the budget lookup did."""
-    v = _row(variant, worst_case)
-    proc = _processor(model_config, v, mm_registry)
-    info, counts = proc.info, _lookup_counts(proc.info)
-    per_item = dict(info.get_max_tokens_per_item(model_config.max_model_len, counts))
-    if not per_item:
-        return None
-    modality = max(per_item, key=lambda m: per_item[m])
-    seq_len = profile_seq_len(v, model_config, scheduler_config)
-    fit = counts if v.profile_seq_len == "per-item-max" else None
-    spec = proc.dummy_inputs.get_dummy_item_specs(seq_len, {modality: 1}, fit)[modality][0]
-    tokens = info.get_item_tokens(spec)
-    budget = min(compute_mm_encoder_budget(scheduler_config, per_item))
-    items = max_items_per_batch(v.profile_items, budget, per_item[modality], scheduler_config.max_num_seqs,
-                                model_config.get_mm_limit(modality), model_config.max_model_len)
-    return ProfileDummy(modality, seq_len, spec, tokens, items, per_item[modality])
+    """The dummy item ``variant``'s profile run encodes (None: no enabled modality): a dry
+    MultiModalBudget's ``profile_item``."""
+    return _budget(model_config, variant, worst_case, scheduler_config).profile_item
 
 
 def lookup_specs(model_config, variant: str | StartupVariant = "refimpl", mm_registry=None) -> list[tuple]:
     """The dummy items one max-token lookup builds when it processes (one per enabled modality)."""
-    proc = _processor(model_config, _row(variant), mm_registry)
-    counts = _lookup_counts(proc.info)
-    specs = proc.dummy_inputs.get_dummy_item_specs(model_config.max_model_len, counts)
-    return [s for m in specs for s in specs[m]]
+    return _budget(model_config, variant).lookup_specs()
+
+
+_MOVED = {"ProfileDummy", "max_items_per_batch", "profile_seq_len"}
+
+
+def __getattr__(name: str):
+    """Names moved to refimpl.multimodal.encoder_budget after 0.2.0: still importable from here, with a
+    DeprecationWarning."""
+    if name in _MOVED:
+        import warnings
+
+        from refimpl.multimodal import encoder_budget
+        warnings.warn(f"refimpl.multimodal.worst_case.{name} moved to refimpl.multimodal.encoder_budget.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(encoder_budget, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=64)

@@ -12,10 +12,9 @@ from typing import Any, Optional
 import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
-from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, EngineStateError
-from refimpl.multimodal.worst_case import max_items_per_batch, profile_seq_len
+from refimpl.multimodal.encoder_budget import MultiModalBudget
 from refimpl.utils.mem_utils import RssPeakSampler
 from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.model_loader import get_model
@@ -38,10 +37,14 @@ def _item_tensors(dummy, modality: str) -> dict[str, torch.Tensor]:
 
 
 class GPUModelRunner:
-    """Owns the model, the KV cache and (Whisper) the WhisperRunner; along start-up it sets the
-    encoder budgets (tokens), ``max_tokens_per_item``, ``peak_memory_bytes``, ``kv_caches``."""
+    """Owns the model, the KV cache, the MultiModalBudget and (Whisper) the WhisperRunner; along
+    start-up it sets ``peak_memory_bytes``, ``kv_caches``.
 
-    def __init__(self, vllm_config, mm_registry=None):
+    ``variant``: the start-up row whose ``mm_budget`` (refimpl.multimodal.encoder_budget) it builds
+    here, as vLLM's runner does (the lookup is pass #1); None: no budget yet (``profile_run`` builds
+    one; the KV arithmetic needs none)."""
+
+    def __init__(self, vllm_config, mm_registry=None, *, variant: StartupVariant | str | None = None):
         self.vllm_config = vllm_config
         vllm_config.use_mm_registry(mm_registry)
         self.model_config, self.scheduler_config = vllm_config.model_config, vllm_config.scheduler_config
@@ -49,9 +52,9 @@ class GPUModelRunner:
         self.device = torch.device(vllm_config.device)
         self.dtype = getattr(torch, self.model_config.dtype)
         self.model: Any = None  # a transformers model once load_model() ran
-        self.encoder_compute_budget: Optional[int] = None
-        self.encoder_cache_size: Optional[int] = None
-        self.max_tokens_per_item: dict[str, int] = {}
+        self.mm_budget: Optional[MultiModalBudget] = None
+        if variant is not None and self.mm_registry.supports_multimodal_inputs(self.model_config):
+            self.mm_budget = MultiModalBudget(self.model_config, self.scheduler_config, self.mm_registry, variant)
         self.peak_memory_bytes = 0
         self.profile_modality: Optional[str] = None
         self.profile_mm_items = self.profile_encoder_tokens = self.profile_tokens_per_item = 0
@@ -68,6 +71,19 @@ class GPUModelRunner:
     def mm_registry(self):
         return self.vllm_config.get_mm_registry()
 
+    @property
+    def max_tokens_per_item(self) -> dict[str, int]:
+        """The budget's max tokens per item of the enabled modalities ({} without a budget)."""
+        return dict(self.mm_budget.mm_max_toks_per_item) if self.mm_budget else {}
+
+    @property
+    def encoder_compute_budget(self) -> Optional[int]:
+        return self.mm_budget.encoder_compute_budget if self.mm_budget else None
+
+    @property
+    def encoder_cache_size(self) -> Optional[int]:
+        return self.mm_budget.encoder_cache_size if self.mm_budget else None
+
     @torch.inference_mode()
     def _run_encoder(self, modality: str, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         m = self.model
@@ -81,24 +97,22 @@ class GPUModelRunner:
 
     def _profile_encoder(self, disable_cache: bool, use_formula: bool,
                          v: StartupVariant) -> Optional[torch.Tensor]:
-        mc, sc, reg = self.model_config, self.scheduler_config, self.mm_registry
-        if v.profile_run_lookup or not self.max_tokens_per_item:  # #2 until 0.10.0
-            self.max_tokens_per_item = dict(reg.get_max_tokens_per_item_by_modality(
-                mc, disable_cache=disable_cache, use_formula=use_formula))
-        allowed = {m: t for m, t in self.max_tokens_per_item.items() if mc.get_mm_limit(m) > 0}
-        if not allowed:
+        mc, reg = self.model_config, self.mm_registry
+        if self.mm_budget is None:  # a runner built without a row: the lookup runs here
+            if not reg.supports_multimodal_inputs(mc):
+                return None
+            self.mm_budget = MultiModalBudget(mc, self.scheduler_config, reg, v, disable_cache=disable_cache,
+                                              use_formula=use_formula)
+        elif v.profile_run_lookup:  # #2 until 0.10.0: the same lookup again
+            self.mm_budget.lookup("profile_run", disable_cache=disable_cache, use_formula=use_formula)
+        budget, item_spec = self.mm_budget, self.mm_budget.profile_item
+        if item_spec is None:
             return None
-        modality = max(allowed, key=lambda m: allowed[m])
-        per_item = allowed[modality]
-        if self.encoder_compute_budget is None or self.encoder_cache_size is None:
-            self.encoder_compute_budget, self.encoder_cache_size = compute_mm_encoder_budget(sc, allowed)
-        n = max_items_per_batch(v.profile_items, min(self.encoder_compute_budget, self.encoder_cache_size),
-                                per_item, sc.max_num_seqs, mc.get_mm_limit(modality), mc.max_model_len)
+        modality, n = item_spec.modality, item_spec.items
         # Sized as the row did: at max_num_batched_tokens (until 0.10.2), max_model_len (#25553),
         # or with the frames the lookup fitted, i.e. at the per-item maximum (ours).
-        fit = {m: 1 for m in allowed} if v.profile_seq_len == "per-item-max" else None
-        dummy = reg.get_decoder_dummy_data(mc, seq_len=profile_seq_len(v, mc, sc), mm_counts={modality: 1},
-                                           disable_cache=disable_cache, fit_counts=fit)
+        dummy = reg.get_decoder_dummy_data(mc, seq_len=item_spec.seq_len, mm_counts={modality: 1},
+                                           disable_cache=disable_cache, fit_counts=budget.profile_fit_counts)
         item = _item_tensors(dummy, modality)
         if modality == "audio":
             batch = {"input_features": item["input_features"].reshape(1, *item["input_features"].shape[-2:])
@@ -131,8 +145,8 @@ class GPUModelRunner:
                     variant: StartupVariant | str = "refimpl") -> int:
         """Encode the worst-case item batch and run a text dummy run; the peak memory (bytes).
 
-        The item is the row's ``profile_dummy`` (``variant``: a start-up row), replicated to
-        ``max_items_per_batch``; ``disable_cache`` / ``use_formula`` go to the lookups. Sets
+        The item is ``mm_budget.profile_item``, replicated to its ``items`` (``variant``: the start-up
+        row of a runner built without one); ``disable_cache`` / ``use_formula`` go to the lookups. Sets
         ``peak_memory_bytes``, ``profile_tokens_per_item``. Raises EngineStateError before ``load_model``."""
         if self.model is None:
             raise EngineStateError("profile_run", "load_model() first", "no model loaded")
@@ -141,7 +155,8 @@ class GPUModelRunner:
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         with RssPeakSampler() as rss:
-            v = get_startup_variant(variant) if isinstance(variant, str) else variant
+            v = self.mm_budget.row if self.mm_budget else \
+                get_startup_variant(variant) if isinstance(variant, str) else variant
             enc = self._profile_encoder(disable_cache, use_formula, v)
             del enc
             self._dummy_run(self.scheduler_config.max_num_batched_tokens)

@@ -23,29 +23,31 @@ IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[
     ("0.9.0", 256, None, 3)])              # max_num_batched_tokens; cdiv(80, 16) items, capped
 def test_profile_run_qwen_stand_in_picks_allowed_modality_and_replicates(variant, seq_len, fit, items):
     reg = StandInRegistry({"image": 16, "video": 64}, {"image": IMAGE})
-    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3), mm_registry=reg)
-    runner.encoder_compute_budget, runner.encoder_cache_size = 80, 100
+    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3, max_num_encoder_input_tokens=80,
+                                         encoder_cache_size=100), mm_registry=reg)
     runner.load_model()
     peak = runner.profile_run(disable_cache=True, use_formula=True, variant=variant)
     assert peak > 0 and runner.peak_memory_bytes == peak
     assert runner.profile_modality == "image"              # video is larger but limited to 0
     assert runner.profile_mm_items == items                 # min(80 // 16, max_num_seqs * 1)
     assert runner.profile_encoder_tokens == items * 16 and runner.profile_tokens_per_item == 16
-    assert runner.max_tokens_per_item == {"image": 16, "video": 64}
+    assert runner.max_tokens_per_item == {"image": 16}  # the budget's: enabled modalities only
+    assert (runner.encoder_compute_budget, runner.encoder_cache_size) == (80, 100)
     assert reg.calls[0] == ("max_tokens", {"disable_cache": True, "use_formula": True})
     assert reg.calls[1] == ("dummy", {"seq_len": seq_len, "mm_counts": {"image": 1}, "disable_cache": True,
                                       "fit_counts": fit})
 
 
 def test_profile_run_reuses_the_runners_lookup_from_0_10_1():
-    reg = StandInRegistry({"image": 16}, {"image": IMAGE})
-    runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3), mm_registry=reg)
-    runner.max_tokens_per_item = {"image": 16}              # the lookup at runner init
-    runner.load_model()
-    runner.profile_run(variant="0.10.2")
-    assert [c[0] for c in reg.calls] == ["dummy"]
-    runner.profile_run(variant="0.9.0")                   # 0.9.x looked it up again (pass #2)
-    assert [c[0] for c in reg.calls] == ["dummy", "max_tokens", "dummy"]
+    for row, calls in (("0.10.2", ["max_tokens", "dummy"]),
+                       ("0.9.0", ["max_tokens", "max_tokens", "dummy"])):  # 0.9.x looked it up again (pass #2)
+        reg = StandInRegistry({"image": 16}, {"image": IMAGE})
+        runner = GPUModelRunner(_qwen_config(max_num_batched_tokens=256, max_num_seqs=3), mm_registry=reg,
+                                variant=row)  # the runner's MultiModalBudget: the lookup at runner init
+        assert [c[0] for c in reg.calls] == ["max_tokens"]
+        runner.load_model()
+        runner.profile_run(variant=row)
+        assert [c[0] for c in reg.calls] == calls, row
 
 
 def test_kv_sizing_refuses_a_cache_that_cannot_hold_one_request():

@@ -14,9 +14,9 @@ def test_profile_run_whisper_stand_in_then_kv_sizing():
     cfg = create_vllm_config(max_num_batched_tokens=512, max_num_seqs=8, block_size=16, mm_registry=reg)
     cfg.cache_config.kv_cache_memory_bytes = 32 << 20
     runner = GPUModelRunner(cfg)
-    runner.encoder_compute_budget, runner.encoder_cache_size = 1500, 1500
     runner.load_model()
     assert runner.profile_run(disable_cache=False, use_formula=False) > 0
+    assert (runner.encoder_compute_budget, runner.encoder_cache_size) == (1500, 1500)  # the config's, one audio
     assert runner.profile_modality == "audio" and runner.profile_mm_items == 1
     assert runner.profile_encoder_tokens == 1500
     # KV: 4 layers * 2 * 16 tokens * 6 heads * 64 dims * 4 bytes

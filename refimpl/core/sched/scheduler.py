@@ -26,14 +26,15 @@ from refimpl.request import Request, RequestStatus
 
 class Scheduler(SchedulerInterface):
     """The V1 scheduler. ``kv_cache_manager``: a KVCacheManager or a block count (None:
-    cache_config.num_gpu_blocks). Encoder budgets (tokens) from ``compute_encoder_budget`` when
-    not given. ``max_item_tokens``: the largest encoder item the profile run covered (admission
+    cache_config.num_gpu_blocks). Encoder budgets (tokens): given, or read from ``mm_budget`` (the
+    runner's MultiModalBudget: the row's own lookup, pass #5, ``encoder_budget_at("scheduler_init")``),
+    else ``compute_encoder_budget``. ``max_item_tokens``: the largest encoder item the profile run covered (admission
     refuses a larger one; None: the budgets bound it). ``check_encoder_len``: refuse a
     cross-attention length that is not the model's (EncoderLengthMismatchError)."""
 
     def __init__(self, vllm_config: VllmConfig, kv_cache_manager: KVCacheManager | int | None = None,
                  *, encoder_compute_budget: Optional[int] = None,
-                 encoder_cache_size: Optional[int] = None, mm_registry=None,
+                 encoder_cache_size: Optional[int] = None, mm_registry=None, mm_budget=None,
                  max_item_tokens: Optional[int] = None, check_encoder_len: bool = True):
         self.vllm_config = vllm_config
         mc, sc = vllm_config.model_config, vllm_config.scheduler_config
@@ -58,7 +59,9 @@ class Scheduler(SchedulerInterface):
                                               self.is_encoder_decoder)
         self.kv_cache_manager = kv_cache_manager
         mm_registry = vllm_config.use_mm_registry(mm_registry)
-        if encoder_compute_budget is None or encoder_cache_size is None:
+        if (encoder_compute_budget is None or encoder_cache_size is None) and mm_budget is not None:
+            encoder_compute_budget, encoder_cache_size = mm_budget.encoder_budget_at("scheduler_init")
+        elif encoder_compute_budget is None or encoder_cache_size is None:
             encoder_compute_budget, encoder_cache_size = compute_encoder_budget(mc, sc, mm_registry)
         self.max_num_encoder_input_tokens = encoder_compute_budget
         self.encoder_cache_manager = EncoderCacheManager(encoder_cache_size)

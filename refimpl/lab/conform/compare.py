@@ -17,6 +17,7 @@ from refimpl.core.encoder_cache_manager import compute_mm_encoder_budget
 from refimpl.core.kv_cache_utils import cross_attention_sizing
 from refimpl.lab.conform.grid import WHISPER, Setting
 from refimpl.multimodal import worst_case as wc
+from refimpl.multimodal.encoder_budget import max_items_per_batch
 from refimpl.testing import oracles
 from refimpl.variants import ENCODER_LEN_VARIANTS, RELEASE_ROWS, STARTUP_VARIANTS
 
@@ -129,7 +130,7 @@ def _expected(setting_key: str, row: str) -> dict[str, Any]:
         budget = min(compute_mm_encoder_budget(sc, per_item)) if per_item else 0
         out["mm_budget.encoder_budget"] = out["encoder_budget"]
         out["mm_budget.max_items_per_batch"] = {
-            m: wc.max_items_per_batch("floor", budget, n, sc.max_num_seqs, mc.get_mm_limit(m), mc.max_model_len)
+            m: max_items_per_batch("floor", budget, n, sc.max_num_seqs, mc.get_mm_limit(m), mc.max_model_len)
             for m, n in per_item.items()}
     if s.get("lookup_only"):
         return out

@@ -16,15 +16,16 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any, Optional
 
-from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
+from refimpl.config import VllmConfig
 from refimpl.config.checks import check_count, check_mm_processor_kwargs
 from refimpl.config.model import get_preprocessor_dict
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.explore.cost_model import Calibration, Prediction, predict
-from refimpl.lab.model_dir import local_model, model_config
+from refimpl.lab.explore.cost_model import Calibration, Prediction
+from refimpl.lab.explore.prediction import predict_startup, setting_config
+from refimpl.lab.model_dir import local_model
 from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant
 
@@ -99,10 +100,8 @@ def vllm_config(s: Settings) -> VllmConfig:
     check_mm_processor_kwargs(model, kw, get_preprocessor_dict(model))  # ModelConfig's own rules
     if s.frames is not None:
         check_count("frames", s.frames, 1)
-    mc = model_config(model, model_path=s.model_path, load_weights=False, max_model_len=s.max_model_len,
-                      device="cpu", limit_mm_per_prompt=dict(s.limit_mm_per_prompt), mm_processor_kwargs=kw,
-                      mm_processor_cache_gb=s.mm_processor_cache_gb)
-    return VllmConfig(mc, SchedulerConfig(), CacheConfig())
+    return setting_config(model, max_model_len=s.max_model_len, limit_mm_per_prompt=s.limit_mm_per_prompt,
+                          mm_processor_kwargs=kw, model_path=s.model_path, mm_processor_cache_gb=s.mm_processor_cache_gb)
 
 
 def _median(runs: list[dict], key: str) -> float:
@@ -141,8 +140,8 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
         out.model, out.reproduces = mc.model, v.reproduces
         out.plan = StartupPlan.build(vc, v)
         out.max_tokens_per_item, out.encoder_budget = out.plan.max_tokens_per_item, out.plan.encoder_budget
-        if calibration is not None:
-            out.prediction, out.calibration = predict(out.plan, calibration), calibration.label
+        if calibration is not None:  # the one prediction of a setting (refimpl.lab.explore.prediction)
+            out.prediction, out.calibration = predict_startup(vc, v, calibration), calibration.label
             default = s.frames is None and not s.limit_mm_per_prompt and s.min_pixels is None and \
                 s.max_pixels is None and s.mm_processor_cache_gb == 4.0 and not s.model_path
             if default:

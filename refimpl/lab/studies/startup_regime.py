@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.bench.specs import StartupSpec, parse_limits
-from refimpl.lab.bench.startup import make_vllm_config
+from refimpl.lab.bench.specs import parse_limits
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR
 from refimpl.lab.studies import startup_tables as T
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE
@@ -31,16 +30,18 @@ CROSSOVER_SIZES = (4096, 8192, 12288, 16384, 24576, 32768, 49152, 65536, 98304, 
 QUICK_REPEATS = 2
 
 @lru_cache(maxsize=None)
-def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = ()) -> float:
-    """The cost model's 0.9.0 / 0.8.5 start-up seconds at this size, priced with the reference machine's
-    calibration (a prediction: ratios travel between machines better than seconds)."""
-    from refimpl.engine.startup_plan import StartupPlan
-    from refimpl.lab.explore.cost_model import Calibration, predict  # the explorer's model
+def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = (),
+                    mm_processor_kwargs: tuple[tuple[str, Any], ...] = (), model_path: Optional[str] = None) -> float:
+    """The cost model's 0.9.0 / 0.8.5 start-up seconds at this setting (``mm_processor_kwargs`` as
+    sorted pairs, e.g. (("max_pixels", 1003520),)), priced with the reference machine's calibration
+    (a prediction: ratios travel between machines better than seconds): refimpl.lab.explore.prediction's
+    ``predicted_ratio``, the explorer's and the cost check's function."""
+    from refimpl.lab.explore import prediction
+    from refimpl.lab.explore.cost_model import Calibration
     cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
-    vc = make_vllm_config(StartupSpec(model=model, max_model_len=max_model_len, device="cpu",
-                                      limit_mm_per_prompt=parse_limits(list(limits))))
-    after, before = (predict(StartupPlan.build(vc, v), cal).total_s for v in (AFTER, BEFORE))
-    return after / before
+    vc = prediction.setting_config(model, max_model_len=max_model_len, limit_mm_per_prompt=parse_limits(list(limits)),
+                                   mm_processor_kwargs=dict(mm_processor_kwargs), model_path=model_path)
+    return prediction.predicted_ratio(vc, cal, AFTER, BEFORE)
 
 
 @dataclass(frozen=True)
@@ -120,10 +121,13 @@ def regime(res: Result, hardware: str = REFERENCE) -> dict:
     model, mml = res.params["model"], x.get("max_model_len", res.params.get("max_model_len"))
     lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
     limits = tuple(f"{k}={n}" for k, n in lim.items())
-    above = [n for n in CROSSOVER_SIZES if predicted_ratio(model, n, limits) > 1]
+    # the full setting, pixels and a local directory included (before issue 43 the sentence left them out)
+    setting = dict(mm_processor_kwargs=tuple(sorted((res.params.get("mm_processor_kwargs") or {}).items())),
+                   model_path=res.params.get("model_path"))
+    above = [n for n in CROSSOVER_SIZES if predicted_ratio(model, n, limits, **setting) > 1]
     full = Result.load(RESULTS_DIR / hardware / f"startup_{model}.json")
     key = (mml, tuple(sorted(limits)), tuple(sorted((res.params.get("mm_processor_kwargs") or {}).items())))
-    return {"size": size(res), "predicted": predicted_ratio(model, mml, limits),
+    return {"size": size(res), "predicted": predicted_ratio(model, mml, limits, **setting),
             "crossover": (CROSSOVER_SIZES[CROSSOVER_SIZES.index(above[0]) - 1], above[0]) if above and
             above[0] != CROSSOVER_SIZES[0] else None,
             "measured": T.ratios(res).get(f"{AFTER} / {BEFORE}"), "ratio_of": T.time_key(res),
@@ -196,5 +200,7 @@ def size(res: Result) -> str:
     """'max_model_len N, <limits>' of the runs of ``res``."""
     x: dict = next((r["runs"][0] for r in res.variants.values() if r["runs"]), {})
     lim = x.get("limit_mm_per_prompt", res.params.get("limit_mm_per_prompt")) or {}
+    kw = res.params.get("mm_processor_kwargs") or {}
     return (f"max_model_len {x.get('max_model_len', res.params.get('max_model_len'))}, "
-            + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality"))
+            + (", ".join(f"{k}={n}" for k, n in lim.items()) or "1 item per modality")
+            + "".join(f", {k} {n}" for k, n in kw.items()))

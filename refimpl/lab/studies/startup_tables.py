@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from refimpl.engine.startup_plan import PHASES, RESET_PHASE
+from refimpl.engine.startup_plan import CHECK_PHASE, PHASES, RESET_PHASE
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.startup import summarize_two_process
 from refimpl.lab.stats import median
 from refimpl.lab.studies import compare, compare_pairs, md_table, ratio_md, spread
 from refimpl.variants import STARTUP_VARIANTS
 
-PHASE_ORDER = ("config", *PHASES, RESET_PHASE)  # the bench's config phase, then the engine's
+PHASE_ORDER = ("config", CHECK_PHASE, *PHASES, RESET_PHASE)  # the bench's config phase, then the engine's
 PART_COLUMNS = (("dummy data s", "dummy_s"), ("hashing s", "hash_s"), ("HF mm s", "hf_mm_s"),
                 ("HF text-only s", "hf_text_only_s"), ("split per item s", "split_s"), ("rest s", "rest_s"))
 NO_PARTS = "No split by part: these runs predate the per-part timings (`parts_s`)."

@@ -46,7 +46,7 @@ def test_one_setting_one_number(cal, stored):
     assert ex["0.9.0"] / ex["0.8.5"] == pytest.approx(one, rel=1e-12)
     assert r["predicted"] == pytest.approx(one, rel=1e-12)
     assert check.predicted == pytest.approx(one, rel=1e-12)
-    assert f"0.9.0 / 0.8.5 = {one:.2f}" in startup_regime.regime_sentence(res)
+    assert f"(a prediction, not a measurement): {one:.2f} at this size" in startup_regime.regime_sentence(res)
     assert "max_pixels 1003520" in r["size"]
     # the pixels change the prediction, so a caller that dropped them would fail above
     bare = prediction.predicted_ratio(prediction.setting_config(**SETTING), cal)

@@ -41,15 +41,22 @@ def step_kind(so) -> Optional[str]:
     return "prefill" if new >= set(so.num_scheduled_tokens) else "mixed"
 
 
+def _copies(runner) -> int:
+    staging = getattr(runner, "staging", None)     # None: an engine before issue 42 (no staging buffer)
+    return staging.num_copies if staging is not None else 0
+
+
 def engine_step_ops(model: str = "whisper-tiny.en", num_requests: int = 16, max_tokens: int = 24, *,
                     engine: Optional[LLMEngine] = None, **engine_kw: Any) -> dict:
     """Serve ``num_requests`` requests (every one at 0 s, ``max_num_seqs`` = ``num_requests``) and
-    count each step. Returns ``steps`` (kind, scheduled requests, ops, syncs, sync op names) and per
+    count each step. Returns ``steps`` (kind, scheduled requests, ops, syncs, sync op names, SDPA calls,
+    the runner's staged host-to-device copies), ``tokens``
+    (each request's output ids, in the workload's order) and per
     kind the median and largest ``ops`` and the largest ``syncs``; ``decode_full``: decode steps with
     all ``num_requests`` requests scheduled. ``engine``: an in-process engine to use instead."""
     engine = engine or LLMEngine.from_args(model, device="cpu", max_num_seqs=num_requests, process_mode="inproc",
                                            disable_mm_preprocessor_cache=True, **engine_kw)
-    sched, seen = engine.scheduler, []
+    sched, seen, runner = engine.scheduler, [], engine.model_runner.whisper_runner
     schedule = sched.schedule
 
     def recording_schedule():            # observes the step's plan; changes nothing
@@ -57,23 +64,27 @@ def engine_step_ops(model: str = "whisper-tiny.en", num_requests: int = 16, max_
         seen.append(so)
         return so
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
-    for w in make_workload(num_requests, 0):
-        engine.add_request(None, {"multi_modal_data": {"audio": (w.audio, 16000)}}, params)
-    steps, counter = [], DispatchCounter()
+    ids = [engine.add_request(None, {"multi_modal_data": {"audio": (w.audio, 16000)}}, params)
+           for w in make_workload(num_requests, 0)]
+    steps, counter, done = [], DispatchCounter(), {}
     sched.schedule = recording_schedule  # type: ignore[method-assign]
     try:
         while engine.has_unfinished_requests():
-            n_seen = len(seen)
+            n_seen, copies = len(seen), _copies(runner)
             counter.reset()
             with counter:
-                engine.step()
+                finished = engine.step()
+            done |= {o.request_id: list(o.output_token_ids) for o in finished}
             kind = step_kind(seen[n_seen]) if len(seen) > n_seen else None
             if kind is not None:
                 steps.append({"kind": kind, "num_reqs": len(seen[n_seen].num_scheduled_tokens),
-                              "ops": counter.num_ops, "syncs": counter.num_syncs, "sync_ops": dict(counter.syncs)})
+                              "ops": counter.num_ops, "syncs": counter.num_syncs, "sync_ops": dict(counter.syncs),
+                              "attention_calls": sum(n for k, n in counter.ops.items() if "scaled_dot_product" in k),
+                              "staged_copies": _copies(runner) - copies})
     finally:
         del sched.schedule
-    out: dict[str, Any] = {"model": model, "num_requests": num_requests, "max_tokens": max_tokens, "steps": steps}
+    out: dict[str, Any] = {"model": model, "num_requests": num_requests, "max_tokens": max_tokens, "steps": steps,
+                           "tokens": [done[i] for i in ids]}
     groups = {k: [s for s in steps if s["kind"] == k] for k in STEP_KINDS}
     groups["decode_full"] = [s for s in groups["decode"] if s["num_reqs"] == num_requests]
     for k, ss in groups.items():
@@ -85,28 +96,34 @@ def engine_step_ops(model: str = "whisper-tiny.en", num_requests: int = 16, max_
 
 def generate_ops_per_token(model: str = "whisper-tiny.en", batch_size: int = 16,
                            lengths: tuple[int, int] = (8, 24)) -> dict:
-    """Ops of one generation step of HF ``generate()`` on ``batch_size`` audios: (ops at
-    ``lengths[1]`` new tokens - ops at ``lengths[0]``) / their difference; syncs likewise."""
+    """Ops of one generation step of HF ``generate()`` on ``batch_size`` audios (the first of
+    ``make_workload(batch_size, 0)``, greedy, no EOS stop): (ops at ``lengths[1]`` new tokens - ops
+    at ``lengths[0]``) / their difference; syncs likewise; ``tokens`` at ``lengths[1]``."""
     mc = ModelConfig(model, device="cpu")
     m, proc = get_model(mc), REG.create_processor(mc, disable_cache=True)
     items = [proc.apply("", {"audio": [(w.audio, 16000)]}).mm_kwargs["audio"][0]
              for w in make_workload(batch_size, 0)]
     feats = torch.stack([x["input_features"] for x in items]).to(m.dtype)
-    dec, counts = whisper_decoder_prompt(model), []
+    dec, counts, tokens = whisper_decoder_prompt(model), [], []
     for n in lengths:
         with DispatchCounter() as c:
-            hf_greedy_generate(m, feats, dec, n)
+            tokens = hf_greedy_generate(m, feats, dec, n)
         counts.append((c.num_ops, c.num_syncs))
     d = lengths[1] - lengths[0]
-    return {"model": model, "batch_size": batch_size, "lengths": list(lengths),
+    return {"model": model, "batch_size": batch_size, "lengths": list(lengths), "tokens": tokens,
             "ops_per_token": (counts[1][0] - counts[0][0]) / d, "syncs_per_token": (counts[1][1] - counts[0][1]) / d}
 
 
-def op_budget(model: str = "whisper-tiny.en", num_requests: int = 16, max_tokens: int = 24, **engine_kw: Any) -> dict:
+def op_budget(model: str = "whisper-tiny.en", num_requests: int = 16, max_tokens: int = 24, *,
+              keep_steps: bool = False, **engine_kw: Any) -> dict:
     """An engine decode step at full batch against one generate() step of the same batch:
-    ``ratio`` = engine ops / generate() ops (the issue's budget: at most 1.5)."""
+    ``ratio`` = engine ops / generate() ops (the issue's budget: at most 1.5);
+    ``tokens_identical``: the engine's greedy tokens equal generate()'s, request by request;
+    ``steps``: the per-step records, with ``keep_steps``."""
     eng = engine_step_ops(model, num_requests, max_tokens, **engine_kw)
-    hf = generate_ops_per_token(model, num_requests)
+    hf = generate_ops_per_token(model, num_requests, (max(1, max_tokens // 3), max_tokens))
     ops = eng["decode_full"]["ops_median"]
     return {"model": model, "num_requests": num_requests, "engine": {k: eng[k] for k in (*STEP_KINDS, "decode_full")},
-            "generate": hf, "ratio": ops / hf["ops_per_token"] if ops else None}
+            "generate": {k: v for k, v in hf.items() if k != "tokens"},
+            "ratio": ops / hf["ops_per_token"] if ops else None, "tokens_identical": eng["tokens"] == hf["tokens"],
+            **({"steps": eng["steps"]} if keep_steps else {})}

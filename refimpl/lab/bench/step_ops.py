@@ -66,15 +66,16 @@ def engine_step_ops(model: str = "whisper-tiny.en", num_requests: int = 16, max_
     params = SamplingParams(max_tokens=max_tokens, ignore_eos=True)
     ids = [engine.add_request(None, {"multi_modal_data": {"audio": (w.audio, 16000)}}, params)
            for w in make_workload(num_requests, 0)]
-    steps, counter, done = [], DispatchCounter(), {}
-    sched.schedule = recording_schedule  # type: ignore[method-assign]
+    steps: list[dict[str, Any]] = []
+    counter, done = DispatchCounter(), dict[str, list[int]]()
+    sched.schedule = recording_schedule
     try:
         while engine.has_unfinished_requests():
             n_seen, copies = len(seen), _copies(runner)
             counter.reset()
             with counter:
                 finished = engine.step()
-            done |= {o.request_id: list(o.output_token_ids) for o in finished}
+            done.update({o.request_id: list(o.output_token_ids) for o in finished})
             kind = step_kind(seen[n_seen]) if len(seen) > n_seen else None
             if kind is not None:
                 steps.append({"kind": kind, "num_reqs": len(seen[n_seen].num_scheduled_tokens),
@@ -82,7 +83,7 @@ def engine_step_ops(model: str = "whisper-tiny.en", num_requests: int = 16, max_
                               "attention_calls": sum(n for k, n in counter.ops.items() if "scaled_dot_product" in k),
                               "staged_copies": _copies(runner) - copies})
     finally:
-        del sched.schedule
+        del sched.schedule   # the class's method again
     out: dict[str, Any] = {"model": model, "num_requests": num_requests, "max_tokens": max_tokens, "steps": steps,
                            "tokens": [done[i] for i in ids]}
     groups = {k: [s for s in steps if s["kind"] == k] for k in STEP_KINDS}

@@ -15,7 +15,7 @@ from typing import Any, Optional
 import numpy as np
 import torch
 
-from refimpl.config import ModelConfig
+from refimpl.config import ModelConfig, get_config_dict
 from refimpl.engine.llm_engine import LLMEngine
 from refimpl.lab.bench.serve import make_workload
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
@@ -115,16 +115,23 @@ def generate_ops_per_token(model: str = "whisper-tiny.en", batch_size: int = 16,
             "ops_per_token": (counts[1][0] - counts[0][0]) / d, "syncs_per_token": (counts[1][1] - counts[0][1]) / d}
 
 
+def _upto_eos(rows: list[list[int]], eos: int) -> list[list[int]]:
+    return [r[:r.index(eos) + 1] if eos in r else r for r in rows]
+
+
 def op_budget(model: str = "whisper-tiny.en", num_requests: int = 16, max_tokens: int = 24, *,
               keep_steps: bool = False, **engine_kw: Any) -> dict:
     """An engine decode step at full batch against one generate() step of the same batch:
     ``ratio`` = engine ops / generate() ops (the issue's budget: at most 1.5);
-    ``tokens_identical``: the engine's greedy tokens equal generate()'s, request by request;
-    ``steps``: the per-step records, with ``keep_steps``."""
+    ``tokens``: the engine's; ``tokens_identical``: they equal generate()'s request by request, up to
+    and including the first EOS (past it, generate() without an EOS stop decodes near-ties that one
+    float rounding can flip); ``steps``: the per-step records, with ``keep_steps``."""
+    eos = get_config_dict(model)["eos_token_id"]
     eng = engine_step_ops(model, num_requests, max_tokens, **engine_kw)
     hf = generate_ops_per_token(model, num_requests, (max(1, max_tokens // 3), max_tokens))
     ops = eng["decode_full"]["ops_median"]
     return {"model": model, "num_requests": num_requests, "engine": {k: eng[k] for k in (*STEP_KINDS, "decode_full")},
             "generate": {k: v for k, v in hf.items() if k != "tokens"},
-            "ratio": ops / hf["ops_per_token"] if ops else None, "tokens_identical": eng["tokens"] == hf["tokens"],
+            "ratio": ops / hf["ops_per_token"] if ops else None, "tokens": eng["tokens"],
+            "tokens_identical": _upto_eos(eng["tokens"], eos) == _upto_eos(hf["tokens"], eos),
             **({"steps": eng["steps"]} if keep_steps else {})}

@@ -39,12 +39,15 @@ class StagingBuffer:
     """All of a step's int64 inputs in one flat CpuGpuBuffer: ``stage`` packs named numpy arrays,
     copies once and returns device views of each array's shape. Grows (doubling) when a step needs
     more. The host may refill it once the step's copy has run: the runner reads the sampled ids back
-    at the end of each step, after which every copy the step queued has completed.
+    at the end of each step, after which every copy the step queued has completed; on CUDA an event
+    recorded after each copy is waited on before the next fill, which covers a step that reads
+    nothing back (a partial prefill) and otherwise returns at once.
     ``num_copies``: host-to-device copies issued (one per ``stage``)."""
 
     def __init__(self, device: torch.device, capacity: int = 1 << 14, pin_memory: Optional[bool] = None):
         self.device, self.pin_memory, self.num_copies = torch.device(device), pin_memory, 0
         self.buffer = CpuGpuBuffer(capacity, dtype=torch.int64, device=self.device, pin_memory=pin_memory)
+        self._copied: Optional[torch.cuda.Event] = None
 
     @property
     def capacity(self) -> int:
@@ -57,11 +60,16 @@ class StagingBuffer:
         if total > self.capacity:
             self.buffer = CpuGpuBuffer(max(total, 2 * self.capacity), dtype=torch.int64, device=self.device,
                                        pin_memory=self.pin_memory)
+        if self._copied is not None:
+            self._copied.synchronize()              # the last copy out of the host buffer is done
         host, off = self.buffer.np, 0
         for a, n in zip(arrays.values(), sizes):
             host[off:off + n] = a.reshape(-1)
             off += n
         flat = self.buffer.copy_to_gpu(total)
+        if self.device.type == "cuda":
+            self._copied = torch.cuda.Event()
+            self._copied.record()
         self.num_copies += 1
         parts = flat.split(sizes) if len(sizes) > 1 else (flat,)
         return {k: (p if a.ndim == 1 else p.view(a.shape)) for (k, a), p in zip(arrays.items(), parts)}

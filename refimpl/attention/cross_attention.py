@@ -1,11 +1,14 @@
-"""Cross-attention of encoder-decoder models (Whisper): per-step metadata and two reads of a
-request's cross K/V from its paged blocks.
+"""Cross-attention of encoder-decoder models (Whisper): per-step metadata and the reads of the
+running requests' cross K/V.
 
-``CrossAttentionBuilder`` mirrors ``vllm/attention/layers/cross_attention.py`` (0.10.2); ``build``
-reads ``get_encoder_len("metadata")`` every step. The K/V are written once; plain torch has no
-paged kernel, so ``CacheConfig.cross_attention_read`` picks the read (same tokens):
-``"dense-once"`` one (2, H, seq_len, D) copy per layer, ``"paged-runs"`` views of the block
-runs, one matmul pair per run. Left out: ``create_cross_attention_backend``.
+``CrossAttentionBuilder`` mirrors ``vllm/attention/layers/cross_attention.py`` (0.10.2); ``build`` /
+``build_host`` read ``get_encoder_len("metadata")`` every step. The K/V are written once; plain
+torch has no paged kernel, so ``CacheConfig.cross_attention_read`` picks the read (same tokens),
+each one ``batched_cross_attention`` call per layer for all running requests: ``"dense-once"`` on
+their rows of one tensor per layer (``worker/cross_kv_slots.py``), ``"paged-runs"`` on one gather
+of their blocks (``gather_cross_kv_batched``). The per-request reads (``gather_cross_kv`` +
+``dense_cross_attention``, ``key_segments`` + ``cross_attention``: the runner's until issue 42)
+stay as references. Left out: ``create_cross_attention_backend``.
 """
 from __future__ import annotations
 

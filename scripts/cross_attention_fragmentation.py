@@ -7,9 +7,10 @@ run: CPU seconds of serving, requests/s, and the mean number of key runs per req
 (``attention.cross_attention.key_segments``: maximal stretches of consecutive cache slots among
 a request's 94 cross blocks), counted on the block ids each read is handed. A fresh pool hands
 a request consecutive blocks (few runs); blocks freed by finished requests come back in another
-order, so later requests' blocks split into more runs. The paged-runs read pays one matmul pair
-per run on every step; the dense-once read copies the blocks once and then reads one tensor.
-vLLM's attention kernels read K/V through the block table and do not see runs either.
+order, so later requests' blocks split into more runs. Until issue 42 the paged-runs read paid one
+matmul pair per run on every step; since, neither read sees runs (dense-once reads the requests'
+rows of one tensor per layer, paged-runs gathers every request's blocks in one call per layer), as
+vLLM's attention kernels, which read K/V through the block table.
 
     PYTHONPATH=. .venv/bin/python scripts/cross_attention_fragmentation.py --num-requests 48 --runs 3
 """
@@ -42,13 +43,14 @@ def main() -> None:
         count["runs"] += len(segs)
         return segs
 
-    gather = whisper_runner.gather_cross_kv
+    new_state = whisper_runner.WhisperRunner._new_request_state
 
-    def counted_gather(kv_cache, block_ids, seq_len):
-        tally(block_ids, seq_len, kv_cache.shape[2])
-        return gather(kv_cache, block_ids, seq_len)
+    def counted_state(self, nr, old):       # the runs of the cross blocks each request is handed
+        st = new_state(self, nr, old)
+        tally(st.block_ids[1], self.encoder_len, self.block_size)
+        return st
 
-    whisper_runner.key_segments, whisper_runner.gather_cross_kv = tally, counted_gather
+    whisper_runner.WhisperRunner._new_request_state = counted_state  # type: ignore[method-assign]
     set_single_thread()
     reads = args.read.split(",")
     engines = {r: LLMEngine.from_args("whisper-tiny.en", encoder_len_variant="0.11.0",

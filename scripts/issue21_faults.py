@@ -40,9 +40,8 @@ def _held(e: LLMEngine):
         except AttributeError:
             return "not readable in this checkout (no runner_state utility in P1)"
         return len(held), sum(held.values())
-    st = e.model_runner.whisper_runner.requests.values()
-    return len(st), sum(t.numel() * t.element_size() for s in st
-                        for t in [s.input_features, *s.cross_kv] if t is not None)
+    held = e.model_runner.whisper_runner.state_bytes()      # features and cross K/V rows
+    return len(held), sum(held.values())
 
 
 def kind1():

@@ -1,11 +1,14 @@
-"""Cross-attention of encoder-decoder models (Whisper): per-step metadata and two reads of a
-request's cross K/V from its paged blocks.
+"""Cross-attention of encoder-decoder models (Whisper): per-step metadata and the reads of the
+running requests' cross K/V.
 
-``CrossAttentionBuilder`` mirrors ``vllm/attention/layers/cross_attention.py`` (0.10.2); ``build``
-reads ``get_encoder_len("metadata")`` every step. The K/V are written once; plain torch has no
-paged kernel, so ``CacheConfig.cross_attention_read`` picks the read (same tokens):
-``"dense-once"`` one (2, H, seq_len, D) copy per layer, ``"paged-runs"`` views of the block
-runs, one matmul pair per run. Left out: ``create_cross_attention_backend``.
+``CrossAttentionBuilder`` mirrors ``vllm/attention/layers/cross_attention.py`` (0.10.2); ``build`` /
+``build_host`` read ``get_encoder_len("metadata")`` every step. The K/V are written once; plain
+torch has no paged kernel, so ``CacheConfig.cross_attention_read`` picks the read (same tokens),
+each one ``batched_cross_attention`` call per layer for all running requests: ``"dense-once"`` on
+their rows of one tensor per layer (``worker/cross_kv_slots.py``), ``"paged-runs"`` on one gather
+of their blocks (``gather_cross_kv_batched``). The per-request reads (``gather_cross_kv`` +
+``dense_cross_attention``, ``key_segments`` + ``cross_attention``: the runner's until issue 42)
+stay as references. Left out: ``create_cross_attention_backend``.
 """
 from __future__ import annotations
 
@@ -41,11 +44,13 @@ class CrossAttentionBuilder:
         self.vllm_config, self.block_size, self.device = vllm_config, block_size, device
         self.model_encoder_len = model_encoder_len
 
-    def build(self, query_start_loc: np.ndarray, encoder_seq_lens: np.ndarray,
-              cross_block_ids: list[list[int]]) -> CrossAttentionMetadata:
-        """Metadata from ``query_start_loc`` (B + 1,) and ``encoder_seq_lens`` (B,) int64 (0 past the first
-        step). Raises EncoderLengthMismatchError when the length read is not the model's or a
-        request's cross blocks cannot hold it."""
+    def build_host(self, encoder_seq_lens: np.ndarray,
+                   cross_block_ids: list[list[int]]) -> tuple[int, dict[str, np.ndarray]]:
+        """The step's metadata on the host: the encoder length read and numpy int64 arrays (staged by
+        the runner, no device copy here): ``seq_lens`` (B,), ``block_table`` (B, max_cross_blocks), ``slot_mapping`` (slots written this
+        step). ``encoder_seq_lens`` (B,) int64, 0 past a request's first step. Reads the encoder length
+        (``get_encoder_len("metadata")``) once. Raises EncoderLengthMismatchError when the length read
+        is not the model's or a request's cross blocks cannot hold it."""
         enc_len = self.vllm_config.get_encoder_len("metadata")      # hot path, every step
         if self.model_encoder_len is not None and enc_len != self.model_encoder_len:
             raise EncoderLengthMismatchError("encoder_len (metadata)", self.model_encoder_len,
@@ -59,13 +64,22 @@ class CrossAttentionBuilder:
         req_idx = np.repeat(np.arange(len(cross_block_ids)), encoder_seq_lens)
         pos = np.concatenate([np.arange(n) for n in encoder_seq_lens]) if len(req_idx) else \
             np.zeros(0, dtype=np.int64)
-        slots = compute_slot_mapping(table, req_idx, pos, self.block_size)
+        return enc_len, {"seq_lens": np.full(len(cross_block_ids), enc_len, dtype=np.int64), "block_table": table,
+                "slot_mapping": compute_slot_mapping(table, req_idx, pos, self.block_size)}
+
+    def build(self, query_start_loc: np.ndarray, encoder_seq_lens: np.ndarray,
+              cross_block_ids: list[list[int]]) -> CrossAttentionMetadata:
+        """Metadata from ``query_start_loc`` (B + 1,) and ``encoder_seq_lens`` (B,) int64 (0 past the first
+        step), as device tensors (``build_host``'s arrays, each copied on its own). Raises as
+        ``build_host``."""
+        enc_len, host = self.build_host(encoder_seq_lens, cross_block_ids)
 
         def to(a):
             return torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
         return CrossAttentionMetadata(
-            query_start_loc=to(query_start_loc), seq_lens=to(np.full(len(cross_block_ids), enc_len)),
-            max_seq_len=enc_len, block_table=to(table), slot_mapping=to(slots),
+            query_start_loc=to(query_start_loc), seq_lens=to(host["seq_lens"]),
+            max_seq_len=enc_len,
+            block_table=to(host["block_table"]), slot_mapping=to(host["slot_mapping"]),
             query_start_loc_cpu=[int(x) for x in query_start_loc])
 
 
@@ -159,3 +173,33 @@ def dense_cross_attention(query: torch.Tensor, query_start_loc: Sequence[int],
         o = F.scaled_dot_product_attention(q[None], kv[0][None], kv[1][None], scale=scale)[0]
         outs.append(o.transpose(0, 1))
     return (torch.cat(outs) if len(outs) > 1 else outs[0]).to(out_dtype)
+
+
+def batched_cross_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *,
+                            padding: Optional[tuple[torch.Tensor, torch.Tensor, int]] = None,
+                            scale: float = 1.0) -> torch.Tensor:
+    """Attention of ``query`` (T, H, D) on all running requests' cross K/V at once: ``key`` /
+    ``value`` (B, H, L, D), every request ``L`` keys (the encoder length), so one unmasked SDPA.
+    One query per request (T == B) needs no ``padding``; otherwise ``padding`` = (req_idx,
+    local_idx, max_q) of ``paged_attention.query_padding`` on the device. Returns (T, H, D) in the
+    query dtype."""
+    if query.shape[0] == 0:
+        return query
+    out_dtype, q = query.dtype, query.to(key.dtype)
+    if padding is None:                                            # (B, H, 1, D)
+        return F.scaled_dot_product_attention(q.unsqueeze(2), key, value, scale=scale).squeeze(2).to(out_dtype)
+    req_idx, local_idx, max_q = padding
+    q_pad = q.new_zeros(key.shape[0], max_q, *q.shape[1:])
+    q_pad[req_idx, local_idx] = q
+    out = F.scaled_dot_product_attention(q_pad.transpose(1, 2), key, value, scale=scale)
+    return out.transpose(1, 2)[req_idx, local_idx].to(out_dtype)
+
+
+def gather_cross_kv_batched(kv_cache: torch.Tensor, block_table: torch.Tensor,
+                            seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """All requests' cross K and V from their paged blocks in one gather: ``block_table`` (B, n) the
+    first n = ceil(seq_len / block_size) cross blocks of each request -> K, V (B, H, seq_len, D)."""
+    kv = kv_cache[:, block_table]                                 # (2, B, n, bs, H, D)
+    two, b, n, bs, h, d = kv.shape
+    kv = kv.view(2, b, n * bs, h, d)[:, :, :seq_len].transpose(2, 3)
+    return kv[0], kv[1]

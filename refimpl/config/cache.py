@@ -14,10 +14,11 @@ class CacheConfig:
     """Paged KV cache: ``block_size`` (tokens), ``num_gpu_blocks`` (None: set by KV sizing),
     ``kv_cache_memory_bytes`` (the KV cache on CPU; CUDA uses ``gpu_memory_utilization``).
 
-    ``cross_attention_read`` (ours): how Whisper's runner reads a request's cross K/V.
-    ``"dense-once"``: copied once into a (2, H, 1500, D) tensor per layer (``dense_copy_bytes`` per
-    running request, left free when KV is sized on CUDA); ``"paged-runs"``: views of the blocks'
-    runs every step, no copy (slower, more so as the pool fragments)."""
+    ``cross_attention_read`` (ours): how Whisper's runner reads the running requests' cross K/V, one
+    call per layer for all of them. ``"dense-once"``: copied once per request into its row of a
+    per-layer (2, rows, H, 1500, D) tensor (``CrossKVSlots``; ``dense_copy_bytes`` per running
+    request, left free when KV is sized on CUDA), read as a view; ``"paged-runs"``: one gather of
+    every request's cross blocks each step (a copy per step, no memory held between steps)."""
     block_size: int = 16
     num_gpu_blocks: Optional[int] = None
     gpu_memory_utilization: float = 0.9

@@ -232,8 +232,8 @@ class EngineCore:
 
 @dataclass
 class StepTimings:
-    """Seconds of one ``EngineCore.step()`` by part (PARTS; the runner's synchronised on CUDA) and
-    ``num_scheduled_tokens``."""
+    """Seconds of one ``EngineCore.step()`` by part (PARTS; the runner's are host seconds, synchronised
+    on CUDA only under ``WhisperRunner.synchronize_timings``) and ``num_scheduled_tokens``."""
     schedule: float = 0.0
     prepare: float = 0.0
     model: float = 0.0

@@ -16,12 +16,13 @@ _SAMPLING_EPS = 1e-5
 class Sampler:
     def __call__(self, logits: torch.Tensor, sampling_params: list[SamplingParams],
                  generators: list[Optional[torch.Generator]]) -> list[int]:
-        """Token ids (B,) from ``logits`` (B, vocab), one SamplingParams and generator (or None) per row."""
+        """Token ids (B,) from ``logits`` (B, vocab), one SamplingParams and generator (or None) per row.
+        The ids are read back to the host once, after every row is drawn on the device."""
         logits = logits.float()
-        out = logits.argmax(dim=-1).tolist()
+        out = logits.argmax(dim=-1)
         for i, (sp, gen) in enumerate(zip(sampling_params, generators)):
             if sp.temperature < _SAMPLING_EPS:
                 continue
             probs = torch.softmax(logits[i] / float(sp.temperature), dim=-1)  # an int beyond int64 overflows torch
-            out[i] = int(torch.multinomial(probs, 1, generator=gen))
-        return out
+            out[i] = torch.multinomial(probs, 1, generator=gen)[0]
+        return out.tolist()

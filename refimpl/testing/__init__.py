@@ -8,6 +8,7 @@ from refimpl.engine.core import check_encoder_len
 from refimpl.testing.bad_input_kit import REFUSALS, BadInput, Case, Outcome, is_refusal, run_case
 from refimpl.testing.bad_input_kit import Kit as BadInputKit
 from refimpl.testing.bad_inputs import CASES as BAD_INPUT_CASES
+from refimpl.testing.dispatch import SYNC_OPS, DispatchCounter
 from refimpl.testing.oracles import (
     CACHE_COUNTERS,
     CACHE_PHASES,
@@ -59,6 +60,8 @@ __all__ = [
     "LEGACY_NAMES", "current_row_name",
     # processing-cache reference model
     "ReferenceLRU",
+    # ops and host syncs a piece of code dispatches (TorchDispatchMode)
+    "DispatchCounter", "SYNC_OPS",
     # bad inputs as data
     "BAD_INPUT_CASES", "Case", "BadInput", "BadInputKit", "Outcome", "run_case", "is_refusal", "REFUSALS",
 ]

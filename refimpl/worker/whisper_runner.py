@@ -2,13 +2,22 @@
 
 Mirrors the Whisper path of ``vllm/v1/worker/gpu_model_runner.py`` (0.10.2) and the decoder
 layer order of ``model_executor/models/whisper.py``; the math is the transformers model's
-modules. The encoder length is read once at init (``get_encoder_len("runner")``). Left out:
-CUDA graphs, chunked encoder inputs, the encoder cache, logprobs, penalties, spec decode.
+modules. The encoder length is read once at init (``get_encoder_len("runner")``).
+
+A step the GPU can see (issue 42): the step's int64 inputs are filled with numpy into one staging
+buffer (``CpuGpuBuffer``) and copied once, non-blocking; lengths and indices come from the host; no
+device value is read back inside the step but the sampled ids; cross-attention is one call per layer
+for all running requests (``CrossKVSlots`` rows for "dense-once", one block gather for
+"paged-runs"); ``torch.cuda.synchronize()`` only when ``synchronize_timings`` asks for the split.
+``debug_checks`` (or ``REFIMPL_DEBUG_STEP=1``) checks once per step, on the host, what the step
+takes as true by construction. Left out: CUDA graphs, chunked encoder inputs, the encoder cache,
+logprobs, penalties, spec decode.
 """
 from __future__ import annotations
 
+import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
@@ -16,21 +25,22 @@ import torch
 
 from refimpl.attention.cross_attention import (
     CrossAttentionBuilder,
-    cross_attention,
-    dense_cross_attention,
-    gather_cross_kv,
-    key_segments,
+    batched_cross_attention,
+    gather_cross_kv_batched,
 )
 from refimpl.attention.paged_attention import (
     build_attention_mask,
     compute_slot_mapping,
     pad_block_table,
     paged_attention,
-    write_kv,
+    query_padding,
+    reshape_and_cache,
 )
 from refimpl.errors import EncoderLengthMismatchError
 from refimpl.outputs import ModelRunnerOutput
 from refimpl.sample.sampler import Sampler
+from refimpl.utils.cpu_gpu_buffer import StagingBuffer
+from refimpl.worker.cross_kv_slots import CrossKVSlots
 
 
 @dataclass
@@ -44,15 +54,14 @@ class CachedRequestState:
     sampling_params: object
     generator: Optional[torch.Generator] = None
     cross_kv_written: bool = False
-    cross_kv: list[torch.Tensor] = field(default_factory=list)   # dense-once: (2, H, L, D) per layer
-    cross_segments: list[tuple[int, int]] = field(default_factory=list)   # paged-runs: key runs
 
 
 class WhisperRunner:
     """Paged-KV Whisper execution for GPUModelRunner. ``kv_caches``: per decoder layer (2,
     num_blocks, block_size, num_heads, head_dim) in the model dtype; ``step_timings``: seconds of
-    "prepare", "model", "sample". Raises EncoderLengthMismatchError when the length read at init or
-    by the metadata builder is not ``max_source_positions``."""
+    "prepare", "model", "sample" (host seconds; device-inclusive only with ``synchronize_timings``).
+    Raises EncoderLengthMismatchError when the length read at init or by the metadata builder is
+    not ``max_source_positions``."""
 
     def __init__(self, vllm_config, model, kv_caches: list[torch.Tensor],
                  step_timings: Optional[dict[str, float]] = None):
@@ -72,7 +81,12 @@ class WhisperRunner:
         self.cross_builder = CrossAttentionBuilder(vllm_config, self.block_size, self.device,
                                                    dec_cfg.max_source_positions)
         self.dense_cross = vllm_config.cache_config.cross_attention_read == "dense-once"
+        self.cross_slots = CrossKVSlots(len(kv_caches), self.num_heads, self.encoder_len, self.head_dim,
+                                        kv_caches[0].dtype, self.device, vllm_config.scheduler_config.max_num_seqs)
+        self.staging = StagingBuffer(self.device)
         self.sampler = Sampler()
+        self.synchronize_timings = False
+        self.debug_checks = os.environ.get("REFIMPL_DEBUG_STEP", "") not in ("", "0")
         self.step_timings = step_timings if step_timings is not None else {}
         for k in ("prepare", "model", "sample"):
             self.step_timings.setdefault(k, 0.0)
@@ -80,17 +94,25 @@ class WhisperRunner:
     # ---- state -------------------------------------------------------------------------
     def _update_states(self, so) -> dict[str, str]:
         """Drop finished requests; keep a preempted one's state (as vLLM), so its seeded generator
-        continues when it is re-sent; rebuild the rest from the re-sent data. Returns req_id -> error
-        of new requests whose state could not be set up (they run nothing this step)."""
+        continues when it is re-sent, but free its cross K/V row (it is encoded again); rebuild the
+        rest from the re-sent data. Returns req_id -> error of new requests whose state could not be
+        set up (they run nothing this step)."""
         for rid in so.finished_req_ids:
             self.requests.pop(rid, None)
+            self.cross_slots.remove(rid)
+        for rid in so.preempted_req_ids:
+            self.cross_slots.remove(rid)
         errors: dict[str, str] = {}
         for nr in so.scheduled_new_reqs:
             old = self.requests.pop(nr.req_id, None)     # a request resumed after preemption
+            self.cross_slots.remove(nr.req_id)
             try:
                 self.requests[nr.req_id] = self._new_request_state(nr, old)
             except Exception as e:  # noqa: BLE001 - this request fails, the batch goes on
                 errors[nr.req_id] = f"{type(e).__name__}: {e}"
+                continue
+            if self.dense_cross:
+                self.cross_slots.add(nr.req_id)
         cached = so.scheduled_cached_reqs
         for i, rid in enumerate(cached.req_ids):
             st = self.requests[rid]
@@ -102,48 +124,76 @@ class WhisperRunner:
         return errors
 
     def _new_request_state(self, nr, old: Optional[CachedRequestState]) -> CachedRequestState:
-        """Everything one request holds: its generator, its features on the device, its dense
-        cross K/V copies (allocated here, filled when the encoder runs) or key runs."""
+        """Everything one request holds: its generator and its features on the device (copied
+        non-blocking); its cross K/V row is taken after (``CrossKVSlots.add``)."""
         sp = nr.sampling_params
         gen = old.generator if old is not None else None
         if gen is None and sp.seed is not None:
             gen = torch.Generator(device=self.device).manual_seed(int(sp.seed))
-        feats = nr.mm_inputs[0]["input_features"].to(self.device, self.dtype) if nr.mm_inputs else None
-        st = CachedRequestState(nr.req_id, list(nr.prompt_token_ids), feats,
-                                (list(nr.block_ids[0]), list(nr.block_ids[1])), nr.num_computed_tokens, sp, gen)
-        if self.dense_cross:
-            shape = (2, self.num_heads, self.encoder_len, self.head_dim)
-            st.cross_kv = [torch.empty(shape, dtype=kv.dtype, device=self.device) for kv in self.kv_caches]
-        else:   # a request's cross blocks are all allocated on admission
-            st.cross_segments = key_segments(st.block_ids[1], self.encoder_len, self.block_size)
-        return st
+        feats = nr.mm_inputs[0]["input_features"].to(self.device, self.dtype, non_blocking=True) \
+            if nr.mm_inputs else None
+        return CachedRequestState(nr.req_id, list(nr.prompt_token_ids), feats,
+                                  (list(nr.block_ids[0]), list(nr.block_ids[1])), nr.num_computed_tokens, sp, gen)
 
     def state_bytes(self) -> dict[str, int]:
-        """req_id -> bytes of the tensors the runner holds for it (features, dense cross K/V)."""
-        return {rid: sum(t.numel() * t.element_size() for t in [st.input_features, *st.cross_kv] if t is not None)
+        """req_id -> bytes of the tensors the runner holds for it (features, its cross K/V row)."""
+        rows = self.cross_slots.row_bytes
+        return {rid: (st.input_features.numel() * st.input_features.element_size()
+                      if st.input_features is not None else 0) + (rows if rid in self.cross_slots.row_of else 0)
                 for rid, st in self.requests.items()}
 
     # ---- inputs ------------------------------------------------------------------------
     def _prepare_inputs(self, so, req_ids: list[str]) -> dict:
+        """The step's inputs, built on the host with numpy and staged in one copy (names as in
+        vLLM's ``_prepare_inputs``); ``max_q`` and ``needs_encoder`` stay host values."""
         bs, states = self.block_size, [self.requests[r] for r in req_ids]
-        q_lens = np.array([so.num_scheduled_tokens[r] for r in req_ids], dtype=np.int64)
-        starts = np.array([s.num_computed_tokens for s in states], dtype=np.int64)
-        qsl = np.concatenate([[0], np.cumsum(q_lens)])
-        req_idx = np.repeat(np.arange(len(req_ids)), q_lens)
-        positions = starts[req_idx] + np.arange(qsl[-1]) - qsl[req_idx]
-        input_ids = np.concatenate([s.token_ids[a:a + n] for s, a, n in zip(states, starts, q_lens)])
+        num_reqs = len(req_ids)
+        q_lens = np.fromiter((so.num_scheduled_tokens[r] for r in req_ids), np.int64, num_reqs)
+        starts = np.fromiter((s.num_computed_tokens for s in states), np.int64, num_reqs)
+        qsl = np.zeros(num_reqs + 1, dtype=np.int64)
+        np.cumsum(q_lens, out=qsl[1:])
+        req_idx, local_idx, max_q = query_padding(qsl)
+        positions = starts[req_idx] + local_idx
+        input_ids = np.fromiter((t for s, a, n in zip(states, starts, q_lens) for t in s.token_ids[a:a + n]),
+                                np.int64, int(qsl[-1]))
         table = pad_block_table([s.block_ids[0] for s in states])
         needs_enc = [not s.cross_kv_written for s in states]
         enc_seq_lens = np.where(needs_enc, self.encoder_len, 0).astype(np.int64)
-        to = lambda a: torch.from_numpy(np.ascontiguousarray(a, dtype=np.int64)).to(self.device)
-        qsl_t, seq_lens = to(qsl), to(starts + q_lens)
-        return dict(
-            input_ids=to(input_ids), positions=to(positions), query_start_loc=qsl_t,
-            seq_lens=seq_lens, block_table=to(table),
-            self_mask=build_attention_mask(qsl_t, seq_lens, table.shape[1] * bs, causal=True),
-            slot_mapping=to(compute_slot_mapping(table, req_idx, positions, bs)),
-            logits_indices=to(qsl[1:] - 1), needs_encoder=needs_enc,
-            cross=self.cross_builder.build(qsl, enc_seq_lens, [s.block_ids[1] for s in states]))
+        _, cross = self.cross_builder.build_host(enc_seq_lens, [s.block_ids[1] for s in states])
+        slot_mapping = compute_slot_mapping(table, req_idx, positions, bs)
+        host = dict(input_ids=input_ids, positions=positions, query_start_loc=qsl, seq_lens=starts + q_lens,
+                    block_table=table, slot_mapping=slot_mapping, logits_indices=qsl[1:] - 1)
+        if max_q > 1:
+            host |= dict(req_idx=req_idx, local_idx=local_idx)
+        if any(needs_enc):
+            host["cross_slot_mapping"] = cross["slot_mapping"]
+        if self.dense_cross:
+            if any(needs_enc):
+                host["cross_rows_written"] = np.array([self.cross_slots.row_of[r] for r, need in
+                                                       zip(req_ids, needs_enc) if need], dtype=np.int64)
+            rows = self.cross_slots.rows(req_ids)
+            if rows is not None:
+                host["cross_rows"] = np.asarray(rows, dtype=np.int64)
+        else:
+            host["cross_block_table"] = cross["block_table"][:, :-(-self.encoder_len // bs)]
+        if self.debug_checks:
+            self._check_step(host, cross, num_reqs)
+        inp = self.staging.stage(host)
+        inp["self_mask"] = build_attention_mask(inp["query_start_loc"], inp["seq_lens"], table.shape[1] * bs,
+                                                causal=True, max_q=max_q)
+        inp["padding"] = (inp["req_idx"], inp["local_idx"], max_q) if max_q > 1 else None
+        inp["needs_encoder"] = needs_enc
+        return inp
+
+    def _check_step(self, host: dict, cross: dict, num_reqs: int) -> None:
+        """What the step takes as true by construction, checked on the host (``debug_checks``)."""
+        for name in ("slot_mapping", "cross_slot_mapping"):
+            if name in host and (host[name] < 0).any():
+                raise AssertionError(f"{name} has a slot < 0: {host[name][host[name] < 0][:4]}")
+        if (cross["seq_lens"] != self.encoder_len).any():
+            raise AssertionError("a request's cross length is not the encoder length")
+        if self.dense_cross and len(self.cross_slots.req_ids) < num_reqs:
+            raise AssertionError("a running request holds no cross K/V row")
 
     # ---- model -------------------------------------------------------------------------
     def _encode(self, states: list[CachedRequestState]) -> torch.Tensor:
@@ -154,53 +204,72 @@ class WhisperRunner:
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         return x.view(x.shape[0], self.num_heads, self.head_dim)
 
+    def _write_cross(self, li: int, kv: torch.Tensor, key: torch.Tensor, value: torch.Tensor, inp: dict) -> None:
+        """Cross K/V of the requests encoded this step, (k * L, H, D): into their paged cross blocks
+        (vLLM's write) and, "dense-once", into their rows of the layer's slot tensor."""
+        reshape_and_cache(kv, key, value, inp["cross_slot_mapping"])
+        if self.dense_cross:
+            rows, t = inp["cross_rows_written"], self.cross_slots.layers[li]
+            for i, x in enumerate((key, value)):
+                t[i].index_copy_(0, rows, x.view(-1, self.encoder_len, self.num_heads, self.head_dim)
+                                 .transpose(1, 2).to(t.dtype))
+
+    def _cross_kv(self, li: int, kv: torch.Tensor, inp: dict, num_reqs: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """K, V (B, H, L, D) of the batch's requests: a view of the slot rows (or one index_select
+        when the batch is not rows 0..B-1), or one gather of the paged cross blocks."""
+        if not self.dense_cross:
+            return gather_cross_kv_batched(kv, inp["cross_block_table"], self.encoder_len)
+        t = self.cross_slots.layers[li]
+        if "cross_rows" in inp:
+            t = t.index_select(1, inp["cross_rows"])
+            return t[0], t[1]
+        return t[0, :num_reqs], t[1, :num_reqs]
+
     @torch.inference_mode()
     def forward(self, inp: dict, states: list[CachedRequestState], encoder_out: Optional[torch.Tensor],
-                encoded: list[CachedRequestState]) -> torch.Tensor:
-        """Decoder over the batch of ``states``; ``encoder_out`` (k * 1500, d_model) of the ``encoded``
-        requests, whose cross K/V this step writes. Logits (B, vocab) of each last token."""
-        dec, cross = self.model.model.decoder, inp["cross"]
-        qsl = inp["query_start_loc"]
+                encoded: Optional[list[CachedRequestState]] = None) -> torch.Tensor:
+        """Decoder over the batch of ``states``; ``encoder_out`` (k * 1500, d_model) of the requests
+        encoded this step, whose cross K/V this step writes. Logits (B, vocab) of each last token."""
+        dec, qsl, pad = self.model.model.decoder, inp["query_start_loc"], inp["padding"]
+        num_reqs = len(states)
         x = dec.embed_tokens(inp["input_ids"]) + dec.embed_positions.weight[inp["positions"]]
         for li, (layer, kv) in enumerate(zip(dec.layers, self.kv_caches)):
             sa = layer.self_attn
             h = layer.self_attn_layer_norm(x)
-            write_kv(kv, self._heads(sa.k_proj(h)), self._heads(sa.v_proj(h)), inp["slot_mapping"])
+            reshape_and_cache(kv, self._heads(sa.k_proj(h)), self._heads(sa.v_proj(h)), inp["slot_mapping"])
             o = paged_attention(self._heads(sa.q_proj(h) * sa.scaling), kv, qsl, inp["seq_lens"],
-                                inp["block_table"], causal=True, mask=inp["self_mask"])
+                                inp["block_table"], causal=True, mask=inp["self_mask"], padding=pad)
             x = x + sa.out_proj(o.reshape(x.shape[0], -1))
             ca = layer.encoder_attn
             if encoder_out is not None:
-                write_kv(kv, self._heads(ca.k_proj(encoder_out)), self._heads(ca.v_proj(encoder_out)),
-                         cross.slot_mapping)
-                if self.dense_cross:            # read back once from the pages, head-major
-                    for st in encoded:
-                        st.cross_kv[li].copy_(gather_cross_kv(kv, st.block_ids[1], self.encoder_len))
+                self._write_cross(li, kv, self._heads(ca.k_proj(encoder_out)), self._heads(ca.v_proj(encoder_out)),
+                                  inp)
             h = layer.encoder_attn_layer_norm(x)
-            q = self._heads(ca.q_proj(h) * ca.scaling)
-            if self.dense_cross:
-                o = dense_cross_attention(q, cross.query_start_loc_cpu, [st.cross_kv[li] for st in states])
-            else:
-                o = cross_attention(q, kv, cross.query_start_loc_cpu, [st.cross_segments for st in states])
+            k, v = self._cross_kv(li, kv, inp, num_reqs)
+            o = batched_cross_attention(self._heads(ca.q_proj(h) * ca.scaling), k, v, padding=pad)
             x = x + ca.out_proj(o.reshape(x.shape[0], -1))
             h = layer.final_layer_norm(x)
             x = x + layer.fc2(layer.activation_fn(layer.fc1(h)))
-        x = dec.layer_norm(x[inp["logits_indices"]])
-        return self.model.proj_out(x)
+        if x.shape[0] != num_reqs:
+            x = x[inp["logits_indices"]]
+        return self.model.proj_out(dec.layer_norm(x))
 
     def _sync(self) -> float:
-        if self.device.type == "cuda":
+        if self.synchronize_timings and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter()
 
     def execute_model(self, so):
         """One step for SchedulerOutput ``so``; returns ModelRunnerOutput (one token per request
-        that reached the end of its known tokens, [] for a partial prefill)."""
+        that reached the end of its known tokens, [] for a partial prefill). The batch is ordered
+        by cross K/V row ("dense-once"), so its rows are a view."""
         t0 = self._sync()
         errors = self._update_states(so)
         req_ids = [r for r, n in so.num_scheduled_tokens.items() if n > 0 and r not in errors]
         if not req_ids:
             return ModelRunnerOutput(req_ids=[], req_id_to_index={}, sampled_token_ids=[], req_errors=errors)
+        if self.dense_cross:
+            req_ids.sort(key=self.cross_slots.row_of.__getitem__)
         states = [self.requests[r] for r in req_ids]
         inp = self._prepare_inputs(so, req_ids)
         t1 = self._sync()
@@ -215,8 +284,9 @@ class WhisperRunner:
         # from their generator (vLLM samples them and rewinds the generator's offset).
         done = [i for i, st in enumerate(states)
                 if st.num_computed_tokens + so.num_scheduled_tokens[st.req_id] >= len(st.token_ids)]
-        tokens = dict(zip(done, self.sampler(logits[done], [states[i].sampling_params for i in done],
-                                             [states[i].generator for i in done])))
+        rows = logits if len(done) == len(states) else logits[done]
+        tokens = dict(zip(done, self.sampler(rows, [states[i].sampling_params for i in done],
+                                             [states[i].generator for i in done])))   # the one read back
         sampled: list[list[int]] = []
         for i, st in enumerate(states):
             if i in tokens:

@@ -9,7 +9,9 @@ its batch by row, so a step's cross K/V are the view ``[:, :B]`` of one tensor p
 
 vLLM's kernels read cross K/V from the paged blocks; plain torch has no such kernel, so the rows are
 a copy written once per request (``dense_copy_bytes`` budgets them). Capacity grows by doubling up to
-``max_num_seqs`` (beyond it only if more requests hold rows) and is dropped when no request holds one.
+``max_num_seqs`` (beyond it only if more requests hold rows) and is kept for the engine's life, as
+vLLM's persistent batch is: a round of requests after the first allocates nothing (``release`` frees
+the tensors where a caller wants the memory back while the engine idles).
 """
 from __future__ import annotations
 
@@ -62,8 +64,8 @@ class CrossKVSlots:
         self.layers = new
 
     def remove(self, req_id: str) -> None:
-        """Free ``req_id``'s row (nothing if it holds none): the last row moves into it (condense);
-        with no row left the tensors are released."""
+        """Free ``req_id``'s row (nothing if it holds none): the last row moves into it (condense).
+        The tensors stay allocated (``release`` frees them)."""
         row = self.row_of.pop(req_id, None)
         if row is None:
             return
@@ -74,8 +76,16 @@ class CrossKVSlots:
                 t[:, row].copy_(t[:, last])
             self.req_ids[row], self.row_of[moved] = moved, row
         self.req_ids.pop()
-        if not self.req_ids:
-            self.layers = []
+
+    def release(self) -> None:
+        """Free the tensors while no request holds a row (the next ``add`` allocates again).
+
+        Raises:
+            RuntimeError: a request still holds a row.
+        """
+        if self.req_ids:
+            raise RuntimeError(f"{len(self.req_ids)} requests hold cross K/V rows: remove them first")
+        self.layers = []
 
     def rows(self, req_ids: list[str]) -> Optional[list[int]]:
         """Rows of ``req_ids`` in order; None when they are exactly 0..len-1 (the batch is a view)."""

@@ -64,7 +64,7 @@ def test_staging_buffer_packs_shapes_in_one_copy_and_grows():
     assert cpu.copy_to_gpu(2).tolist() == [1, 2]
 
 
-def test_cross_kv_rows_condense_on_remove_and_release_when_empty():
+def test_cross_kv_rows_condense_on_remove_and_are_kept_until_released():
     s = CrossKVSlots(2, 1, 3, 2, torch.float32, torch.device("cpu"), max_rows=2)
     for r in "abc":
         s.add(r)
@@ -75,8 +75,16 @@ def test_cross_kv_rows_condense_on_remove_and_release_when_empty():
     assert s.req_ids == ["c", "b"] and s.row_of == {"c": 0, "b": 1}
     assert all((t[:, 0] == ord("c")).all() and (t[:, 1] == ord("b")).all() for t in s.layers)
     s.remove("zz")                                    # holds no row: nothing happens
+    with pytest.raises(RuntimeError):
+        s.release()                                   # rows still held
     s.remove("b")
     s.remove("c")
+    cap, held = s.capacity, [t.data_ptr() for t in s.layers]
+    assert s.req_ids == [] and cap >= 3               # kept: the next round allocates nothing
+    s.add("d")
+    assert s.capacity == cap and [t.data_ptr() for t in s.layers] == held and s.row_of == {"d": 0}
+    s.remove("d")
+    s.release()
     assert s.layers == [] and s.capacity == 0 and s.row_bytes == 2 * 2 * 3 * 2 * 4
 
 

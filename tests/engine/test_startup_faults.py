@@ -97,9 +97,9 @@ def test_fault_in_each_phase_leaves_nothing_behind(clean_first, monkeypatch, pha
     runners: list[weakref.ref] = []
     orig_init = GPUModelRunner.__init__
 
-    def tracking_init(self, cfg):
+    def tracking_init(self, cfg, *args, **kwargs):
         runners.append(weakref.ref(self))
-        orig_init(self, cfg)
+        orig_init(self, cfg, *args, **kwargs)
     monkeypatch.setattr(GPUModelRunner, "__init__", tracking_init)
     held_at_reset: list[int] = []
     orig_reset = MultiModalRegistry.reset_processor_cache

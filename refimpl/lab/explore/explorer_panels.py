@@ -28,6 +28,7 @@ from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer import LOCAL, ROWS, Outputs, Settings, explore, render
 from refimpl.lab.explore.explorer_chart import CHART_ROWS, RowSeconds, ladder, ladder_figure, ladder_table
+from refimpl.lab.studies import REFERENCE, RESULTS_DIR
 from refimpl.lab.studies import whisper_sites as ws
 from refimpl.variants import RELEASE_ROWS
 
@@ -224,7 +225,15 @@ class ExploreStudy:
 
     def _calibration(self) -> Optional[Calibration]:
         if self.mode == "stored":
-            return Calibration.load(self.calibration_path) if self.calibration_path else Calibration.for_this_machine()
+            if self.calibration_path:
+                return Calibration.load(self.calibration_path)
+            own = Calibration.for_this_machine()
+            ref = RESULTS_DIR / REFERENCE / "calibration.json"
+            if own is None and ref.exists():  # a user's machine: the reference machine's rates, named as such
+                self.values["calibration_from"] = (f"the reference machine's ({REFERENCE}): none is committed for "
+                                                   f"{self.values['machine']}")
+                return Calibration.load(ref)
+            return own
         spec = CalibrateSpec(repeats=1, size_mib=32) if self.mode == "quick" else CalibrateSpec()
         out = self.out_dir / "calibration.json"
         t0 = time.perf_counter()

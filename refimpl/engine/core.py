@@ -64,7 +64,7 @@ class StartupReport:
         """Deprecated (after 0.2.0): the engine no longer checks itself against its StartupPlan while it
         starts; always None ("not checked"). Check a report with ``StartupPlan.build(cfg, row).mismatches(report)``."""
         warnings.warn("StartupReport.plan_mismatches is always None: EngineCore no longer checks its start-up "
-                      "against a StartupPlan; use StartupPlan.build(vllm_config, row).mismatches(report)",
+                      "against a StartupPlan; use StartupPlan.build(vllm_config, row).mismatches(report) (the field goes in 0.4.0)",
                       DeprecationWarning, stacklevel=2)
         return None
 
@@ -114,7 +114,7 @@ class EngineCore:
         """Deprecated (after 0.2.0): the dry StartupPlan of this engine's config and row, built now (the
         engine builds none; the guard, the explorer and the tests do)."""
         from refimpl.engine.startup_plan import StartupPlan
-        warnings.warn("EngineCore.plan is deprecated: build StartupPlan.build(engine.vllm_config, engine.switches)",
+        warnings.warn("EngineCore.plan is deprecated: build StartupPlan.build(engine.vllm_config, engine.switches) (goes in 0.4.0)",
                       DeprecationWarning, stacklevel=2)
         return StartupPlan.build(self.vllm_config, self.switches)
 

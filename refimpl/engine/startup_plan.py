@@ -310,7 +310,7 @@ def __getattr__(name: str):
     here, with a DeprecationWarning."""
     if name == "cache_on":
         import warnings
-        warnings.warn("refimpl.engine.startup_plan.cache_on moved to refimpl.multimodal.encoder_budget.cache_on",
+        warnings.warn("refimpl.engine.startup_plan.cache_on moved to refimpl.multimodal.encoder_budget.cache_on (the old path goes in 0.4.0)",
                       DeprecationWarning, stacklevel=2)
         return eb.cache_on
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -63,7 +63,7 @@ def __getattr__(name: str):
         import warnings
 
         from refimpl.multimodal import encoder_budget
-        warnings.warn(f"refimpl.multimodal.worst_case.{name} moved to refimpl.multimodal.encoder_budget.{name}",
+        warnings.warn(f"refimpl.multimodal.worst_case.{name} moved to refimpl.multimodal.encoder_budget.{name} (the old path goes in 0.4.0)",
                       DeprecationWarning, stacklevel=2)
         return getattr(encoder_budget, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

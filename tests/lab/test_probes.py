@@ -82,7 +82,7 @@ def test_a_whisper_probe_refuses_another_model():
 def test_cli_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "r.json"
     for argv, field in ((["cache-hit", "--rows", "0"], "rows"), (["cache-hit", "--rows", "many"], "rows"),
-                        (["engine-vs-generate", "--order", "EZ"], "order"), (["no-such-probe"], "bench")):
+                        (["engine-vs-generate", "--order", "EZ"], "order"), (["no-such-probe"], "probe")):
         assert cli.main(["probe", *argv, "--output-json", str(out)]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and err.startswith("refimpl probe") and f"error: {field}:" in err, err

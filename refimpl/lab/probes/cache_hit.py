@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.probes.common import result, timed, variant
+from refimpl.lab.probes.common import check_fits, result, timed, variant
 from refimpl.lab.probes.specs import CacheHitSpec
 from refimpl.multimodal.cache import ProcessingCache
 
@@ -20,9 +20,10 @@ def cache_hit(spec: CacheHitSpec) -> Result:
     each run ``{"s"}``. ``params``: the item's bytes, ``hits`` counted by the cache and ``invalidated``
     (0: no hit saw a changed tensor)."""
     spec.check()
+    check_fits("rows", 2 * spec.rows * 1176 * 4, f"the item and its clone ({spec.rows} rows of 1176 float32)")
     torch.set_num_threads(1)
     item = {"pixel_values": torch.rand(spec.rows, 1176), "image_grid_thw": torch.tensor([1, 256, 256])}
-    cache = ProcessingCache(2 * sum(t.nbytes for t in item.values()))
+    cache = ProcessingCache(2 * sum(t.nbytes for t in item.values()) + (1 << 20))
     cache.put("k", item)
     ways = {"hit": lambda: cache.get("k"),
             "hit-and-clone": lambda: {k: t.clone() for k, t in cache.get("k").items()}}

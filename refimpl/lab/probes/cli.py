@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 
 import tyro
 
-from refimpl.errors import RefimplError
+from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.cli_errors import parse_or_refuse
 from refimpl.lab.probes import PROBES, probe_function
 from refimpl.lab.probes.specs import ProbeSpec
@@ -32,8 +32,13 @@ def _entry(cls: type[ProbeSpec]):
 def parse(argv: list[str]) -> tuple[ProbeSpec, Optional[str]]:
     """(spec, output_json) of ``refimpl probe`` flags; ConfigError naming the field for a malformed one;
     ``--help`` exits 0."""
-    return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
-        {n: _entry(c) for n, (c, _) in PROBES.items()}, prog="refimpl probe", args=argv), argv)
+    try:
+        return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
+            {n: _entry(c) for n, (c, _) in PROBES.items()}, prog="refimpl probe", args=argv), argv)
+    except ConfigError as e:
+        if e.field != "bench":  # cli_errors names a missing or unknown subcommand "bench"
+            raise
+        raise ConfigError("probe", ", ".join(PROBES), e.message) from None
 
 
 def default_out(spec: ProbeSpec) -> Path:

@@ -15,7 +15,7 @@ import torch
 from refimpl.attention.cross_attention import cross_attention, dense_cross_attention, gather_cross_kv, key_segments
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
-from refimpl.lab.probes.common import result, timed, variant
+from refimpl.lab.probes.common import check_fits, result, timed, variant
 from refimpl.lab.probes.specs import CrossAttentionFragmentationSpec, CrossAttentionReadSpec
 
 __all__ = ["read", "fragmentation"]
@@ -31,6 +31,7 @@ def read(spec: CrossAttentionReadSpec) -> Result:
     set_single_thread()
     b, h, d, length, bs = spec.batch, spec.heads, spec.head_dim, spec.encoder_len, spec.block_size
     nb = -(-length // bs)
+    check_fits("batch", 3 * 2 * (b * nb + 1) * bs * h * d * 4, "the paged cache and two sets of dense copies")
     g = torch.Generator().manual_seed(0)
     kv = torch.randn(2, b * nb + 1, bs, h, d, generator=g)
     blocks = [list(range(1 + i * nb, 1 + (i + 1) * nb)) for i in range(b)]
@@ -68,7 +69,7 @@ def fragmentation(spec: CrossAttentionFragmentationSpec) -> Result:
             st = new_state(nr, old)
             handed.append(list(st.block_ids[1]))
             return st
-        runner._new_request_state = recorded
+        runner._new_request_state = recorded  # type: ignore[method-assign]
     work, params = W.make_workload(spec.num_requests, 0), SamplingParams(max_tokens=spec.max_tokens)
     runs: dict[str, list[dict]] = {r: [] for r in spec.reads}
     for _ in range(spec.runs):

@@ -64,12 +64,11 @@ def engine_vs_generate(spec: EngineVsGenerateSpec) -> Result:
     for tree, runs in per.items():
         variants[f"{ENGINE} {tree}"] = variant([r[ENGINE] for r in runs], METRICS, **_ratios(runs))
         variants[f"{HF} {tree}"] = variant([r[HF] for r in runs], METRICS)
-    first = spec.trees[0]
-    comparisons = [{"variant": f"{ENGINE} {first}", "over": f"{ENGINE} {t}", "metric": "cpu_s",
-                    "ratios": (x := [a[ENGINE]["cpu_s"] / b[ENGINE]["cpu_s"] for a, b in zip(per[first], per[t])]),
-                    "median": median(x)} for t in spec.trees[1:]]
-    res = result(spec, variants, in_process=False)
-    res.comparisons = comparisons
+    res, first = result(spec, variants, in_process=False), spec.trees[0]
+    for t in spec.trees[1:]:  # round by round: the first tree's engine CPU s over this tree's
+        ratios = [a[ENGINE]["cpu_s"] / b[ENGINE]["cpu_s"] for a, b in zip(per[first], per[t])]
+        res.comparisons.append({"variant": f"{ENGINE} {first}", "over": f"{ENGINE} {t}", "metric": "cpu_s",
+                                "ratios": ratios, "median": median(ratios)})
     return res
 
 

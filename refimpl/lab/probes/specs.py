@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from refimpl.errors import ConfigError
+from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.lab.bench.spec_types import check_types
 
 __all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "CrossAttentionReadSpec",
@@ -44,12 +44,12 @@ class ProbeSpec:
         from refimpl.config import ModelConfig, check_model
         check_model(model)
         if self.whisper:
-            from refimpl.errors import UnknownModelError
             from refimpl.lab.bench.guard import _max_tokens
             if not ModelConfig(model, device="cpu").is_encoder_decoder:
                 raise UnknownModelError("model", "a Whisper model", f"refimpl probe {self.name} serves audio, got {model}")
-            if hasattr(self, "max_tokens"):
-                _max_tokens("max_tokens", self.max_tokens, model)
+            max_tokens = getattr(self, "max_tokens", None)
+            if max_tokens is not None:
+                _max_tokens("max_tokens", max_tokens, model)
 
     def params(self) -> dict[str, Any]:
         """The Result's ``params``: every field, tuples as lists."""

@@ -26,7 +26,7 @@ def cache_hit(spec: CacheHitSpec) -> Result:
     cache = ProcessingCache(2 * sum(t.nbytes for t in item.values()) + (1 << 20))
     cache.put("k", item)
     ways = {"hit": lambda: cache.get("k"),
-            "hit-and-clone": lambda: {k: t.clone() for k, t in cache.get("k").items()}}
+            "hit-and-clone": lambda: {k: t.clone() for k, t in (cache.get("k") or {}).items()}}
     runs = {w: [{"s": s} for s in timed(fn, spec.repeats)] for w, fn in ways.items()}
     return result(spec, {w: variant(r, ["s"]) for w, r in runs.items()},
                   item_bytes=sum(t.nbytes for t in item.values()), hits=cache.hits, invalidated=cache.invalidated)

@@ -36,9 +36,9 @@ def parse(argv: list[str]) -> tuple[ProbeSpec, Optional[str]]:
         return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
             {n: _entry(c) for n, (c, _) in PROBES.items()}, prog="refimpl probe", args=argv), argv)
     except ConfigError as e:
-        if e.field != "bench":  # cli_errors names a missing or unknown subcommand "bench"
-            raise
-        raise ConfigError("probe", ", ".join(PROBES), e.message) from None
+        if e.field == "bench":  # cli_errors names a missing or unknown subcommand "bench"
+            raise ConfigError("probe", ", ".join(PROBES), e.message) from None
+        raise ConfigError(e.field, str(e.limit).replace("refimpl bench", "refimpl probe"), e.message) from None
 
 
 def default_out(spec: ProbeSpec) -> Path:

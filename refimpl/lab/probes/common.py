@@ -31,7 +31,7 @@ def variant(runs: list[dict[str, Any]], metrics: Iterable[str], **numbers: Any) 
     return {"runs": runs, "summary": {**{m: summarize([r[m] for r in runs]) for m in metrics}, **numbers}}
 
 
-def result(spec: ProbeSpec, variants: dict[str, dict[str, Any]], *, in_process: bool = True,
+def result(spec: ProbeSpec, variants: dict[str, dict[str, Any]], /, *, in_process: bool = True,
            **params: Any) -> Result:
     """The probe's Result: ``bench`` its name, ``params`` its fields and ``params`` given, the env of this
     machine on the CPU (``in_process``: False where every run was a fresh process)."""

@@ -12,7 +12,12 @@ import time
 
 import torch
 
-from refimpl.attention.cross_attention import cross_attention, dense_cross_attention, gather_cross_kv, key_segments
+from refimpl.attention.cross_attention import (
+    cross_attention,
+    dense_cross_attention,
+    gather_cross_kv,
+    key_segments,
+)
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.probes.common import check_fits, result, timed, variant
@@ -69,7 +74,7 @@ def fragmentation(spec: CrossAttentionFragmentationSpec) -> Result:
             st = new_state(nr, old)
             handed.append(list(st.block_ids[1]))
             return st
-        runner._new_request_state = recorded  # type: ignore[method-assign]
+        runner._new_request_state = recorded
     work, params = W.make_workload(spec.num_requests, 0), SamplingParams(max_tokens=spec.max_tokens)
     runs: dict[str, list[dict]] = {r: [] for r in spec.reads}
     for _ in range(spec.runs):

@@ -60,13 +60,13 @@ def serving_memory(spec: ServingMemorySpec) -> Result:
     from refimpl.sampling_params import SamplingParams
     from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
     set_single_thread()
-    kw = dict(scale=spec.scale, device="cpu")
-    est = check_serving_memory(VllmConfig(ModelConfig(spec.model, **kw), SchedulerConfig(max_num_seqs=spec.max_num_seqs),
+    est = check_serving_memory(VllmConfig(ModelConfig(spec.model, scale=spec.scale, device="cpu"),
+                                          SchedulerConfig(max_num_seqs=spec.max_num_seqs),
                                           CacheConfig(num_gpu_blocks=spec.num_gpu_blocks)))
     before = rss_bytes()
     with RssPeakSampler(0.01) as s:
         eng = LLMEngine.from_args(spec.model, process_mode="inproc", max_num_seqs=spec.max_num_seqs,
-                                  num_gpu_blocks=spec.num_gpu_blocks, **kw)
+                                  num_gpu_blocks=spec.num_gpu_blocks, scale=spec.scale, device="cpu")
         loaded = rss_bytes()
         prompts = [{"multi_modal_data": {"audio": (a, 16000)}} for a in make_request_audios(spec.max_num_seqs, seed=0)]
         outs = eng.generate(prompts, SamplingParams(max_tokens=3, ignore_eos=True))

@@ -22,6 +22,7 @@ USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl
        refimpl report --summary-of results/<hardware>   (rewrite its summary.md from its JSON)
        refimpl conform --vllm X | --vllm-python PATH [--row ROW] [--keep] [--quick]
        refimpl cost-check [--calibration PATH] [--quiet-only] | --same-day CALIBRATION LADDER ...
+       refimpl probe NAME [FLAGS]   (refimpl probe --help lists them: refimpl/lab/probes/)
 
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
@@ -112,6 +113,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     if argv[:1] == ["cost-check"]:
         from refimpl.lab.explore.cost_check_cli import main as cost_check_main
         return cost_check_main(argv[1:])
+    if argv[:1] == ["probe"]:
+        from refimpl.lab.probes.cli import main as probe_main
+        return probe_main(argv[1:])
     if argv[:2] == ["bench", "sweep"]:
         from refimpl.lab.bench.sweep import main as sweep_main
         return sweep_main(argv[2:])

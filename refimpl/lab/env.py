@@ -89,7 +89,7 @@ PAGE_REPORTING = Path("/sys/module/page_reporting/parameters")
 def page_reporting() -> Optional[dict[str, str]]:
     """The kernel's free-page-reporting settings (a VM guest that hands freed memory back to its host:
     every page touched again after the report costs the host's fault, about 2.2 s per GiB on the
-    2-core VM against 0.12 right after a free; scripts/first_touch_cost.py); None without it."""
+    2-core VM against 0.12 right after a free; refimpl probe first-touch); None without it."""
     if not PAGE_REPORTING.is_dir():
         return None
     with contextlib.suppress(OSError):

@@ -1,6 +1,6 @@
 """Every command written in README.md, docs/, the notebooks' markdown and the committed summary.md files
 still runs: each ``refimpl bench ...`` line parses with the current CLI (tyro, the specs' flags; ``refimpl
-bench sweep`` and ``refimpl cost-check`` with theirs), each ``refimpl report ...`` with the report's parser, each ``python -m refimpl...`` names a module that exists,
+bench sweep``, ``refimpl cost-check`` and ``refimpl probe`` with theirs), each ``refimpl report ...`` with the report's parser, each ``python -m refimpl...`` names a module that exists,
 each ``make X`` a target of the Makefile."""
 import importlib.util
 import json
@@ -14,11 +14,12 @@ from refimpl.errors import RefimplError
 from refimpl.lab import cli, report
 from refimpl.lab.bench import sweep
 from refimpl.lab.explore import cost_check_cli
+from refimpl.lab.probes import cli as probe_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`]+)`", re.S)
 # a command starts a code span or a line of a fenced block (after environment assignments)
-START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|cost-check)\b|python -m refimpl[\w.]*|make [a-z][\w-]*)")
+START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|cost-check|probe)\b|python -m refimpl[\w.]*|make [a-z][\w-]*)")
 
 
 def _texts():
@@ -62,7 +63,7 @@ def test_commands_were_found():
 def test_command_runs_with_the_current_cli(where, cmd):
     words = _concrete(cmd)
     parsers = {("refimpl", "bench", "sweep"): sweep.parse, ("refimpl", "cost-check"): cost_check_cli.parse,
-               ("refimpl", "bench"): cli.parse}
+               ("refimpl", "bench"): cli.parse, ("refimpl", "probe"): probe_cli.parse}
     if prefix := next((k for k in parsers if tuple(words[:len(k)]) == k), None):
         try:
             parsers[prefix](words[len(prefix):])

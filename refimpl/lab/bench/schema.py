@@ -20,7 +20,10 @@ __all__ = ["SCHEMA_VERSION", "BENCHES", "SchemaError", "validate", "Result"]
 
 SCHEMA_VERSION = 2
 BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", "paired",
-           "workload", "wer", "calibrate")
+           "workload", "wer", "calibrate",
+           # the probes (refimpl/lab/probes/specs.py; spawn-cost above)
+           "first-touch", "cache-hit", "cross-attention-read", "cross-attention-fragmentation",
+           "engine-vs-generate", "step-ops", "serving-memory")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
 _OPTIONAL = ("missing", "comparisons")
 

@@ -6,7 +6,7 @@ once (greedy, ``ignore_eos``), each step classed by its SchedulerOutput; and aro
 ``generate()`` on a batch of the same size at two lengths, whose difference is the ops of one
 generation step of the batch (one token per sequence), encoder and set-up cancelled out.
 
-    PYTHONPATH=. .venv/bin/python scripts/engine_step_ops.py --model whisper-large-v3
+    refimpl probe step-ops --model whisper-large-v3      (refimpl/lab/probes/engine.py: a Result)
 """
 from __future__ import annotations
 

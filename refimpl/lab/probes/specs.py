@@ -1,0 +1,179 @@
+"""What each probe measures: frozen specs whose fields are the flags of ``refimpl probe NAME``
+(tyro, as ``refimpl bench``). ``ProbeSpec.check`` refuses a bad one before anything runs, in the
+benches' form: ConfigError naming the field, the limit and what was given."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from refimpl.errors import ConfigError, UnknownModelError
+from refimpl.lab.bench.spec_types import check_types
+
+__all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "CrossAttentionReadSpec",
+           "CrossAttentionFragmentationSpec", "EngineVsGenerateSpec", "StepOpsSpec", "ServingMemorySpec"]
+
+READS = ("dense-once", "paged-runs")  # CacheConfig.cross_attention_read
+
+
+class ProbeSpec:
+    """Shared by the probes: ``name`` (the subcommand and the Result's ``bench``), the lower bound of
+    each numeric field (``at_least``) and each field's allowed values (``choices``)."""
+    name: ClassVar[str]
+    at_least: ClassVar[dict[str, float]] = {}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    whisper: ClassVar[bool] = False  # ``model`` must be a Whisper model (it serves audio)
+
+    def check(self) -> None:
+        """ConfigError(field, limit, got) for the first field of the wrong type, below its bound or
+        outside its choices; a model refimpl does not ship: UnknownModelError; for a Whisper probe a
+        model that is not one, or ``max_tokens`` beyond what it decodes."""
+        check_types(self)
+        for f, low in self.at_least.items():
+            if not getattr(self, f) >= low:
+                raise ConfigError(f, f">= {low:g}", f"got {getattr(self, f)!r}")
+        for f, allowed in self.choices.items():
+            values = getattr(self, f)
+            for v in values if isinstance(values, tuple) else (values,):
+                if v not in allowed:
+                    raise ConfigError(f, allowed, f"got {v!r}")
+        model = getattr(self, "model", None)
+        if model is None:
+            return
+        from refimpl.config import ModelConfig, check_model
+        check_model(model)
+        if self.whisper:
+            from refimpl.lab.bench.guard import _max_tokens
+            if not ModelConfig(model, device="cpu").is_encoder_decoder:
+                raise UnknownModelError("model", "a Whisper model", f"refimpl probe {self.name} serves audio, got {model}")
+            max_tokens = getattr(self, "max_tokens", None)
+            if max_tokens is not None:
+                _max_tokens("max_tokens", max_tokens, model)
+
+    def params(self) -> dict[str, Any]:
+        """The Result's ``params``: every field, tuples as lists."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}  # type: ignore[call-overload]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FirstTouchSpec(ProbeSpec):
+    """What touching memory costs here: ``arrays`` fresh int64 arrays filled three times in one process
+    (first touch, right after a free, after ``pause`` s idle), with free page reporting's state."""
+    name: ClassVar[str] = "first-touch"
+    at_least: ClassVar[dict[str, float]] = {"arrays": 1, "array_mib": 1, "pause": 0}
+    arrays: int = 6  # arrays per round, all alive until the round ends
+    array_mib: int = 1024  # MiB per array (np.full, as start-up's dummy video)
+    pause: float = 20.0  # seconds idle before the third round
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpawnCostSpec(ProbeSpec):
+    """Start-up of LLMEngine(model) in this process (inproc) against two processes (mp): each run a
+    fresh Python process, modes alternating after one untimed run of each."""
+    name: ClassVar[str] = "spawn-cost"
+    at_least: ClassVar[dict[str, float]] = {"repeats": 1, "max_num_seqs": 1, "num_gpu_blocks": 1}
+    model: str = "whisper-tiny"
+    repeats: int = 3  # timed runs per mode
+    max_num_seqs: int = 4
+    num_gpu_blocks: int = 400
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheHitSpec(ProbeSpec):
+    """A ProcessingCache hit (a new dict and the tensors' version check, nothing copied) against a
+    clone of every tensor on each hit, for one item of Qwen2.5-VL-3B's worst-case image shape."""
+    name: ClassVar[str] = "cache-hit"
+    at_least: ClassVar[dict[str, float]] = {"repeats": 1, "rows": 1}
+    repeats: int = 15  # timed hits per way, after one untimed
+    rows: int = 65536  # pixel_values rows of 1176 float32 (65536: 3584 x 3584, 308 MB)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossAttentionReadSpec(ProbeSpec):
+    """The two cross-attention reads of refimpl/attention/cross_attention.py on one decode step in
+    isolation (whisper-tiny's shape by default): paged-runs on the paged cache, dense-once on each
+    request's gathered copy, and the copy itself."""
+    name: ClassVar[str] = "cross-attention-read"
+    at_least: ClassVar[dict[str, float]] = {"batch": 1, "iters": 1, "encoder_len": 1, "heads": 1,
+                                            "head_dim": 1, "block_size": 1}
+    batch: int = 16  # requests of one query each
+    iters: int = 30  # timed calls per read, after one untimed
+    encoder_len: int = 1500  # keys per request
+    heads: int = 6
+    head_dim: int = 64
+    block_size: int = 16
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossAttentionFragmentationSpec(ProbeSpec):
+    """One long-running in-process engine per read (0.11.0, real weights) serving the same EOS
+    workload ``runs`` times, reads alternating run by run: CPU s, requests/s and the key runs per
+    request (maximal stretches of consecutive cache slots among its cross blocks)."""
+    name: ClassVar[str] = "cross-attention-fragmentation"
+    whisper: ClassVar[bool] = True
+    at_least: ClassVar[dict[str, float]] = {"num_requests": 1, "runs": 1, "max_tokens": 1, "max_num_seqs": 1}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"reads": READS}
+    model: str = "whisper-tiny.en"
+    num_requests: int = 48
+    runs: int = 3  # runs per read
+    max_tokens: int = 96
+    max_num_seqs: int = 16
+    reads: tuple[str, ...] = ("paged-runs", "dense-once")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineVsGenerateSpec(ProbeSpec):
+    """The engine (0.11.0) against transformers' static-batch generate() on the same requests in CPU
+    seconds, after an untimed warm-up of each. In this process in ``order``; with ``trees``: each run a
+    fresh process of each source tree (PYTHONPATH), trees A B B A by round, each alternating EH / HE."""
+    name: ClassVar[str] = "engine-vs-generate"
+    whisper: ClassVar[bool] = True
+    at_least: ClassVar[dict[str, float]] = {"num_requests": 1, "max_num_seqs": 1, "max_tokens": 1,
+                                            "warmup_requests": 0, "rounds": 1}
+    model: str = "whisper-tiny.en"
+    num_requests: int = 64
+    max_num_seqs: int = 16
+    max_tokens: int = 96
+    warmup_requests: int = 4  # untimed requests each serves first
+    order: str = "EHHE"  # in this process: E engine, H generate()
+    trees: tuple[str, ...] = ()  # source trees to compare, e.g. /tmp/old . (each run a fresh process)
+    rounds: int = 4  # with trees
+
+    def check(self) -> None:
+        super().check()
+        if not self.order or set(self.order) - {"E", "H"}:
+            raise ConfigError("order", "letters E (engine) and H (generate())", f"got {self.order!r}")
+        for t in self.trees:
+            if not (Path(t) / "refimpl" / "__init__.py").is_file():
+                raise ConfigError("trees", "source trees holding refimpl/", f"no refimpl/ in {t!r}")
+        if len({Path(t).resolve() for t in self.trees}) < len(self.trees):
+            raise ConfigError("trees", "distinct source trees", f"got {' '.join(self.trees)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepOpsSpec(ProbeSpec):
+    """Ops and host syncs per engine step (prefill, mixed, decode) against generate() per generated
+    token, counted with a TorchDispatchMode (refimpl.lab.bench.step_ops.op_budget): counts, no timing."""
+    name: ClassVar[str] = "step-ops"
+    whisper: ClassVar[bool] = True
+    at_least: ClassVar[dict[str, float]] = {"num_requests": 1, "max_tokens": 2}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"cross_attention_read": READS}
+    model: str = "whisper-tiny.en"
+    num_requests: int = 16
+    max_tokens: int = 24  # generate() runs at max(1, max_tokens // 3) and max_tokens
+    cross_attention_read: str = "dense-once"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ServingMemorySpec(ProbeSpec):
+    """Peak host memory of an in-process Whisper engine serving ``max_num_seqs`` requests of 3 tokens,
+    against the estimate of refimpl.lab.bench.guard.check_serving_memory (RSS sampled every 10 ms)."""
+    name: ClassVar[str] = "serving-memory"
+    whisper: ClassVar[bool] = True
+    at_least: ClassVar[dict[str, float]] = {"max_num_seqs": 1, "num_gpu_blocks": 1}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {"scale": ("auto", "full", "small")}
+    model: str = "whisper-large-v3"
+    scale: str = "full"
+    max_num_seqs: int = 8
+    num_gpu_blocks: int = 400

@@ -128,7 +128,7 @@ def test_the_serving_json_carries_the_telemetry(design, tmp_path):
     kw = (dict(variants=("0.10.2", "0.11.0"), max_concurrency=2, output_len=3, max_num_seqs=2, num_requests=2)
           if design == "paired" else dict(variants=("0.11.0",), max_tokens=3, num_requests=2, warmup_requests=0))
     spec = ServeSpec(design=design, model="whisper-tiny", repeats=2, device="cpu", **kw)
-    res = Result.load(trial.run(spec, in_process=True, check=True).write(tmp_path / "r.json"))
+    res = Result.load(trial.run(spec, in_process=design == "fresh", check=True).write(tmp_path / "r.json"))
     assert (os.sched_getaffinity(0) if before is not None else None) == before   # given back
     env = res.env
     assert env["gpu_telemetry"].startswith("none") and "pinned" in env["engine_affinity"]
@@ -138,7 +138,7 @@ def test_the_serving_json_carries_the_telemetry(design, tmp_path):
             cols = r["step_records"]
             assert len(cols["wall_s"]) == len(cols["kind"]) > 0 and cols["forward_s"] is None
             assert design == "fresh" or len(cols["kind"]) == r["steps"]   # fresh: steps are the core's
-            assert r["step_summary"]["decode"]["num_running_reqs_median"] == 2
+            assert max(cols["num_running_reqs"]) == 2 and r["step_summary"]["decode"]["steps"] >= 1
             assert r["num_output_tokens"] == 2 * 3
     if design == "paired":
         assert res.params["max_concurrency"] == 2 and res.params["output_len"] == 3

@@ -40,7 +40,7 @@ __all__ = ["PERCENTILES", "METRICS", "TELEMETRY", "WorkItem", "make_workload", "
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
 METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
            "paired": ("wall_s", "cpu_s")}
-Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
+Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks, rate, max_concurrency, output_len
 
 
 def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:

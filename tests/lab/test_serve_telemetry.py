@@ -62,7 +62,8 @@ def test_each_step_is_recorded_by_kind_running_requests_and_registry_seconds():
     assert a["tokens"] == b["tokens"]
     assert all(x > 0 for k, x in zip(a["step_records"]["kind"], a["step_records"]["registry_s"]) if k)
     assert sum(b["step_records"]["registry_s"]) == 0 and b["registry_calls"] == 0
-    assert sum(a["step_records"]["registry_s"]) <= a["registry_s"] + 1e-9
+    # every registry call of a block falls inside a step (rounded to 1 us a step)
+    assert sum(a["step_records"]["registry_s"]) == pytest.approx(a["registry_s"], abs=1e-6 * a["steps"])
 
 
 def test_telemetry_adds_no_op_and_no_sync_to_a_step():
@@ -122,6 +123,7 @@ def test_pinning_takes_one_allowed_cpu_and_gives_them_back():
     assert gpu_state("cpu") is None and alloc_retries("cpu") is None
 
 
+@pytest.mark.slow  # two trials, ~50 s each on the shared 2-core VM
 @pytest.mark.parametrize("design", ["paired", "fresh"])
 def test_the_serving_json_carries_the_telemetry(design, tmp_path):
     before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None

@@ -91,7 +91,7 @@ class StepRecorder:
     def records(self) -> dict[str, Any]:
         """The columns (one entry per step; seconds rounded to 1 us) and their ``summarize_steps``;
         ``forward_s`` None on the CPU (no CUDA events), else None for a step that ran no model."""
-        c = dict(self.columns)
+        c: dict[str, Any] = dict(self.columns)
         if self.events is None:
             c["forward_s"] = None
         else:

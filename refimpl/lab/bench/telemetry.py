@@ -104,7 +104,7 @@ class StepRecorder:
 
 
 def summarize_steps(columns: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per step kind: ``steps``, ``wall_s_median`` / ``wall_s_total``, ``registry_s_total``,
+    """Per step kind (seconds to 1 us): ``steps``, ``wall_s_median`` / ``wall_s_total``, ``registry_s_total``,
     ``forward_s_median`` / ``forward_s_total`` (None without device times), ``num_running_reqs_median``."""
     kinds = columns["kind"]
     out: dict[str, dict[str, Any]] = {}
@@ -113,9 +113,13 @@ def summarize_steps(columns: dict[str, Any]) -> dict[str, dict[str, Any]]:
         wall = [columns["wall_s"][i] for i in idx]
         fwd = None if columns["forward_s"] is None else [columns["forward_s"][i] for i in idx
                                                          if columns["forward_s"][i] is not None]
-        out[kind] = {"steps": n, "wall_s_median": float(np.median(wall)), "wall_s_total": float(sum(wall)),
-                     "registry_s_total": float(sum(columns["registry_s"][i] for i in idx)),
-                     "forward_s_median": float(np.median(fwd)) if fwd else None,
-                     "forward_s_total": float(sum(fwd)) if fwd else None,
+        out[kind] = {"steps": n, "wall_s_median": _s(np.median(wall)), "wall_s_total": _s(sum(wall)),
+                     "registry_s_total": _s(sum(columns["registry_s"][i] for i in idx)),
+                     "forward_s_median": _s(np.median(fwd)) if fwd else None,
+                     "forward_s_total": _s(sum(fwd)) if fwd else None,
                      "num_running_reqs_median": float(np.median([columns["num_running_reqs"][i] for i in idx]))}
     return out
+
+
+def _s(x) -> float:
+    return round(float(x), 6)  # seconds to 1 us, as the columns

@@ -55,7 +55,10 @@ def serve_engine(engine, work: list[WorkItem], params: SamplingParams, gc_off: b
     calls, steps, TTFT and E2E percentiles (from each request's add), the per-step telemetry
     (``step_records`` columns and ``step_summary``; ``events``: a ForwardEvents for the device
     seconds on CUDA), ``tokens`` and ``outputs`` in ``work``'s order."""
-    sched, arrival, first, done = engine.scheduler, {}, {}, {}
+    sched = engine.scheduler
+    arrival: dict[str, float] = {}
+    first: dict[str, float] = {}
+    done: dict[str, tuple] = {}
     recorder = StepRecorder(engine, REG.stats, events)
     if gc_off:
         gc.collect()

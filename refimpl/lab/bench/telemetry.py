@@ -47,7 +47,7 @@ class StepRecorder:
         self._event_of_step: list[Optional[int]] = []
         self._seen: list = []
         self._sched = getattr(engine, "scheduler", None)
-        self._runner = None
+        self._runner: Any = None
 
     def __enter__(self) -> "StepRecorder":
         sched = self._sched

@@ -7,7 +7,9 @@ quantisation, sharded loading, safetensors streaming, hub downloads.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
+from typing import Iterator, Optional
 
 import torch
 import transformers
@@ -25,6 +27,30 @@ _ARCHS = {
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
 }
 _NORM_TYPES = (nn.LayerNorm, nn.GroupNorm)
+_shared: Optional[dict[tuple, nn.Module]] = None  # inside shared_weights(): one model per weight key
+
+
+@contextlib.contextmanager
+def shared_weights() -> Iterator[dict[tuple, nn.Module]]:
+    """Inside: ``get_model`` builds each model once and hands every later caller of the same weights
+    (``weight_key``) the same module, its parameters frozen (``requires_grad`` False; the engine only
+    reads them under ``inference_mode``). For several variant engines in one process (the lab's paired
+    design; vLLM has one engine, and one copy of the weights, per process). Nested scopes share the
+    outer one; the engines built inside keep their model after the scope ends. Yields the
+    {weight_key: model} map."""
+    global _shared
+    outer = _shared
+    _shared = {} if outer is None else outer
+    try:
+        yield _shared
+    finally:
+        _shared = outer
+
+
+def weight_key(model_config) -> tuple:
+    """What the weights of ``model_config`` depend on: model, scale, dtype, device, load format, path, seed."""
+    mc = model_config
+    return (mc.model, mc.scale, mc.dtype, str(mc.device), mc.load_format, mc.model_path, mc.seed)
 
 
 def _model_class(model_type: str):
@@ -83,8 +109,18 @@ def _parameter_bytes(model: str, scale: str, dtype: str) -> int:
 def get_model(model_config) -> nn.Module:
     """The model of ``model_config`` in eval mode on its device: ``load_format`` "dummy" (seeded random
     weights), "hf" (``from_pretrained(model_path)``, local only) or "ct2" (tiny.en's real weights,
-    cast to ``dtype``). Raises ConfigError("model_path") for a directory without a loadable config
-    or weights of a supported architecture."""
+    cast to ``dtype``); inside ``shared_weights()`` the one already built for the same ``weight_key``.
+    Raises ConfigError("model_path") for a directory without a loadable config or weights of a
+    supported architecture."""
+    if _shared is None:
+        return _load_model(model_config)
+    key = weight_key(model_config)
+    if key not in _shared:
+        _shared[key] = _load_model(model_config).requires_grad_(False)
+    return _shared[key]
+
+
+def _load_model(model_config) -> nn.Module:
     dtype = getattr(torch, model_config.dtype)
     device = torch.device(model_config.device)
     if model_config.load_format == "hf":

@@ -8,7 +8,8 @@ A step the GPU can see (issue 42): the step's int64 inputs are filled with numpy
 buffer (``CpuGpuBuffer``) and copied once, non-blocking; lengths and indices come from the host; no
 device value is read back inside the step but the sampled ids; cross-attention is one call per layer
 for all running requests (``CrossKVSlots`` rows for "dense-once", one block gather for
-"paged-runs"); ``torch.cuda.synchronize()`` only when ``synchronize_timings`` asks for the split.
+"paged-runs"); ``torch.cuda.synchronize()`` only when ``synchronize_timings`` asks for the split;
+``forward_events`` (worker/forward_events.py) records CUDA events around the model section instead.
 ``debug_checks`` (or ``REFIMPL_DEBUG_STEP=1``) checks once per step, on the host, what the step
 takes as true by construction. Left out: CUDA graphs, chunked encoder inputs, the encoder cache,
 logprobs, penalties, spec decode.
@@ -86,6 +87,7 @@ class WhisperRunner:
         self.staging = StagingBuffer(self.device)
         self.sampler = Sampler()
         self.synchronize_timings = False
+        self.forward_events = None  # a ForwardEvents (CUDA): events around each step's model section
         self.debug_checks = os.environ.get("REFIMPL_DEBUG_STEP", "") not in ("", "0")
         self.step_timings = step_timings if step_timings is not None else {}
         for k in ("prepare", "model", "sample"):
@@ -272,11 +274,15 @@ class WhisperRunner:
             req_ids.sort(key=self.cross_slots.row_of.__getitem__)
         states = [self.requests[r] for r in req_ids]
         inp = self._prepare_inputs(so, req_ids)
-        t1 = self._sync()
+        t1, events = self._sync(), self.forward_events
+        if events is not None:
+            events.start()
         with torch.inference_mode():
             enc_states = [s for s, need in zip(states, inp["needs_encoder"]) if need]
             encoder_out = self._encode(enc_states) if enc_states else None
             logits = self.forward(inp, states, encoder_out, enc_states)
+        if events is not None:
+            events.stop()
         for s in enc_states:
             s.cross_kv_written = True
         t2 = self._sync()

@@ -29,6 +29,8 @@ def argv_of(cmd: str) -> list[str]:
     ServeSpec(design="workload", rate=2.0, num_requests=200), ServeSpec(design="workload", variants=("audios-per-step@4",)),
     ServeSpec(design="paired", variants=("0.10.2+#24866", "0.11.0"), budget_s=450),
     ServeSpec(design="paired", against="first", repeats=4, warmup=False), WerSpec(max_new_tokens=8),
+    ServeSpec(design="paired", variants=("0.10.2", "0.11.0"), max_concurrency=4, output_len=32),
+    ServeSpec(design="workload", max_concurrency=2, output_len=16, max_tokens=16),
 ], ids=lambda s: s.command())
 def test_command_repeats_the_spec(spec):
     parsed, out, in_process = parse(argv_of(spec.command()))

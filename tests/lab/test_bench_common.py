@@ -63,6 +63,16 @@ def test_write_json_roundtrip_and_types(tmp_path):
     assert [f.name for f in p.parent.iterdir()] == ["out.json"]  # no temp file left
 
 
+def test_write_json_puts_a_list_of_scalars_on_one_line(tmp_path):
+    obj = {"wall_s": [0.5, 1e-06, None, -2], "kind": ["decode", None, "a, b", 'q"x'], "nested": [[1, 2], {"a": [True]}],
+           "empty": [], "inf": [float("inf"), 3]}
+    text = write_json(tmp_path / "o.json", obj).read_text()
+    assert json.loads(text) == obj
+    assert '"wall_s": [0.5, 1e-06, null, -2]' in text and '"inf": [Infinity, 3]' in text
+    assert '[1, 2]' in text and '"a": [true]' in text
+    assert '"kind": [\n' in text                     # a string with a comma or an escape: one per line
+
+
 def test_write_json_unserialisable_keeps_old_file(tmp_path):
     p = tmp_path / "out.json"
     write_json(p, {"ok": 1})

@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -44,15 +45,25 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
+_SCALAR = r'(?:-?\d[\d.eE+-]*|-?Infinity|NaN|null|true|false|"[^"\\,\[\]{}]*")'
+_FLAT_LIST = re.compile(rf"\[\n\s*({_SCALAR}(?:,\n\s*{_SCALAR})*)\n\s*\]")
+
+
+def _flat_lists(text: str) -> str:
+    """``json.dumps(indent=2)`` text with each list of plain scalars on one line (per-step columns)."""
+    return _FLAT_LIST.sub(lambda m: "[" + ", ".join(x.strip() for x in m[1].split(",")) + "]", text)
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
-    """Write ``obj`` as JSON atomically (numpy, Paths, dataclasses and sets converted); the path."""
+    """Write ``obj`` as JSON atomically (numpy, Paths, dataclasses and sets converted; indented, a
+    list of numbers, nulls, booleans or short strings on one line); the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = _flat_lists(json.dumps(obj, indent=2, default=_json_default, allow_nan=True))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as f:
-            json.dump(obj, f, indent=2, default=_json_default, allow_nan=True)
-            f.write("\n")
+            f.write(text + "\n")
         os.chmod(tmp, 0o644)  # mkstemp makes it private; results are for everyone to read
         os.replace(tmp, path)
     except BaseException:

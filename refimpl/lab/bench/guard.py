@@ -21,9 +21,10 @@ from refimpl.config import (
     resolve_device,
 )
 from refimpl.config.checks import check_mm_processor_kwargs, check_model_dir
-from refimpl.config.model import REAL_WEIGHT_MODELS, get_config_dict, get_preprocessor_dict
+from refimpl.config.model import REAL_WEIGHT_MODELS, get_preprocessor_dict
 from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, InsufficientMemoryError, UnknownModelError, UnknownVariantError
+from refimpl.lab.bench.serve_checks import check_max_tokens, check_serve
 from refimpl.lab.bench.spec_types import check_types
 from refimpl.lab.bench.specs import CHOICES, HF, CalibrateSpec, ServeSpec, Spec, StartupSpec
 from refimpl.variants import ENCODER_LEN_VARIANTS, STARTUP_VARIANTS
@@ -35,12 +36,14 @@ GiB = 1 << 30
 MEMORY_WAIT_S = 300.0  # how long a run waits for memory other processes hold before it is refused
 AT_LEAST = {"repeats": 1, "calls": 1, "max_model_len": 1, "num_requests": 1, "max_tokens": 1,
             "max_num_seqs": 1, "num_gpu_blocks": 1, "warmup_requests": 0, "max_new_tokens": 1,
-            "size_mib": 16}
+            "size_mib": 16, "max_concurrency": 1, "output_len": 1}
 ABOVE_ZERO = ("budget_s", "rate")
 # (field, its neutral value, the other field, the other's values that allow any value)
 CONFLICTS = (("reset_scope", "v0.9.0", "process_mode", ("mp",)),
              ("calls", None, "process_mode", ("inproc",)),
              ("rate", None, "design", ("workload",)),
+             ("max_concurrency", None, "design", ("workload", "paired")),
+             ("output_len", None, "design", ("workload", "paired")),
              ("against", "previous", "design", ("paired",)),
              ("warmup_requests", 0, "design", ("fresh", "workload")),
              ("in_process", False, "design", ("fresh",)))
@@ -78,11 +81,11 @@ def check(spec: Spec, out: Optional[str | os.PathLike] = None, in_process: bool 
         if "model" in values:
             check_model(s.model)
     if isinstance(s, ServeSpec):
-        _serve(s)
+        check_serve(spec, s)  # type: ignore[arg-type]
     if isinstance(s, StartupSpec):
         _startup(s)
     if hasattr(s, "max_new_tokens"):
-        _max_tokens("max_new_tokens", s.max_new_tokens, s.model)
+        check_max_tokens("max_new_tokens", s.max_new_tokens, s.model)
     if "device" in values:
         resolve_device(values["device"])
     if getattr(s, "model", None) in REAL_WEIGHT_MODELS and getattr(s, "model_path", None) is None:
@@ -110,29 +113,6 @@ def _labels(s: Spec, bench: str) -> None:
                        and n.isdigit() and int(n) >= 1):
             raise ConfigError("variants", "NAME@N (N >= 1 audios per step) only for an audios-per-step "
                               "variant", got)
-
-
-def _max_tokens(field: str, value: int, model: str) -> None:
-    """Whisper decodes at most max_target_positions (448) minus its decoder prompt."""
-    from refimpl.tokenizer import WHISPER_EN_PROMPT_TOKENS, WHISPER_PROMPT_TOKENS  # transformers: on use
-
-    prompt = WHISPER_EN_PROMPT_TOKENS if model.endswith(".en") else WHISPER_PROMPT_TOKENS
-    limit = get_config_dict(model)["max_target_positions"] - len(prompt)
-    if value > limit:
-        raise ConfigError(field, f"<= {limit} for {model}", f"got {value}")
-
-
-def _serve(s: ServeSpec) -> None:
-    assert s.model is not None and s.variants is not None and s.max_tokens is not None
-    if not ModelConfig(s.model, device="cpu").is_encoder_decoder:
-        raise UnknownModelError("model", "a Whisper model", f"refimpl bench serve serves Whisper, got {s.model}")
-    _max_tokens("max_tokens", s.max_tokens, s.model)
-    engines = [v for v in s.variants if v != HF]
-    if s.design == "paired" and (len(s.variants) < 2 or HF in s.variants):
-        raise ConfigError("variants", "two or more engine variants with design paired", f"got {' '.join(s.variants)}")
-    if s.design == "workload" and len(engines) > 1:
-        raise ConfigError("variants", "one engine variant (and hf-generate) with design workload",
-                          f"got {' '.join(s.variants)}")
 
 
 def _startup(s: StartupSpec) -> None:
@@ -174,6 +154,7 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
         # memory (torch, the start-up plan) is imported by the checks that read it: not by calibrate's parent
         from refimpl.config import VllmConfig
         from refimpl.lab.bench import memory
+        from refimpl.worker.model_loader import parameter_bytes
         assert s.model and s.variants and s.num_requests is not None and s.warmup_requests is not None
         mc = ModelConfig(s.model, device=s.device or "auto")
         engines = [v for v in s.variants if v != HF]
@@ -186,11 +167,13 @@ def check_memory(s: Spec, available: Optional[int] = None) -> None:
         if s.design == "workload":
             reqs += memory.request_bytes(s.model, s.warmup_requests, False)
         n = len(engines) if s.design == "paired" else min(len(engines), 1)
-        engine = n * check_serving_memory(vc, avail) if mc.device == "cpu" and n else 0
+        shared = (n - 1) * parameter_bytes(mc) if n > 1 else 0  # the variant engines share one model's weights
+        engine = n * check_serving_memory(vc, avail) - shared if mc.device == "cpu" and n else 0
         if engine + reqs > avail:
             raise InsufficientMemoryError("num_requests", avail, (
                 f"{s.num_requests} requests hold up to {reqs / GiB:.1f} GiB (audio of up to 30 s at 16 kHz "
-                f"float32{', log-mel features' if engines else ''}), {n} engine(s) about {engine / GiB:.1f} GiB; "
+                f"float32{', log-mel features' if engines else ''}), {n} engine(s) on one copy of the weights about "
+                f"{engine / GiB:.1f} GiB; "
                 f"{avail / GiB:.1f} GiB available"))
 
 

@@ -1,64 +1,46 @@
 """``refimpl bench serve``: Whisper serving by encoder-length row, on real speech (seeded); designs
-fresh (Result "throughput"), workload, paired (specs.ServeSpec). hf-generate: TTFT = E2E."""
+fresh (Result "throughput"), workload, paired (specs.ServeSpec). hf-generate: TTFT = E2E. The loop
+and its per-step telemetry: serve_loop.py, telemetry.py; the machine around each block: device_state.py."""
 from __future__ import annotations
 
-import gc
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from refimpl.audio import make_request_audios
 from refimpl.config import ModelConfig, resolve_device
 from refimpl.engine.core import StepTimings
 from refimpl.engine.llm_engine import LLMEngine
 from refimpl.lab.bench.common import set_single_thread
+from refimpl.lab.bench.device_state import (
+    alloc_retries,
+    gpu_state,
+    gpu_telemetry_source,
+    pin_engine_thread,
+    restore_affinity,
+)
 from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.serve_loop import PERCENTILES, WorkItem, latency_summary, make_workload, serve_engine
+from refimpl.lab.bench.serve_loop import served as _served
 from refimpl.lab.bench.specs import HF, ServeSpec
 from refimpl.lab.env import result_env
 from refimpl.lab.stats import MIN_PAIRS, median, paired, summarize
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.sampling_params import SamplingParams
 from refimpl.tokenizer import whisper_decoder_prompt
+from refimpl.worker.forward_events import ForwardEvents
 from refimpl.worker.hf_reference import hf_greedy_generate
-from refimpl.worker.model_loader import get_model
+from refimpl.worker.model_loader import get_model, shared_weights
 
-__all__ = ["PERCENTILES", "METRICS", "WorkItem", "make_workload", "latency_summary", "build_engine",
-           "serve_engine", "serve_hf", "executor", "run_once", "gains", "abba_sums", "engine_over_generate",
-           "result"]
+__all__ = ["PERCENTILES", "METRICS", "TELEMETRY", "WorkItem", "make_workload", "latency_summary", "build_engine",
+           "serve_engine", "serve_hf", "Servers", "executor", "run_once", "gains", "abba_sums",
+           "engine_over_generate", "result"]
 
-PERCENTILES = (50, 90, 99)
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
 METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
            "paired": ("wall_s", "cpu_s")}
-Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks and rate
-
-
-@dataclass
-class WorkItem:
-    """One request of a workload: arrival (s after the start), audio (float32, 16 kHz)."""
-    arrival_s: float
-    audio: np.ndarray
-
-
-def make_workload(num_requests: int, seed: int = 0, rate: float | None = None, max_s: float = 30.0) -> list[WorkItem]:
-    """Mixed-length speech; every request at 0 s, or exponential gaps of mean 1 / ``rate`` s."""
-    audios = make_request_audios(num_requests, seed=seed, max_s=max_s)
-    times = np.cumsum(np.random.default_rng(seed + 1).exponential(1.0 / rate, num_requests)) if rate \
-        else np.zeros(num_requests)
-    return [WorkItem(float(t), a) for t, a in zip(times, audios)]
-
-
-def latency_summary(name: str, values: list[float]) -> dict[str, float]:
-    arr = np.asarray(values, dtype=float)
-    return {**{f"{name}_p{p}": float(np.percentile(arr, p)) for p in PERCENTILES}, f"{name}_mean": float(arr.mean())}
-
-
-def _served(n_req: int, n_tok: int, wall: float, **extra) -> dict:
-    return {"num_requests": n_req, "num_output_tokens": n_tok, "wall_s": wall, "requests_per_s": n_req / wall,
-            "output_tokens_per_s": n_tok / wall, **extra}
+Resolved = Any  # a ServeSpec after resolve(): no field left None but num_gpu_blocks, rate, max_concurrency, output_len
 
 
 def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
@@ -67,44 +49,6 @@ def build_engine(spec: Resolved, label: str, **kw) -> LLMEngine:
     return LLMEngine.from_args(spec.model, encoder_len_variant=name, device=spec.device,
                                max_num_seqs=spec.max_num_seqs, num_gpu_blocks=spec.num_gpu_blocks,
                                max_audios_per_step=int(n or 1), process_mode="inproc", **kw)
-
-
-def serve_engine(engine, work: list[WorkItem], params: SamplingParams, gc_off: bool = False) -> dict:
-    """Serve ``work`` with an in-process LLMEngine, each request added at its arrival time: rates, wall /
-    CPU / registry s, calls, steps, TTFT and E2E percentiles, ``tokens`` and ``outputs`` in ``work``'s order."""
-    sched, arrival, first, done = engine.scheduler, {}, {}, {}
-    if gc_off:
-        gc.collect()
-        gc.disable()
-    try:
-        REG.reset_stats()
-        i, steps, t0, c0 = 0, 0, time.perf_counter(), time.process_time()
-        while i < len(work) or engine.has_unfinished_requests():
-            now = time.perf_counter() - t0
-            while i < len(work) and work[i].arrival_s <= now:
-                rid = engine.add_request(None, {"multi_modal_data": {"audio": (work[i].audio, 16000)}}, params)
-                arrival[rid], i = t0 + work[i].arrival_s, i + 1
-            if not engine.has_unfinished_requests():
-                time.sleep(max(0.0, min(work[i].arrival_s - now, 0.05)))
-                continue
-            finished, steps = engine.step(), steps + 1
-            t = time.perf_counter()
-            for r in sched.running:  # the scheduler's ids are per submission; ours are the user's
-                if r.external_req_id not in first and r.num_output_tokens > 0:
-                    first[r.external_req_id] = t
-            for o in finished:
-                first.setdefault(o.request_id, t)
-                done[o.request_id] = (t, o)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-    finally:
-        if gc_off:
-            gc.enable()
-    outs = [done[r][1] for r in arrival]
-    return _served(len(outs), sum(len(o.output_token_ids) for o in outs), wall, cpu_s=cpu, steps=steps,
-                   registry_s=REG.stats.encdec_s, registry_calls=REG.stats.encdec_calls,
-                   **latency_summary("ttft_s", [first[r] - arrival[r] for r in arrival]),
-                   **latency_summary("e2e_s", [done[r][0] - arrival[r] for r in arrival]),
-                   tokens=[list(o.output_token_ids) for o in outs], outputs=outs)
 
 
 def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], max_tokens: int,
@@ -129,24 +73,33 @@ def serve_hf(model, processor, decoder_prompt: list[int], work: list[WorkItem], 
 
 
 class Servers:
-    """Each label's engine (or generate()) built once; a step serves the timed work, or the warm-up
-    (``round`` None). Designs: fresh (``run_once`` in a fresh process: the first ``warmup_requests`` of the
-    work, processor cache on, ``ignore_eos``), workload (its own warm-up requests, arrivals), paired (a
-    whole block as warm-up, gc off while timed)."""
+    """Each label's engine (or generate()) built once, all on one copy of the weights
+    (``shared_weights``), the calling thread pinned to one CPU (``pin_engine_thread``; ``close``
+    restores it); a step serves the timed work, or the warm-up (``round`` None). Designs: fresh
+    (``run_once`` in a fresh process: the first ``warmup_requests`` of the work, processor cache on,
+    ``ignore_eos``), workload (its own warm-up requests, arrivals), paired (a whole block as warm-up,
+    gc off while timed). With ``max_concurrency`` C a closed loop, the warm-up at least C requests
+    (a full batch); with ``output_len`` L every request decodes exactly L tokens (``ignore_eos``)."""
 
     def __init__(self, spec: Resolved):
-        self.threads, self.spec = set_single_thread(), spec
+        self.threads, self.spec, self.affinity = set_single_thread(), spec, pin_engine_thread()
+        self.device = resolve_device(spec.device or "auto")
         self.engines: dict[str, LLMEngine] = {}
         self.work = make_workload(spec.num_requests, 0, spec.rate)
+        n_warm = max(spec.warmup_requests or 0, spec.max_concurrency or 0)
         self.warm = (self.work if spec.design == "paired" else self.work[:spec.warmup_requests]
-                     if spec.design == "fresh" else make_workload(spec.warmup_requests, 1000))
-        self.params = SamplingParams(max_tokens=spec.max_tokens, ignore_eos=spec.design == "fresh")
-        self.serve = {label: self._hf() if label == HF else self._engine(label) for label in spec.variants or ()}
+                     if spec.design == "fresh" else make_workload(n_warm, 1000))
+        self.params = SamplingParams(max_tokens=spec.max_tokens,
+                                     ignore_eos=spec.design == "fresh" or spec.output_len is not None)
+        with shared_weights():
+            self.serve = {label: self._hf() if label == HF else self._engine(label) for label in spec.variants or ()}
 
     def _engine(self, label: str):
-        engine = self.engines[label] = build_engine(self.spec, label,
-                                                    disable_mm_preprocessor_cache=self.spec.design != "fresh")
-        return lambda work: serve_engine(engine, work, self.params, gc_off=self.spec.design == "paired")
+        spec = self.spec
+        engine = self.engines[label] = build_engine(spec, label, disable_mm_preprocessor_cache=spec.design != "fresh")
+        cuda = str(getattr(getattr(engine, "vllm_config", None), "device", "cpu")).startswith("cuda")
+        return lambda work: serve_engine(engine, work, self.params, gc_off=spec.design == "paired",
+                                         concurrency=spec.max_concurrency, events=ForwardEvents() if cuda else None)
 
     def _hf(self):
         mc = ModelConfig(self.spec.model, device=self.spec.device)
@@ -154,13 +107,28 @@ class Servers:
         dec, p = whisper_decoder_prompt(self.spec.model), self.params
         return lambda work: serve_hf(model, proc, dec, work, p.max_tokens, self.spec.max_num_seqs, not p.ignore_eos)
 
+    def block(self, label: str, work: list[WorkItem]) -> dict:
+        """Serve ``work`` with ``label``: its record, with the GPU state at the block's start and end
+        (``gpu``, None off CUDA), the allocator's retries in it (``alloc_retries``, None off CUDA) and
+        ``engine_affinity``; ``cpu_s`` of this process where the server does not say."""
+        g0, a0 = gpu_state(self.device), alloc_retries(self.device)
+        c0 = time.process_time()
+        rec = self.serve[label](work)
+        rec.setdefault("cpu_s", time.process_time() - c0)
+        a1 = alloc_retries(self.device)
+        return rec | {"gpu": None if g0 is None else {"start": g0, "end": gpu_state(self.device)},
+                      "alloc_retries": None if a0 is None or a1 is None else a1 - a0, "engine_affinity": self.affinity}
+
     def __call__(self, step) -> dict:
         work = self.warm if step.round is None else self.work
         if not work:
             return {}
-        c0, drop = time.process_time(), ("outputs", "batch_s") + (() if self.spec.design == "paired" else ("tokens",))
-        rec = {k: v for k, v in self.serve[step.label](work).items() if k not in drop}
-        return rec if "cpu_s" in rec else rec | {"cpu_s": time.process_time() - c0}
+        drop = ("outputs", "batch_s") + (() if self.spec.design == "paired" else ("tokens",))
+        return {k: v for k, v in self.block(step.label, work).items() if k not in drop}
+
+    def close(self) -> None:
+        """The thread's CPUs as before."""
+        restore_affinity(self.affinity)
 
 
 def executor(spec: Resolved) -> Servers:
@@ -168,19 +136,26 @@ def executor(spec: Resolved) -> Servers:
     return Servers(spec)
 
 
+TELEMETRY = ("gpu", "alloc_retries", "engine_affinity")
+
+
 def run_once(spec: Resolved, label: str) -> dict:
     """One run of the fresh design in this process: a new engine (or generate()), one thread."""
     s = Servers(spec.replace(variants=(label,)))
-    if s.warm:
-        s.serve[label](s.warm)
-    if label == HF:
-        r = s.serve[label](s.work)
-        return {"engine": "hf", "variant": HF, "device": resolve_device(spec.device), **{k: r[k] for k in SERVED},
-                "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
-                "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": s.threads}
-    engine = s.engines[label]
-    engine.engine_core.step_timings.clear()
-    r = s.serve[label](s.work)
+    try:
+        if s.warm:
+            s.serve[label](s.warm)
+        if label == HF:
+            r = s.block(label, s.work)
+            return {"engine": "hf", "variant": HF, "device": resolve_device(spec.device), **{k: r[k] for k in SERVED},
+                    "registry_calls": 0, "registry_s_total": 0.0, "steps": len(r["batch_s"]),
+                    "batch_time_ms_median": 1e3 * median(r["batch_s"]), "torch_num_threads": s.threads,
+                    **{k: r[k] for k in TELEMETRY}}
+        engine = s.engines[label]
+        engine.engine_core.step_timings.clear()
+        r = s.block(label, s.work)
+    finally:
+        s.close()
     steps = list(engine.engine_core.step_timings)
     return {"engine": "refimpl", "variant": label, "device": engine.vllm_config.device,
             **{k: r[k] for k in SERVED}, "registry_calls": r["registry_calls"], "registry_s_total": r["registry_s"],
@@ -188,7 +163,8 @@ def run_once(spec: Resolved, label: str) -> dict:
             "step_split_s": {k: sum(getattr(t, k) for t in steps) for k in StepTimings.PARTS},
             "max_audios_per_step": engine.vllm_config.scheduler_config.max_audios_per_step,
             "num_gpu_blocks": engine.scheduler.kv_cache_manager.block_pool.num_gpu_blocks,
-            "num_preemptions": sum(o.num_preemptions for o in r["outputs"]), "torch_num_threads": s.threads}
+            "num_preemptions": sum(o.num_preemptions for o in r["outputs"]), "torch_num_threads": s.threads,
+            **{k: r[k] for k in (*TELEMETRY, "step_records", "step_summary")}}
 
 
 def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pairing: str = "round") -> list[dict]:
@@ -224,7 +200,10 @@ def engine_over_generate(runs: dict[str, list[dict]], variant: str) -> list[dict
 
 
 def result(spec: ServeSpec, trial, in_process: bool) -> Result:
+    """The Result of a trial: runs, summaries, comparisons; the engine thread's affinity (each run's
+    ``engine_affinity``, the first) and where the GPU state came from (``gpu_telemetry``) in ``env``."""
     runs, params, comparisons = trial.runs, {**spec.params(), **trial.stop}, []
+    affinity = [r.pop("engine_affinity") for rs in runs.values() for r in rs if "engine_affinity" in r]
     if spec.design == "paired":
         toks = [r.pop("tokens") for rs in runs.values() for r in rs]
         n = len(next(iter(runs.values())))
@@ -243,6 +222,8 @@ def result(spec: ServeSpec, trial, in_process: bool) -> Result:
             v["summary"]["registry_share"] = summarize(r["registry_s_total"] / r["wall_s"] for r in v["runs"])
         if spec.design == "paired" and v["runs"]:
             v["summary"]["tokens_identical"] = params["tokens_identical"]
-    return Result(spec.bench, result_env(runs, spec.device, in_process or not spec.fresh), params, variants,
+    env = result_env(runs, spec.device, in_process or not spec.fresh)
+    env |= {"engine_affinity": affinity[0] if affinity else None, "gpu_telemetry": gpu_telemetry_source(env["device"])}
+    return Result(spec.bench, env, params, variants,
                   comparisons=comparisons, missing=[] if all(runs.values()) else ["runs"])
 

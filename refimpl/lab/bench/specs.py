@@ -133,7 +133,8 @@ def per_design(key: str, fallback: str = "") -> Any:
 class ServeSpec(Spec):
     """Whisper serving by encoder-length variant (vLLM PRs #24866 / #24989). Designs: fresh (a
     fresh process per run, A B A B, fixed output length), workload (this process, A B B A, EOS
-    stops, latencies), paired (this process, identical blocks A B B A, gains with 95% CIs)."""
+    stops, latencies), paired (this process, identical blocks A B B A, gains with 95% CIs); the
+    last two at a fixed concurrency C (``max_concurrency``) and output length L (``output_len``)."""
     name: ClassVar[str] = "serve"
     anchors: ClassVar[tuple[str, ...]] = ("design", "budget_s")
     design: str = "fresh"  # fresh | workload | paired
@@ -149,6 +150,8 @@ class ServeSpec(Spec):
     warmup: bool = True  # one untimed run (paired: round) per variant first
     warmup_requests: Annotated[Optional[int], per_design("warmup_requests")] = None  # untimed requests each engine serves first
     rate: Annotated[Optional[float], default("all at 0 s")] = None  # workload: Poisson arrivals, requests/s
+    max_concurrency: Annotated[Optional[int], default("off: arrivals")] = None  # workload, paired: closed loop, C in flight
+    output_len: Annotated[Optional[int], default("off: --max-tokens")] = None  # workload, paired: exactly L tokens (ignore_eos)
     device: Annotated[Optional[str], per_design("device")] = None  # auto | cpu | cuda
 
     @property
@@ -165,6 +168,7 @@ class ServeSpec(Spec):
 
     def resolve(self) -> ServeSpec:
         d = dict(DESIGNS[self.design][1], repeats=10**6 if self.budget_s else DESIGNS[self.design][1]["repeats"])
+        d["max_tokens"] = self.output_len or d["max_tokens"]  # L tokens a request: --output-len is --max-tokens
         return dataclasses.replace(self, **{k: v for k, v in d.items() if getattr(self, k) is None})
 
     def params(self) -> dict[str, Any]:

@@ -17,7 +17,8 @@ import torch
 
 from refimpl.config import ModelConfig, get_config_dict
 from refimpl.engine.llm_engine import LLMEngine
-from refimpl.lab.bench.serve import make_workload
+from refimpl.lab.bench.serve_loop import make_workload
+from refimpl.lab.bench.telemetry import STEP_KINDS, step_kind
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
 from refimpl.sampling_params import SamplingParams
 from refimpl.testing.dispatch import DispatchCounter
@@ -26,19 +27,6 @@ from refimpl.worker.hf_reference import hf_greedy_generate
 from refimpl.worker.model_loader import get_model
 
 __all__ = ["STEP_KINDS", "step_kind", "engine_step_ops", "generate_ops_per_token", "op_budget"]
-
-STEP_KINDS = ("prefill", "mixed", "decode")
-
-
-def step_kind(so) -> Optional[str]:
-    """"decode" (every scheduled request one token, none new), "prefill" (only new requests),
-    "mixed" (new and running requests together); None for a step that schedules nothing."""
-    if not so.num_scheduled_tokens:
-        return None
-    new = {r.req_id for r in so.scheduled_new_reqs}
-    if not new:
-        return "decode" if all(n == 1 for n in so.num_scheduled_tokens.values()) else "mixed"
-    return "prefill" if new >= set(so.num_scheduled_tokens) else "mixed"
 
 
 def _copies(runner) -> int:

@@ -90,8 +90,10 @@ def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike
     trial, now, t0 = Trial({label: [] for label in spec.labels}), "set-up", None
     order = list(steps(spec.labels, spec.repeats or 1, spec.warmup, spec.abba)) if spec.budget_s is None else None
     bar = tqdm(total=len(order) if order else None, desc=spec.bench, file=sys.stderr, mininterval=0, miniters=1)
+    close: list[Callable[[], None]] = []  # an executor that holds something (serve.Servers: the thread's CPUs)
     try:
         one = executor(spec, in_process)
+        close += [c] if (c := getattr(one, "close", None)) else []
         for step in order or steps(spec.labels, spec.repeats or 1, spec.warmup, spec.abba, spec.budget_s):
             now = str(step)
             bar.set_postfix_str(f"running {now}")
@@ -107,6 +109,8 @@ def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike
         trial.failed, trial.refimpl_error = f"{now}: {type(e).__name__}: {e}", isinstance(e, RefimplError)
     finally:
         bar.close()
+        for c in close:
+            c()
     trial.timed_s = time.perf_counter() - t0 if t0 else 0.0
     if spec.abba:  # whole rounds only
         n = min(len(rs) for rs in trial.runs.values())

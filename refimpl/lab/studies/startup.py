@@ -26,8 +26,8 @@ from refimpl.lab.studies import (
 )
 from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import startup_tables as T
-from refimpl.lab.studies.startup_mechanism import mechanism_md
 from refimpl.lab.studies.startup_figures import budget_figure, ladder_figure, phases_figure  # noqa: F401
+from refimpl.lab.studies.startup_mechanism import mechanism_md
 from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' and tests' names)
     CROSSOVER_SIZES,
     QUICK_LIMITS,

@@ -41,17 +41,17 @@ def mechanism_table(res: Result) -> str:
 def forward_and_overhead_table(res: Result) -> str:
     """Markdown per variant: ``profile_run`` s, its encoder forward alone, start-up s (``total_s``) and a
     fresh process's overhead before it (interpreter, bench imports); '-' where the runs have none."""
+    def col(runs: list[dict], get) -> str:
+        xs = [x for x in map(get, runs) if x is not None]
+        return spread(xs) if xs else "-"
     rows = []
     for v in measured(res):
         runs = res.runs(v)
-
-        def col(get) -> str:
-            xs = [get(r) for r in runs]
-            return spread([x for x in xs if x is not None]) if any(x is not None for x in xs) else "-"
-        rows.append([v, col(lambda r: r["phases"].get("profile_run")), col(lambda r: r.get("profile_encoder_forward_s")),
-                     col(lambda r: r.get("total_s")), col(lambda r: r.get("process_overhead_s")),
-                     col(lambda r: r.get("process_overhead", {}).get("interpreter_s")),
-                     col(lambda r: r.get("process_overhead", {}).get("bench_imports_s"))])
+        rows.append([v, *[col(runs, get) for get in (
+            lambda r: r["phases"].get("profile_run"), lambda r: r.get("profile_encoder_forward_s"),
+            lambda r: r.get("total_s"), lambda r: r.get("process_overhead_s"),
+            lambda r: r.get("process_overhead", {}).get("interpreter_s"),
+            lambda r: r.get("process_overhead", {}).get("bench_imports_s"))]])
     return md_table(["variant", "profile_run s", "encoder forward alone s", "start-up s",
                      "fresh-process overhead s", "interpreter + worker imports s", "bench imports s"], rows)
 

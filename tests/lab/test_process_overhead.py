@@ -8,6 +8,8 @@ import textwrap
 import time
 import types
 
+import pytest
+
 from refimpl.engine.startup_plan import CHECK_PHASE
 from refimpl.engine.startup_report import MM_PARTS
 from refimpl.lab.bench import fresh
@@ -84,3 +86,27 @@ def test_an_in_process_startup_imports_no_two_process_machinery():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={**os.environ}, check=True).stdout.strip()
     assert out == "[]", out
+
+
+def test_the_start_up_report_shows_the_parts_the_forward_and_the_overhead():
+    import copy
+
+    from refimpl.lab.bench.schema import Result
+    from refimpl.lab.studies import REFERENCE, RESULTS_DIR
+    from refimpl.lab.studies import startup_mechanism as M
+    res = Result.load(RESULTS_DIR / REFERENCE / "startup_qwen2.5-vl-3b.json")  # runs before the fields
+    assert M.mechanism_table(res) == M.NO_PHASE_PARTS and "process overhead" not in M.mechanism_md(res)
+    res = copy.deepcopy(res)
+    for v in res.variants.values():
+        for r in v["runs"]:
+            r["mm_seconds_by_phase"] = {p: {"hf_processor_s": 0.0, "hash_s": 0.0, "dummy_s": 0.0} for p in r["phases"]}
+            r["mm_seconds_by_phase"]["profile_run"] = {"hf_processor_s": 0.25 * r["phases"]["profile_run"],
+                                                       "hash_s": 0.0, "dummy_s": 0.5 * r["phases"]["profile_run"]}
+            r["profile_encoder_forward_s"], r["process_overhead_s"] = 0.1, 7.0
+            r["process_overhead"] = {"interpreter_s": 6.0, "bench_imports_s": 1.0}
+    run = res.runs(next(iter(res.variants)))[0]
+    parts = M.phase_parts(run)
+    assert list(parts) == ["profile_run"]  # only the phases with multimodal work
+    assert parts["profile_run"]["rest_s"] == pytest.approx(0.25 * run["phases"]["profile_run"])
+    text = M.mechanism_md(res)
+    assert "| profile_run |" in M.mechanism_table(res) and "| process overhead s |" in text and "| 7 [7, 7] |" in text

@@ -38,22 +38,25 @@ def mechanism_table(res: Result) -> str:
     return md_table(["variant", "phase", "phase s", *PART_HEADERS.values(), "rest s"], rows)
 
 
+def has_overhead(res: Result) -> bool:
+    """Whether a run of ``res`` records ``process_overhead_s`` (fresh-process runs after issue 42)."""
+    return any("process_overhead_s" in r for v in res.variants.values() for r in v["runs"])
+
+
 def forward_and_overhead_table(res: Result) -> str:
-    """Markdown per variant: ``profile_run`` s, its encoder forward alone, start-up s (``total_s``) and a
-    fresh process's overhead before it (interpreter, bench imports); '-' where the runs have none."""
+    """Markdown per variant: ``profile_run`` s, its encoder forward alone, start-up s (``total_s``) and,
+    where the runs record it, a fresh process's overhead before it (interpreter, bench imports)."""
     def col(runs: list[dict], get) -> str:
         xs = [x for x in map(get, runs) if x is not None]
         return spread(xs) if xs else "-"
-    rows = []
-    for v in measured(res):
-        runs = res.runs(v)
-        rows.append([v, *[col(runs, get) for get in (
-            lambda r: r["phases"].get("profile_run"), lambda r: r.get("profile_encoder_forward_s"),
-            lambda r: r.get("total_s"), lambda r: r.get("process_overhead_s"),
-            lambda r: r.get("process_overhead", {}).get("interpreter_s"),
-            lambda r: r.get("process_overhead", {}).get("bench_imports_s"))]])
-    return md_table(["variant", "profile_run s", "encoder forward alone s", "start-up s",
-                     "fresh-process overhead s", "interpreter + worker imports s", "bench imports s"], rows)
+    cols = [lambda r: r["phases"].get("profile_run"), lambda r: r.get("profile_encoder_forward_s"),
+            lambda r: r.get("total_s")]
+    head = ["variant", "profile_run s", "encoder forward alone s", "start-up s"]
+    if has_overhead(res):
+        cols += [lambda r: r.get("process_overhead_s"), lambda r: r.get("process_overhead", {}).get("interpreter_s"),
+                 lambda r: r.get("process_overhead", {}).get("bench_imports_s")]
+        head += ["process overhead s", "interpreter + worker imports s", "bench imports s"]
+    return md_table(head, [[v, *[col(res.runs(v), get) for get in cols]] for v in measured(res)])
 
 
 def mechanism_md(res: Result) -> str:
@@ -61,6 +64,7 @@ def mechanism_md(res: Result) -> str:
     return md("Multimodal work per start-up phase (seconds; the parts are timed where the work runs, the "
               "rest is the phase's other work: model build, encoder and text forwards, KV cache):",
               mechanism_table(res),
-              "The profile run's encoder forward alone, and what a fresh process pays before the start-up "
-              "(not in start-up s; '-': an in-process run or a run that predates the field):",
+              "The profile run's encoder forward alone ('-': runs that predate the field)"
+              + (", and what each new process paid before its start-up began (interpreter and imports; "
+                 "not in start-up s)" if has_overhead(res) else "") + ":",
               forward_and_overhead_table(res))

@@ -5,8 +5,9 @@ Mirrors ``vllm/v1/engine/core.py`` with the start-up paths of ``v1/worker/gpu_mo
 encoder-length and RAM refusals), then startup_plan.PHASES (passes of STARTUP_STEPS): runner_init
 [#1, the runner's MultiModalBudget], load_model, profile_run [#2, #3], kv_cache_init, capture_model,
 scheduler_init [#5], reset_mm_cache; every second of ``EngineCore()`` falls in one
-(``StartupReport.wall_s``). The check of a start-up against its StartupPlan is the tests'
-(``StartupPlan.mismatches``), never run inside the start-up it times. Left out: multi-process
+(``StartupReport.wall_s``), with its HF-processor, hashing and dummy seconds (startup_report.PhaseMeter).
+The check of a start-up against its StartupPlan is the tests' (``StartupPlan.mismatches``), never run
+inside the start-up it times. Left out: multi-process
 executors, tensor parallelism (each worker repeats #1-#3), the TPU precompile path.
 """
 from __future__ import annotations
@@ -17,12 +18,13 @@ import time
 import warnings
 from collections import deque
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar
 
 from refimpl.config import VllmConfig
 from refimpl.core.sched.scheduler import Scheduler
 from refimpl.engine.startup_plan import CHECK_PHASE, PHASES, RESET_PHASE
+from refimpl.engine.startup_report import PhaseMeter, StartupReport  # noqa: F401  (StartupReport: public here)
 from refimpl.errors import EncoderLengthMismatchError, EngineStateError
 from refimpl.multimodal.encoder_budget import cache_on
 from refimpl.request import RequestStatus
@@ -31,47 +33,6 @@ from refimpl.variants import ENCODER_LEN_SITES, StartupVariant, current_row_name
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass
-class StartupReport:
-    """What one start-up did: seconds per phase (``phases``, CHECK_PHASE first), ``wall_s`` (the
-    seconds of ``EngineCore()`` from entry to return, which the phases cover), HF-processor passes
-    per PHASES entry, cache figures (bytes)."""
-    variant: str
-    phases: dict[str, float] = field(default_factory=dict)
-    hf_processor_calls: int = 0
-    hf_mm_passes: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    cache_bytes_before_reset: int = 0
-    cache_bytes_after_reset: int = 0
-    rss_before_reset: int = 0
-    rss_after_reset: int = 0
-    peak_rss_bytes: int = 0
-    encoder_compute_budget: int = 0
-    encoder_cache_size: int = 0
-    num_gpu_blocks: int = 0
-    max_tokens_per_item: dict[str, int] = field(default_factory=dict)
-    profile_tokens_per_item: int = 0
-    profile_encoder_tokens: int = 0
-    passes_by_phase: dict[str, int] = field(default_factory=dict)
-    cache_bytes_by_phase: dict[str, int] = field(default_factory=dict)  # held after each phase
-    wall_s: float = 0.0
-
-    @property
-    def plan_mismatches(self) -> None:
-        """Deprecated (after 0.2.0): the engine no longer checks itself against its StartupPlan while it
-        starts; always None ("not checked"). Check a report with ``StartupPlan.build(cfg, row).mismatches(report)``."""
-        warnings.warn("StartupReport.plan_mismatches is always None: EngineCore no longer checks its start-up "
-                      "against a StartupPlan; use StartupPlan.build(vllm_config, row).mismatches(report) (the field goes in 0.4.0)",
-                      DeprecationWarning, stacklevel=2)
-        return None
-
-    @property
-    def total_s(self) -> float:
-        """Seconds of the named phases (within 2% of ``wall_s`` on a small setting: tests/engine/test_startup_wall.py)."""
-        return sum(self.phases.values())
 
 
 class EngineCore:
@@ -120,14 +81,12 @@ class EngineCore:
 
     @contextmanager
     def _phase(self, name: str):
-        stats = self.mm_registry.stats
-        passes0, t0 = stats.hf_mm_passes, time.perf_counter()
+        meter = PhaseMeter(self.mm_registry)
+        meter.start()
         try:
             yield
         finally:
-            self.report.phases[name] = time.perf_counter() - t0
-            self.report.passes_by_phase[name] = stats.hf_mm_passes - passes0
-            self.report.cache_bytes_by_phase[name] = self.mm_registry.cache_bytes()
+            meter.stop(self.report, name)
 
     def _startup(self) -> None:
         cfg, rep, reg, v = self.vllm_config, self.report, self.mm_registry, self.switches
@@ -162,6 +121,7 @@ class EngineCore:
         rep.max_tokens_per_item = dict(runner.max_tokens_per_item)
         rep.profile_tokens_per_item = runner.profile_tokens_per_item
         rep.profile_encoder_tokens = runner.profile_encoder_tokens
+        rep.profile_encoder_forward_s = runner.profile_encoder_forward_s
         stats = reg.stats
         rep.hf_processor_calls, rep.hf_mm_passes = stats.hf_processor_calls, stats.hf_mm_passes
         rep.cache_hits, rep.cache_misses = stats.cache_hits, stats.cache_misses

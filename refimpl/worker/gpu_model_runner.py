@@ -16,6 +16,7 @@ from refimpl.core.kv_cache_utils import blocks_for_one_request
 from refimpl.errors import ConfigError, EngineStateError
 from refimpl.multimodal.encoder_budget import MultiModalBudget
 from refimpl.utils.mem_utils import RssPeakSampler
+from refimpl.utils.timing import device_timer
 from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.model_loader import get_model
 from refimpl.worker.whisper_runner import WhisperRunner
@@ -58,6 +59,7 @@ class GPUModelRunner:
         self.peak_memory_bytes = 0
         self.profile_modality: Optional[str] = None
         self.profile_mm_items = self.profile_encoder_tokens = self.profile_tokens_per_item = 0
+        self.profile_encoder_forward_s = 0.0  # the profile run's encoder forward alone (s)
         self.kv_caches: list[torch.Tensor] = []
         self.whisper_runner: Optional[WhisperRunner] = None
         self.step_timings: dict[str, float] = {"prepare": 0.0, "model": 0.0, "sample": 0.0}
@@ -119,7 +121,9 @@ class GPUModelRunner:
                      .expand(n, -1, -1)}
         else:
             batch = {k: torch.cat([t] * n) for k, t in item.items()}
-        out = self._run_encoder(modality, batch)
+        with device_timer(self.device) as forward:
+            out = self._run_encoder(modality, batch)
+        self.profile_encoder_forward_s = forward.seconds
         self.profile_mm_items, self.profile_modality = n, modality
         self.profile_encoder_tokens = n * int(out.shape[-2]) if modality == "audio" else int(out.shape[0])
         self.profile_tokens_per_item = self.profile_encoder_tokens // n

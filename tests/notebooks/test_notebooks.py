@@ -27,7 +27,7 @@ NB01, NB02 = NB_DIR / "01_startup_dummy_data_cache.ipynb", NB_DIR / "02_encoder_
 REF = RESULTS_DIR / REFERENCE
 FIGURE_CELLS = {NB01.name: {"ladder_section", "phases_section", "budget_section"},  # each shows its figure inline
                 NB02.name: {"paired_section", "sites_section", "workload_section", "encoder_batch_section",
-                            "unpaired_section"}}
+                            "unpaired_section", "prediction_section"}}
 
 
 def run(nb: Path, out: Path, **params) -> tuple[nbformat.NotebookNode, dict]:
@@ -160,6 +160,9 @@ def test_notebook_02_stored_renders_the_committed_runs(tmp_path):
     gpu = {r["variant"]: r for r in v["gpu_registry"] if r["file"] == "paired_whisper-large-v3.json"}
     assert gpu["0.10.2"]["share"] > gpu["0.10.2+#24866"]["share"] > gpu["0.11.0"]["share"] == 0
     assert "gpu-nvidia-h200" in shown and "registry share of wall" in shown
+    assert "from its parts, 95% CI" in shown and "Prediction (not a measurement)" in shown
+    assert v["prediction"]["call_s"] > 0 and v["prediction"]["step_s"] > 0
+    assert all(r["parts_low"] <= r["parts_gain"] <= r["parts_high"] for r in v["parts_gain"])
 
 
 @pytest.mark.soak

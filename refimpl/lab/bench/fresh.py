@@ -22,10 +22,11 @@ from refimpl.lab.bench.common import profile_with_pyspy, write_json
 from refimpl.lab.bench.specs import Spec, spec_from_json, spec_to_json
 
 __all__ = ["REFIMPL_ERROR_EXIT", "FreshProcessError", "run_in_fresh_process", "worker_command",
-           "profile_worker"]
+           "profile_worker", "LAUNCH_ENV", "process_overhead"]
 
 REFIMPL_ERROR_EXIT = 3
 PARENT_PID_ENV = "REFIMPL_PARENT_PID"
+LAUNCH_ENV = "REFIMPL_LAUNCH_TIME"  # the parent's time.time() just before it starts the child
 MODULES = {"startup": "refimpl.lab.bench.startup", "serve": "refimpl.lab.bench.serve", "wer": "refimpl.lab.bench.wer",
            "calibrate": "refimpl.lab.bench.calibrate"}
 WORKER = "refimpl.lab.bench.fresh"
@@ -65,7 +66,8 @@ def run_in_fresh_process(module: str, args: Sequence[str], timeout_s: Optional[f
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=os.getcwd(),
-                              env={**os.environ, **(env or {}), PARENT_PID_ENV: str(os.getpid())})
+                              env={**os.environ, **(env or {}), PARENT_PID_ENV: str(os.getpid()),
+                                   LAUNCH_ENV: repr(time.time())})
         wall, tail = time.perf_counter() - t0, "\n".join((proc.stdout + proc.stderr).splitlines()[-30:])
         try:
             with open(tmp) as f:
@@ -108,15 +110,31 @@ def main(argv: Optional[list[str]] = None) -> int:
         p.add_argument(flag, required=True)
     args = p.parse_args(argv)
     die_with_parent()
+    launched, t_main = os.environ.pop(LAUNCH_ENV, None), time.time()
     try:
         spec = spec_from_json(args.spec)
-        run = bench_module(spec).run_once(spec.resolve(), args.variant)
+        module, resolved = bench_module(spec), spec.resolve()
+        overhead = process_overhead(launched, t_main)
+        run = module.run_once(resolved, args.variant)
     except RefimplError as e:
         write_json(args.output_json, {"refimpl_error": base64.b64encode(pickle.dumps(e)).decode()})
         print(f"refimpl error: {type(e).__name__}: {e}", file=sys.stderr)
         return REFIMPL_ERROR_EXIT
-    write_json(args.output_json, run)
+    write_json(args.output_json, run | overhead)
     return 0
+
+
+def process_overhead(launched: Optional[str], t_main: float) -> dict[str, Any]:
+    """What a fresh run pays before its bench starts (the start-up bench: before the VllmConfig and
+    ``EngineCore()``): ``process_overhead_s`` from the parent's launch (``LAUNCH_ENV``) to now, split
+    into ``process_overhead.interpreter_s`` (exec, the interpreter, this module's imports, to ``main``)
+    and ``process_overhead.bench_imports_s`` (the bench module's imports and the spec); wall seconds.
+    {} without a launch time (a worker started by hand)."""
+    if launched is None:
+        return {}
+    now = time.time()
+    return {"process_overhead_s": now - float(launched),
+            "process_overhead": {"interpreter_s": t_main - float(launched), "bench_imports_s": now - t_main}}
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """``refimpl bench startup``: engine start-up per phase and row (s, passes, cache and RSS bytes), or
 with ``calls`` each ``compute_encoder_budget`` call's s, passes, page faults (Result "budget").
 ``--process-mode mp`` (P0 front end, P1 engine core): both processes' cache bytes and RSS around P0's
-``reset_mm_cache``, and one real request's cost on the wire."""
+``reset_mm_cache``, and one real request's cost on the wire. What only the two-process, the probe or
+the budget runs use is imported where they run: a fresh in-process start-up imports no more than it
+needs before ``EngineCore()`` (``process_overhead_s``, refimpl/lab/bench/fresh.py)."""
 from __future__ import annotations
 
 import resource
@@ -10,12 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from refimpl.audio import load_speech_clips
 from refimpl.config import CacheConfig, SchedulerConfig, VllmConfig
-from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.engine.core import EngineCore
-from refimpl.engine.mp.core_proc import EngineCoreRequest
-from refimpl.engine.mp.frontend import MPFrontend
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec
@@ -23,11 +21,6 @@ from refimpl.lab.env import reported_gib, result_env
 from refimpl.lab.model_dir import model_config
 from refimpl.lab.stats import summarize
 from refimpl.multimodal import MULTIMODAL_REGISTRY as REG
-from refimpl.multimodal.cache import item_nbytes
-from refimpl.multimodal.photos import load_sample_photos
-from refimpl.request import Request
-from refimpl.sampling_params import SamplingParams
-from refimpl.tokenizer import whisper_decoder_prompt
 from refimpl.variants import STARTUP_VARIANTS
 
 __all__ = ["PARTS", "REPORTED", "MEMORY_FIELDS", "TRANSPORT_FIELDS", "make_vllm_config", "thp_state",
@@ -40,7 +33,7 @@ THP = Path("/sys/kernel/mm/transparent_hugepage")
 REPORTED = ("hf_processor_calls", "hf_mm_passes", "passes_by_phase", "cache_hits", "cache_misses",
             "cache_bytes_before_reset", "cache_bytes_after_reset", "rss_before_reset", "rss_after_reset",
             "peak_rss_bytes", "encoder_compute_budget", "encoder_cache_size", "max_tokens_per_item",
-            "num_gpu_blocks")  # fields of the StartupReport a run records
+            "num_gpu_blocks", "mm_seconds_by_phase", "profile_encoder_forward_s")  # StartupReport fields a run records
 
 
 def make_vllm_config(spec: StartupSpec, **extra) -> VllmConfig:
@@ -76,6 +69,9 @@ TRANSPORT_FIELDS = ("bytes_miss", "bytes_hit", "encode_s_miss", "encode_s_hit", 
 
 def _probe_request(model_config):
     """(prompt token ids, items, hashes) of one real input processed in P0."""
+    from refimpl.audio import load_speech_clips
+    from refimpl.multimodal.photos import load_sample_photos
+    from refimpl.tokenizer import whisper_decoder_prompt
     processor = REG.create_processor(model_config)
     if model_config.is_encoder_decoder:
         mm = processor.apply("", {"audio": [(load_speech_clips()[0][1], 16000)]}, return_mm_hashes=True)
@@ -88,6 +84,10 @@ def _probe_request(model_config):
 def _transport_probe(frontend, model_config) -> dict:
     """One real request sent twice (mirror miss, then hit): bytes, seconds to serialise in P0 and decode
     in P1, bytes of the processed tensors (Whisper: add_request then abort; images: ``mirror_probe``)."""
+    from refimpl.engine.mp.core_proc import EngineCoreRequest
+    from refimpl.multimodal.cache import item_nbytes
+    from refimpl.request import Request
+    from refimpl.sampling_params import SamplingParams
     tokens, items, hashes = _probe_request(model_config)
     stats, out = frontend.client.stats, {}
     decode0 = frontend.client.call_utility("decode_s")
@@ -112,6 +112,7 @@ def _transport_probe(frontend, model_config) -> dict:
 def two_process_record(vllm_config, variant: str, reset_scope: str):
     """Start up in two processes: (P1's StartupReport, record of spawn seconds, MEMORY_FIELDS bytes,
     P1's registry stats and ``transport``); P1 is shut down."""
+    from refimpl.engine.mp.frontend import MPFrontend
     t0 = time.perf_counter()
     frontend = MPFrontend(vllm_config, variant, reset_scope)
     try:
@@ -177,6 +178,7 @@ def _startup(spec: StartupSpec, variant: str) -> dict:
 
 
 def _budget(spec: StartupSpec, variant: str) -> dict:
+    from refimpl.core.encoder_cache_manager import compute_encoder_budget
     cfg, v = make_vllm_config(spec), STARTUP_VARIANTS[variant]
     cfg.model_config.mm_switches = v.mm_switches
     REG.reset_stats()

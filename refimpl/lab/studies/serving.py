@@ -18,6 +18,8 @@ from refimpl.lab.studies import (
     flamegraph,
     provenance,
 )
+from refimpl.lab.studies import gain_map as GM
+from refimpl.lab.studies import gain_parts as GP
 from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import throughput as T
 from refimpl.lab.studies import whisper_sites as W
@@ -166,6 +168,28 @@ class ServingStudy(Study):
             fig.savefig(self.out_dir / "gain_vs_step_time.png", dpi=110)
             out.append(fig)
         return out
+
+    def prediction_section(self) -> Shown:
+        """(2) continued: each fix's paired gain beside its gain from its parts (gain_parts), and the
+        predicted gain over concurrency C and output length L from the reference run's measured c and T
+        (gain_map; a prediction), the ~3% contour drawn, the measured gains marked at their block."""
+        live = sorted(self.out_dir.glob("paired_*.json")) if self.mode != "stored" else None
+        points = W.measured_points() + (W.measured_points(live) if live is not None else [])
+        ref = W.reference(points)
+        if ref is None:
+            return Shown(["No paired run of #24989: no measured call cost and step time to predict from."])
+        marks = [{"C": p["max_num_seqs"], "L": p["max_tokens"], **{k: p[k] for k in ("fix", "gain", "low", "high")}}
+                 for p in (W.reference(points, f) for f in W.FIXES) if p is not None]
+        fig = GM.prediction_figure(ref["registry_call_s"], ref["step_s"], measured=marks, source=ref["source"])
+        fig.savefig(self.out_dir / "gain_over_concurrency_and_length.png", dpi=110)
+        where = GM.seed_gain_boundary(GM.predicted_gains(ref["registry_call_s"], ref["step_s"])["#24989"])
+        self.record(prediction={"call_s": ref["registry_call_s"], "step_s": ref["step_s"], "source": ref["source"],
+                                "seed_gain_between_l": {str(c): ab for c, ab in where.items()}},
+                    parts_gain=GP.points_gains(points))
+        return Shown([GP.points_table(points), "Prediction (not a measurement), #24989 at c = "
+                      f"{1e3 * ref['registry_call_s']:.2f} ms and T = {1e3 * ref['step_s']:.1f} ms: ~3% falls "
+                      + ("; ".join(f"at C = {c} between L = {a} and {b}" for c, a, b in
+                                   ((c, *ab) for c, ab in where.items())) or "nowhere on the grid") + ".", fig])
 
     def gpu_section(self) -> Shown:
         """The committed GPU runs (``results/gpu-*/``): gains, workload, registry share per row beside this machine's."""

@@ -27,6 +27,7 @@ from refimpl.lab.studies import (
 from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import startup_tables as T
 from refimpl.lab.studies.startup_figures import budget_figure, ladder_figure, phases_figure  # noqa: F401
+from refimpl.lab.studies.startup_mechanism import mechanism_md
 from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' and tests' names)
     CROSSOVER_SIZES,
     QUICK_LIMITS,
@@ -269,7 +270,8 @@ def summary_md(res: Result, budget: Optional[Result] = None) -> str:
     explicit = res.params.get("max_model_len") is not None and {AFTER, BEFORE} <= set(T.measured(res))
     blocks = [medians_table(res), T.ratios_table(res, 2), regime_sentence(res) if explicit else "",
               "HF-processor passes with multimodal data per "
-              "phase:", T.passes_table(res), T.hashing_sentence(res), *(_budget_blocks(budget) if budget else [])]
+              "phase:", T.passes_table(res), T.hashing_sentence(res), mechanism_md(res),
+              *(_budget_blocks(budget) if budget else [])]
     return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
                       f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
 

@@ -20,6 +20,7 @@ from refimpl.lab.studies import (
     section_md,
     spread,
 )
+from refimpl.lab.studies.gain_parts import parts_gain_of
 from refimpl.variants import ENCODER_LEN_VARIANTS
 
 
@@ -41,7 +42,9 @@ def _pct(x: float) -> str:
 def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]] = (),
                  metric: str = "cpu_s", pairing: str = "round", min_pairs: int = 1,
                  where: str = "here") -> str:
-    """Markdown per comparison: gain, 95% CI, resolved, pairs, cost model, timed s, where and on what."""
+    """Markdown per comparison: gain, 95% CI, resolved, pairs, cost model, the gain from its parts with its
+    95% CI (gain_parts.parts_gain_of: removed calls x cost per call over steps x step time), timed s,
+    where and on what."""
     out = []
     for where, r in [(where, r) for r in results] + list(stored):
         for c in rows([r], metric, pairing):
@@ -50,11 +53,18 @@ def paired_table(results: Sequence[Result], stored: Sequence[tuple[str, Result]]
                         f"[{_pct(c['low'])}, {_pct(c['high'])}]" if shown else "-",
                         f"{100 * c['half_width']:.2f} pp" if shown else "-",
                         "yes" if c["resolved"] else f"no (< {MIN_PAIRS} pairs)" if n < MIN_PAIRS
-                        else "no (holds 0)", n, _pct(c["cost_model_gain"]),
+                        else "no (holds 0)", n, _pct(c["cost_model_gain"]), _parts(r, c) if shown else "-",
                         f"{r.params['benchmark_s']:.0f}" if "benchmark_s" in r.params else "-", where,
                         provenance(r)])
     return md_table(["variant", "over", f"gain ({metric})", "95% CI", "half-width", "resolved", "pairs",
-                     "cost model", "timed s", "measured", "on"], out)
+                     "cost model", "from its parts, 95% CI", "timed s", "measured", "on"], out)
+
+
+def _parts(r: Result, c: dict) -> str:
+    """The gain from its parts of comparison ``c`` with its interval, or "-" where the runs have no counters."""
+    pg = parts_gain_of(r, c)
+    iv = pg.interval if pg else None
+    return f"{_pct(iv.estimate)} [{_pct(iv.low)}, {_pct(iv.high)}]" if iv else "-"
 
 
 def _gains(fig, ax, what: str, results: Sequence[Result], stored: Sequence[tuple[str, Result]],

@@ -37,6 +37,20 @@ def test_step_time_by_kind_weighs_each_kind_by_its_steps():
     assert pg.gain == pytest.approx(16 * 0.01 / 2.0) and pg.fix is None
 
 
+def test_the_serving_bench_s_step_summary_gives_the_kinds():
+    """A run written by the serving bench carries ``step_summary`` (telemetry.summarize_steps of its
+    per-step columns); the gain from its parts reads its kinds from it, not the block's wall."""
+    from refimpl.lab.bench.telemetry import summarize_steps
+    cols = {"kind": ["prefill", "mixed", "decode", "decode", None], "num_running_reqs": [1, 2, 2, 1, 0],
+            "wall_s": [0.5, 0.6, 0.2, 0.2, 0.0], "forward_s": None, "registry_s": [0.0] * 5}
+    summary = summarize_steps(cols)
+    assert GP.step_kinds({"step_summary": summary}) == {
+        "prefill": (1.0, 0.5), "mixed": (1.0, 0.6), "decode": (2.0, pytest.approx(0.4))}
+    over, variant = [run(20, 0.2)] * 4, [run(4, 0.04, wall=99.0, step_summary=summary)] * 4
+    pg = GP.parts_gain(over, variant)
+    assert pg.gain == pytest.approx(16 * 0.01 / 1.5)  # 1.5 s of steps; the block's 99 s wall is not read
+
+
 def test_the_interval_resamples_pairs_and_holds_the_estimate():
     rng = np.random.default_rng(1)
     over = [run(20, 0.2 * f) for f in rng.uniform(0.7, 1.3, 12)]

@@ -8,9 +8,10 @@ off the registry, whisper_sites.FIXES), each at ``over``'s measured cost per cal
     gain from its parts = calls x c / sum_k (steps_k x T_k)
 
 medians over the pairs, with a percentile bootstrap 95% interval that resamples whole pairs (numpy,
-the fixed seed of refimpl.lab.stats). Step kinds: a run's ``step_kinds`` ({kind: {"steps": n,
-"s": seconds}}) where the serving bench records the steps by kind; otherwise one kind, "all", the
-block's steps and wall seconds. A gain from its parts near the direct one says the fix's effect is
+the fixed seed of refimpl.lab.stats). Step kinds: a run's ``step_summary`` (the serving bench's
+per-step telemetry, refimpl/lab/bench/telemetry.py: {kind: {"steps": n, "wall_s_total": seconds, ...}})
+or ``step_kinds`` ({kind: {"steps": n, "s": seconds}}) where recorded; otherwise (runs before the
+telemetry) one kind, "all", the block's steps and wall seconds. A gain from its parts near the direct one says the fix's effect is
 its registry seconds and nothing else. paired_table (the CLI's paired report, notebook 02, the GPU
 pages) and docs/results.md show it beside the paired gain.
 """
@@ -49,8 +50,11 @@ class PartsGain:
 
 
 def step_kinds(run: dict) -> dict[str, tuple[float, float]]:
-    """{kind: (steps, seconds)} of one served block: its ``step_kinds`` if recorded, else {"all":
+    """{kind: (steps, seconds)} of one served block: its ``step_summary`` or ``step_kinds`` if recorded, else {"all":
     (steps, wall_s)}. Raises KeyError naming the field when a run has neither."""
+    if run.get("step_summary"):
+        return {k: (float(v["steps"]), float(v["wall_s_total"])) for k, v in run["step_summary"].items()
+                if v.get("steps")}
     if run.get("step_kinds"):
         return {k: (float(v["steps"]), float(v["s"])) for k, v in run["step_kinds"].items()}
     for key in ("steps", "wall_s"):
@@ -104,7 +108,7 @@ def parts_gain_of(res: Result, comparison: dict) -> Optional[PartsGain]:
         return None
     a, b = res.runs(comparison["over"]), res.runs(comparison["variant"])
     if not a or not all("registry_calls" in r and "registry_s" in r for r in a + b) \
-            or not all(r.get("step_kinds") or {"steps", "wall_s"} <= set(r) for r in b):
+            or not all(r.get("step_summary") or r.get("step_kinds") or {"steps", "wall_s"} <= set(r) for r in b):
         return None
     return parts_gain(a, b, comparison["variant"], comparison["over"])
 

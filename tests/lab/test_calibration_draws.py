@@ -82,7 +82,7 @@ def test_a_drawn_rate_is_stored_as_its_median_with_every_draw():
     assert (s["min"], s["max"]) == pytest.approx((min(pooled), max(pooled)))
     assert res.variants["rates"]["summary"]["rss.base"]["n"] == 2  # not drawn: one value per run
     cal = cm.Calibration.from_result(res)
-    assert cal.spread[key] == pytest.approx((min(pooled), max(pooled))) and cal.load == 2.5
+    assert cal.spread[key] == pytest.approx((min(pooled), max(pooled))) and cal.load_avg == 2.5
     assert "load 2.5" in cal.described and cal.date in cal.described
 
 
@@ -90,14 +90,14 @@ def test_a_run_without_draws_is_summarised_per_run_as_before():
     runs = [{"variant": "rates", "rates": synthetic_rates(), "seconds": 20.0}]
     res = result(CalibrateSpec(repeats=1), Trial({"rates": runs}), in_process=True)
     cal = cm.Calibration.from_result(res)
-    assert cal.spread == {} and cal.load is None and "load not recorded" in cal.condition
+    assert cal.spread == {} and cal.load_avg is None and "load not recorded" in cal.condition
 
 
 @pytest.mark.parametrize("path", CALIBRATIONS, ids=lambda p: str(Path(p).relative_to(REPO_ROOT / "results")))
 def test_every_committed_calibration_still_loads(path):
     """Older files: no draws, no load average, no per-pair constant; the encoder's constant reads 0."""
     cal = cm.Calibration.load(path)
-    assert cal.date != "undated" and cal.hardware in path and cal.load is None
+    assert cal.date != "undated" and cal.hardware in path and cal.load_avg is None
     q = cal.rates.models.get("qwen2.5-vl-3b")
     if q is not None:
         assert q.encoder_pair_s is None and q.encoder_tokens

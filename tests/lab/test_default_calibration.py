@@ -96,5 +96,5 @@ def test_the_same_day_table_names_the_setting_and_the_0_9_0_ratio():
     res = Result.load(ladder)
     runs = {v: sorted(r["total_s"] for r in res.runs(v)) for v in ("0.8.5", "0.9.0")}
     measured = (sum(runs["0.9.0"]) / 2) / (sum(runs["0.8.5"]) / 2)  # medians of two runs
-    assert "max_pixels" in table and f"0.9.0 / 0.8.5: predicted " in table
+    assert "max_pixels" in table and "0.9.0 / 0.8.5: predicted " in table
     assert f"measured {measured:.2f}x" in table.split("0.9.0 / 0.8.5: predicted ")[1].split("\n")[0]

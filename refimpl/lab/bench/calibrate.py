@@ -113,7 +113,7 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
     sec.hashes(r, size, draws)
     sec.copies(r, size)
     if spec.large_mib:
-        sec.large(r, spec.large_mib << 20)
+        sec.large(r, spec.large_mib << 20, draws)
     families = {m.split("-")[0]: m for m in reversed(spec.models)}  # the first model of each family
     if "qwen2.5" in families:
         sec.hf_qwen(r, size, families["qwen2.5"], draws)

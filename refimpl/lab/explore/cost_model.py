@@ -42,7 +42,7 @@ class Calibration:
     """The rates of one ``refimpl bench calibrate`` Result (medians over its runs, a drawn rate's over
     its draws): ``rates`` a typed ``Rates`` record (a dict of the stored dotted keys is converted);
     the condition it was measured under: ``reporting`` (the VM's free page reporting: True on, False
-    off, None not recorded), ``load`` (the 1-minute load average at its start, None before issue 43);
+    off, None not recorded), ``load_avg`` (the 1-minute load average at its start, None before issue 43);
     ``check``: the committed same-day check that validated it ("" none: refimpl/lab/explore/calibrations.py);
     ``spread``: min and max of each rate drawn more than once, by stored key."""
     rates: Rates
@@ -51,7 +51,7 @@ class Calibration:
     path: Optional[str] = None
     host: str = ""  # a condition of the host the rates were measured under ("free page reporting off")
     reporting: Optional[bool] = None
-    load: Optional[float] = None
+    load_avg: Optional[float] = None
     check: str = ""
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     time: str = ""  # HH:MM UTC, where the Result records it
@@ -67,7 +67,7 @@ class Calibration:
     @property
     def condition(self) -> str:
         """The machine and its condition: hardware folder, load average, free page reporting."""
-        load = "load not recorded" if self.load is None else f"load {self.load:.1f}"
+        load = "load not recorded" if self.load_avg is None else f"load {self.load_avg:.1f}"
         rep = {True: "free page reporting on", False: "free page reporting off", None: "page reporting not recorded"}
         return f"{self.hardware}, {load}, {rep[self.reporting]}"
 

@@ -234,7 +234,7 @@ class ExploreStudy:
     def _calibration(self) -> Optional[Calibration]:
         if self.mode == "stored":
             if self.calibration_path:
-                cal = Calibration.load(self.calibration_path)
+                cal: Optional[Calibration] = Calibration.load(self.calibration_path)
                 self.values["calibration_from"] = f"the calibration asked for ({self.calibration_path})"
             else:  # the newest one a committed same-day check validated, else calibration.json; the reference's
                 cal, self.values["calibration_from"] = default_calibration(self.values["machine"], REFERENCE, RESULTS_DIR)

@@ -102,3 +102,14 @@ def test_every_committed_calibration_still_loads(path):
     if q is not None:
         assert q.encoder_pair_s is None and q.encoder_tokens
     assert cal.date in cal.described and cal.condition.startswith(cal.hardware)
+
+
+def test_the_large_hash_draws_the_copying_paths_only():
+    """The 1 GiB section on a small array: v0.9.0 and v0.9.2 (the paths that copy) drawn n times, the others once."""
+    r: dict[str, float] = {}
+    draws: dict[str, list[float]] = {}
+    sec.large(r, 32 << 20, draws, n=2)
+    assert {k: len(v) for k, v in draws.items()} == {
+        "large.hash_s_per_gib.v0.8.5.ndarray": 1, "large.hash_s_per_gib.v0.9.0.ndarray": 2,
+        "large.hash_s_per_gib.v0.9.2.ndarray": 2, "large.hash_s_per_gib.stream.ndarray": 1}
+    assert all(r[k] == pytest.approx(float(np.median(v))) for k, v in draws.items())

@@ -26,7 +26,8 @@ refimpl/lab/bench/rates.py ``Rates``, whose ``from_flat`` / ``to_flat`` define e
   model.<m>.*         the first model of each family (qwen2.5, whisper): runner construction,
                       load_model, the text dummy run, the KV cache (s, bytes), the encoder (s and
                       bytes per token or per item; Qwen2.5-VL: one frame pair at 1024, 4096 and
-                      16384 tokens, s = a t + b t^2 per pair, least squares); every Whisper model: one uncached
+                      16384 tokens, each drawn 3 times, s = c + a t + b t^2 per pair, every coefficient >= 0:
+                      fits.pair_price_fit); every Whisper model: one uncached
                       ``get_encdec_max_encoder_len`` call (s)
   rss.*               the process's resident bytes after the imports and each model's weights
 
@@ -39,6 +40,7 @@ predicted), transparent huge pages on (the benches turn numpy's madvise off).
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +57,7 @@ from refimpl.utils.mem_utils import rss_bytes
 if TYPE_CHECKING:  # the start-up plan's modules (transformers' image processing): not in calibrate's parent
     from refimpl.engine.startup_memory import MemoryRates
 
+SPREAD_SHOWN = ("hash_s_per_gib.v0.9.0.ndarray", "large.hf.video_s_per_mp.int64", "model.qwen2.5-vl-3b.encoder_s_at_tokens")
 __all__ = ["GiB", "VIDEO_DTYPES", "default_out", "memory_rates", "load_rates",
            "run_once", "result", "lines", "hardware_folder", "this_machine"]
 
@@ -91,39 +94,49 @@ def load_rates(path: str | Path) -> Rates:
 
 
 def run_once(spec: CalibrateSpec, label: str) -> dict:
-    """One calibration in this process: ``{"rates": {key: value}, "seconds": its wall time}``."""
-    t_start = time.perf_counter()
+    """One calibration in this process: ``{"rates": {key: value}, "draws": {key: [each draw]} of the
+    dominant rates, "load_avg": the 1-minute load at its start, "seconds": its wall time}``."""
+    t_start, load = time.perf_counter(), os.getloadavg()[0]  # the machine as the run found it (1-minute load)
     from refimpl.lab.bench import (
         calibrate_sections as sec,  # numpy, torch, PIL: the worker's, not the parent's
     )
     threads = set_single_thread()
     importlib.import_module("refimpl.lab.bench.startup").set_numpy_hugepage(False)
     r: dict[str, float] = {"rss.imports": rss_bytes()}
+    draws: dict[str, list[float]] = {}  # the dominant rates, every draw (calibrate_sections.DRAWS)
     sec.first_use(r, spec.models)
     importlib.import_module("refimpl.worker.gpu_model_runner")  # what a start-up imports before its phases
     r["rss.base"] = rss_bytes()
     size = spec.size_mib << 20
     r["size_gib"] = size / GiB
     sec.fills(r, size)
-    sec.hashes(r, size)
+    sec.hashes(r, size, draws)
     sec.copies(r, size)
     if spec.large_mib:
-        sec.large(r, spec.large_mib << 20)
+        sec.large(r, spec.large_mib << 20, draws)
     families = {m.split("-")[0]: m for m in reversed(spec.models)}  # the first model of each family
     if "qwen2.5" in families:
-        sec.hf_qwen(r, size, families["qwen2.5"])
+        sec.hf_qwen(r, size, families["qwen2.5"], draws)
     for m in families.values():
-        sec.model(r, m)
+        sec.model(r, m, draws)
     for m in (m for m in spec.models if m.startswith("whisper")):
         sec.whisper(r, m)
     Rates.from_flat(r)  # every key one the record knows (KeyError naming one it does not)
-    return {"variant": label, "torch_num_threads": threads, "rates": r, "seconds": time.perf_counter() - t_start}
+    return {"variant": label, "torch_num_threads": threads, "rates": r, "draws": draws, "load_avg": load,
+            "seconds": time.perf_counter() - t_start}
 
 
 def result(spec: CalibrateSpec, trial, in_process: bool) -> Result:
+    """The calibrate Result: each rate's summary over the runs; a drawn rate's (``run["draws"]``,
+    calibrations since issue 43) over every draw of every run: its median with min, max and IQR."""
     runs = trial.runs["rates"]
     keys = sorted(set.intersection(*(set(x["rates"]) for x in runs))) if runs else []
-    summary = {k: summarize([x["rates"][k] for x in runs]) for k in keys}
+
+    def values(k: str) -> list[float]:
+        if all(k in x.get("draws", {}) for x in runs):
+            return [v for x in runs for v in x["draws"][k]]
+        return [x["rates"][k] for x in runs]
+    summary = {k: summarize(values(k)) for k in keys}
     return Result(spec.bench, result_env(trial.runs, "cpu", in_process), {**spec.params(), **trial.stop},
                   {"rates": {"runs": runs, "summary": summary}}, missing=[] if runs else ["runs"])
 
@@ -146,6 +159,11 @@ def lines(res: Result) -> list[str]:
         out.append(f"HF: image {1e3 * r.hf_image_s_per_mp:.0f} ms/MP; video " + ", ".join(
             f"{d} {1e3 * r.hf_video_in_s_per_mp[d]:.0f} + {1e3 * r.hf_video_out_s_per_mp[d]:.0f} ms/MP"
             for d in VIDEO_DTYPES))
+    summary = res.variants["rates"]["summary"]
+    spread = [f"{k} {v['median']:.3g} [{v['min']:.3g}, {v['max']:.3g}] (n={v['n']})" for k, v in summary.items()
+              if k in SPREAD_SHOWN and v.get("n", 1) > 1]
+    if spread:
+        out.append("drawn rates, median [min, max]: " + "; ".join(spread))
     calls = {m: x.registry_call_s for m, x in r.models.items() if x.registry_call_s is not None}
     if calls:
         out.append("registry call: " + ", ".join(f"{m} {1e3 * v:.1f} ms" for m, v in calls.items()))

@@ -9,17 +9,19 @@ import gc
 import importlib
 import time
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
 from PIL import Image
 
+from refimpl.lab.bench.fits import median_draw, pair_price_fit
 from refimpl.lab.bench.rates import VIDEO_DTYPES, GiB
-from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
+from refimpl.multimodal.hasher import BYTE_PATHS, HASH_COPIES, hash_kwargs_by
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
 ENCODER_PAIRS = ((896, 8), (1792, 8), (3584, 2))  # (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens
+DRAWS = 3  # draws of each dominant rate inside one run (issue 43): hashing, the full-size HF frame, the encoder
 
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
            "hf_qwen", "model", "whisper"]
@@ -83,15 +85,29 @@ def fills(r: dict, size: int) -> None:
     r["fill_s_per_gib.pil"] = s / (side * side * 3 / GiB)
 
 
-def hashes(r: dict, size: int) -> None:
+def drawn(r: dict, draws: Optional[dict], key: str, values: list[float]) -> None:
+    """``r[key]`` the median of ``values`` (one rate's draws inside this run); every draw kept in
+    ``draws[key]`` (the Result's summary then holds their median with min, max and IQR)."""
+    r[key] = median_draw(values)
+    if draws is not None:
+        draws[key] = [float(v) for v in values]
+
+
+def hashes(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> None:
+    """Each byte path's hash rate (s/GiB) on an int64 array of ``size`` and an RGB image a quarter of
+    it, and its extra peak per byte; the rate drawn ``n`` times, the draws interleaved by path."""
     arr = np.full((size // 24, 3), 255, dtype=np.int64)
     side = int((size / 12) ** 0.5)  # images a quarter of the array: six copies under v0.9.0
     img = Image.new("RGB", (side, side), (255, 255, 255))
-    for path in BYTE_PATHS:
-        for kind, item, nbytes in (("ndarray", arr, arr.nbytes), ("image", img, side * side * 3)):
-            s, peak = measure(partial(hash_kwargs_by, path, model_id="m", item=item))
-            r[f"hash_s_per_gib.{path}.{kind}"] = s / (nbytes / GiB)
-            r[f"hash_peak.{path}.{kind}"] = peak / nbytes
+    times: dict[str, list[float]] = {}
+    for _ in range(n):
+        for path in BYTE_PATHS:
+            for kind, item, nbytes in (("ndarray", arr, arr.nbytes), ("image", img, side * side * 3)):
+                s, peak = measure(partial(hash_kwargs_by, path, model_id="m", item=item))
+                times.setdefault(f"{path}.{kind}", []).append(s / (nbytes / GiB))
+                r[f"hash_peak.{path}.{kind}"] = max(r.get(f"hash_peak.{path}.{kind}", 0.0), peak / nbytes)
+    for key, values in times.items():
+        drawn(r, draws, f"hash_s_per_gib.{key}", values)
 
 
 def copies(r: dict, size: int) -> None:
@@ -105,25 +121,31 @@ def copies(r: dict, size: int) -> None:
     r["free_s_per_gib"] = float(np.median(times)) / (size / GiB)
 
 
-def large(r: dict, size: int) -> None:
+def large(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> None:
     """Fill, copy and ndarray-hash rates at ``size`` (the int64 fill the median of three: fresh pages'
     cost varies most between draws (0.66-2.03 s/GiB int64 in three back-to-back runs on 2026-12-03,
-    results/cpu-amd-epyc-2c/same-day-2026-12-03-evening); the rest one run each, within calibrate's 90 s)."""
+    results/cpu-amd-epyc-2c/same-day-2026-12-03-evening); the copying hash paths (v0.9.0, v0.9.2) drawn ``n``
+    times, their median stored (issue 43); the rest one run each, within calibrate's 90 s)."""
     r["large.gib"] = size / GiB
     for dt in VIDEO_DTYPES:
         shape = (size // (3 * np.dtype(dt).itemsize), 3)
-        n = 3 if dt == "int64" else 1  # int64: 0.8.5-0.10.2's dummy videos, up to 3.45 GiB at 128k
-        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=n)[0] / (size / GiB)
+        reps = 3 if dt == "int64" else 1  # int64: 0.8.5-0.10.2's dummy videos, up to 3.45 GiB at 128k
+        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=reps)[0] / (size / GiB)
     t = torch.zeros(size // 4)
     r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
     del t
     arr = np.full((size // 24, 3), 255, dtype=np.int64)
-    for path in BYTE_PATHS:
-        r[f"large.hash_s_per_gib.{path}.ndarray"] = measure(
-            partial(hash_kwargs_by, path, model_id="m", item=arr))[0] / (arr.nbytes / GiB)
+    times: dict[str, list[float]] = {}
+    for k in range(n):  # the copying paths drawn n times (their 1 GiB rate swung 2.4-9.3 s/GiB between
+        for path in BYTE_PATHS:  # single draws, issue 43), the others once; interleaved by path
+            if k == 0 or HASH_COPIES[path]["ndarray"] > 1:
+                s = measure(partial(hash_kwargs_by, path, model_id="m", item=arr))[0]
+                times.setdefault(f"large.hash_s_per_gib.{path}.ndarray", []).append(s / (arr.nbytes / GiB))
+    for key, values in times.items():
+        drawn(r, draws, key, values)
 
 
-def hf_qwen(r: dict, size: int, model: str) -> None:
+def hf_qwen(r: dict, size: int, model: str, draws: Optional[dict] = None) -> None:
     from refimpl.config import ModelConfig
     from refimpl.multimodal.registry import MultiModalRegistry
     proc = MultiModalRegistry(0).create_processor(ModelConfig(model, device="cpu"), disable_cache=True)
@@ -154,30 +176,35 @@ def hf_qwen(r: dict, size: int, model: str) -> None:
         a, b = (0.0, t[2] / x[2][1]) if a < 0 else (t[2] / x[2][0], 0.0) if b < 0 else (a, b)
         r[f"hf.video_in_s_per_mp.{dt}"], r[f"hf.video_out_s_per_mp.{dt}"] = float(a), float(b)
     r["hf.video_frame_mp"], r["hf.image_mp"] = mp, side * side / 1e6
-    _hf_full_frame(r, proc)
+    _hf_full_frame(r, proc, draws)
 
 
-def _hf_full_frame(r: dict, proc) -> None:
+def _hf_full_frame(r: dict, proc, draws: Optional[dict] = None, n: int = DRAWS) -> None:
     """The HF processor on the dummy's own frame (the model's largest image at its max_pixels: 3584 x
-    3584 by default): an image, and a frame pair per dtype (int64 the median of two), in seconds per input MP
-    (the pair's input and output frame-MP are equal): per MP a full-size frame costs more than the
-    small frames of ``hf_qwen`` (docs/cost-model.md "Rates by size")."""
+    3584 by default): an image, and a frame pair per dtype, each drawn ``n`` times (interleaved), in
+    seconds per input MP (the pair's input and output frame-MP are equal): per MP a full-size frame costs
+    more than the small frames of ``hf_qwen`` (docs/cost-model.md "Rates by size")."""
     call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
     w, h = proc.info.get_image_size_with_most_features()
     mp = w * h / 1e6
     r["large.hf.frame_mp"] = mp
     img = Image.new("RGB", (w, h), (255, 255, 255))
-    s = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))[0]
-    r["large.hf.image_s_per_mp"] = max(0.0, s - r["hf.text_only_s"]) / mp
-    for dt in VIDEO_DTYPES:
-        video = np.full((2, h, w, 3), 255, dtype=dt)
-        s = median_of(partial(call, text({"video": 1}), {"video": [video]}, {}), n=2 if dt == "int64" else 1)[0]
-        r[f"large.hf.video_s_per_mp.{dt}"] = max(0.0, s - r["hf.text_only_s"]) / (2 * mp)
-        del video
+    videos = {dt: np.full((2, h, w, 3), 255, dtype=dt) for dt in VIDEO_DTYPES}
+    times: dict[str, list[float]] = {}
+    for _ in range(n):
+        s = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))[0]
+        times.setdefault("large.hf.image_s_per_mp", []).append(max(0.0, s - r["hf.text_only_s"]) / mp)
+        for dt, video in videos.items():
+            s = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))[0]
+            times.setdefault(f"large.hf.video_s_per_mp.{dt}", []).append(max(0.0, s - r["hf.text_only_s"]) / (2 * mp))
+    del videos
+    for key, values in times.items():
+        drawn(r, draws, key, values)
 
 
-def model(r: dict, model: str) -> None:
-    """Fixed start-up costs of ``model`` at the small scale with SchedulerConfig's defaults."""
+def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int = DRAWS) -> None:
+    """Fixed start-up costs of ``model`` at the small scale with SchedulerConfig's defaults; Qwen2.5-VL's
+    encoder on each of ENCODER_PAIRS drawn ``encoder_draws`` times (the medians fitted)."""
     from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
     from refimpl.multimodal.registry import MultiModalRegistry
     from refimpl.worker.gpu_model_runner import GPUModelRunner
@@ -201,24 +228,28 @@ def model(r: dict, model: str) -> None:
         feats = torch.zeros(1, fe.feature_size, fe.nb_max_frames)
         r[k + "encoder_s_per_item"], r[k + "encoder_peak_per_item"] = measure(
             lambda: runner._run_encoder("audio", {"input_features": feats}))
-    else:  # frame pairs of 1024, 4096 and 16384 tokens: s = a t + b t^2 per pair (full attention per frame)
+    else:  # frame pairs of 1024, 4096 and 16384 tokens: s = c + a t + b t^2 per pair (full attention per frame)
         # in one batch of ENCODER_PAIRS pairs, as the profile run encodes a whole video: at 4096-5120 tokens a
         # pair costs up to 1.8x more in a batch of 8 than alone (docs/results.md, 2026-12-04)
-        points = []
-        for side, pairs in ENCODER_PAIRS:
-            g = side // 14
-            batch = {"pixel_values_videos": torch.zeros(pairs * g * g, 1176),
-                     "video_grid_thw": torch.tensor([[pairs, g, g]])}
-            s, peak = measure(partial(runner._run_encoder, "video", batch))
-            points.append((g * g // 4, s / pairs, peak / pairs))  # per pair (peak: per pair's tokens)
-        t = np.array([p[0] for p in points], dtype=float)
-        a, b = np.linalg.lstsq(np.stack([t, t * t], axis=1), np.array([p[1] for p in points]), rcond=None)[0]
-        a, b = (0.0, float(np.mean([p[1] / p[0] ** 2 for p in points]))) if a < 0 else \
-            (float(np.mean([p[1] / p[0] for p in points])), 0.0) if b < 0 else (float(a), float(b))
-        r[k + "encoder_pair_s_per_token"], r[k + "encoder_pair_s_per_token2"] = a, b
+        pair_tokens = [(side // 14) ** 2 // 4 for side, _ in ENCODER_PAIRS]
+        secs: list[list[float]] = [[] for _ in ENCODER_PAIRS]
+        peaks: list[list[float]] = [[] for _ in ENCODER_PAIRS]
+        for _ in range(encoder_draws):  # the draws interleaved by pair size
+            for j, (side, pairs) in enumerate(ENCODER_PAIRS):
+                g = side // 14
+                batch = {"pixel_values_videos": torch.zeros(pairs * g * g, 1176),
+                         "video_grid_thw": torch.tensor([[pairs, g, g]])}
+                s, peak = measure(partial(runner._run_encoder, "video", batch))
+                secs[j].append(s / pairs)  # per pair
+                peaks[j].append(peak / pairs)  # per pair (per pair's tokens below)
+        points = [(n, median_draw(s), median_draw(p)) for n, s, p in zip(pair_tokens, secs, peaks)]
+        # s = c + a t + b t^2 per pair, every coefficient >= 0 (fits.pair_price_fit: the price cannot go negative)
+        c, a, b = pair_price_fit([p[0] for p in points], [p[1] for p in points])
+        r[k + "encoder_pair_s"], r[k + "encoder_pair_s_per_token"], r[k + "encoder_pair_s_per_token2"] = c, a, b
         (n1, s1, _), (n2, s2, p2) = points[0], points[1]  # the power law's rates (calibrations before 0.2)
         r[k + "encoder_exponent"] = float(np.log(s2 / s1) / np.log(n2 / n1))
-        r[k + "encoder_s_at_tokens"], r[k + "encoder_tokens"] = s2, n2
+        drawn(r, draws, k + "encoder_s_at_tokens", secs[1])  # the 4096-token pair's seconds, every draw
+        r[k + "encoder_tokens"] = n2
         r[k + "encoder_peak_per_token"] = p2 / n2
         # the activations per token shrink with the pair's size (45 kB at 4096 tokens, 30 kB at 16384 on
         # 2026-12-03): the largest pair's rate too, the one every profile item at >= 16k tokens has

@@ -70,6 +70,7 @@ class ModelRates:
     encoder_peak_per_token: Optional[float] = None
     encoder_pair_s_per_token: Optional[float] = None
     encoder_pair_s_per_token2: Optional[float] = None
+    encoder_pair_s: Optional[float] = None  # seconds per frame pair (c of c + a t + b t^2; none before issue 43: 0)
     encoder_pair_peak_per_token: Optional[float] = None  # bytes per token, one pair of encoder_pair_peak_tokens
     encoder_pair_peak_tokens: Optional[float] = None
 

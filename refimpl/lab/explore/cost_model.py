@@ -9,7 +9,7 @@ peak's holders (engine/startup_memory.py), are the plan's. ``predict(plan, calib
                frame-MP x s/MP[dtype] + audio items x s) + split bytes x copy s/GiB
                + the processor's first build (the first pass that needs it) + reset bytes x free s/GiB
                (fill, hash and copy rates by the item's size: Calibration.sized); the encoder per
-               frame pair, a t + b t^2 in the pair's tokens t
+               frame pair, c + a t + b t^2 in the pair's tokens t (fits.pair_price)
     peak RSS = the plan's peak_bytes_by_holder with the calibration's MemoryRates
 
 Every predicted number is labelled ``calibration.label``; refimpl/lab/explore/cost_check.py puts
@@ -26,6 +26,7 @@ from typing import Optional
 from refimpl.engine.startup_memory import MemoryRates, peak_bytes_by_holder
 from refimpl.engine.startup_plan import PHASES, RESET_PHASE, Item, StartupPlan, Step
 from refimpl.lab.bench.calibrate import memory_rates
+from refimpl.lab.bench.fits import pair_price
 from refimpl.lab.bench.rates import Rates, SizedRate, need
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.env import REPO_ROOT, hardware_folder, reporting_off, this_machine
@@ -38,13 +39,22 @@ FIXED = ("processor_build_s", "model_s", "encoder_s", "reset_s", "import_s")  # 
 
 @dataclass(frozen=True)
 class Calibration:
-    """The rates of one ``refimpl bench calibrate`` Result (medians over its runs): ``rates`` a
-    typed ``Rates`` record (a dict of the stored dotted keys is converted)."""
+    """The rates of one ``refimpl bench calibrate`` Result (medians over its runs, a drawn rate's over
+    its draws): ``rates`` a typed ``Rates`` record (a dict of the stored dotted keys is converted);
+    the condition it was measured under: ``reporting`` (the VM's free page reporting: True on, False
+    off, None not recorded), ``load_avg`` (the 1-minute load average at its start, None before issue 43);
+    ``check``: the committed same-day check that validated it ("" none: refimpl/lab/explore/calibrations.py);
+    ``spread``: min and max of each rate drawn more than once, by stored key."""
     rates: Rates
     hardware: str  # its results/ folder
     date: str
     path: Optional[str] = None
     host: str = ""  # a condition of the host the rates were measured under ("free page reporting off")
+    reporting: Optional[bool] = None
+    load_avg: Optional[float] = None
+    check: str = ""
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+    time: str = ""  # HH:MM UTC, where the Result records it
 
     def __post_init__(self) -> None:
         if isinstance(self.rates, dict):
@@ -55,16 +65,37 @@ class Calibration:
         return f"predicted (cost model, calibration of {self.hardware}, {self.date}{', ' + self.host if self.host else ''})"
 
     @property
+    def condition(self) -> str:
+        """The machine and its condition: hardware folder, load average, free page reporting."""
+        load = "load not recorded" if self.load_avg is None else f"load {self.load_avg:.1f}"
+        rep = {True: "free page reporting on", False: "free page reporting off", None: "page reporting not recorded"}
+        return f"{self.hardware}, {load}, {rep[self.reporting]}"
+
+    @property
+    def described(self) -> str:
+        """What the explorer shows: the label, the date and time, the condition and the check behind it."""
+        when = f"{self.date} {self.time} UTC".replace("  ", " ") if self.time else self.date
+        check = f"validated by the committed same-day check {self.check}" if self.check else \
+            "no committed same-day check validated it"
+        return f"{self.label}: measured {when} on {self.condition}; {check}"
+
+    @property
     def flat(self) -> dict[str, float]:
         """The rates as the Result stores them (dotted keys)."""
         return self.rates.to_flat()
 
     @classmethod
-    def from_result(cls, res: Result, path: Optional[str] = None) -> "Calibration":
-        rates = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}  # as calibrate.load_rates
-        off = reporting_off(res.env["hardware"].get("page_reporting"))
-        return cls(Rates.from_flat(rates), hardware_folder(res.env["hardware"]),
-                   str(res.env.get("date", ""))[:10] or "undated", path, "free page reporting off" if off else "")
+    def from_result(cls, res: Result, path: Optional[str] = None, check: str = "") -> "Calibration":
+        summary = res.variants["rates"]["summary"]
+        rates = {k: v["median"] for k, v in summary.items()}  # as calibrate.load_rates
+        settings = res.env["hardware"].get("page_reporting")
+        off = reporting_off(settings)
+        loads = [x["load_avg"] for x in res.variants["rates"]["runs"] if isinstance(x.get("load_avg"), (int, float))]
+        spread = {k: (v["min"], v["max"]) for k, v in summary.items() if v.get("n", 1) > 1 and "min" in v}
+        date = str(res.env.get("date", ""))
+        return cls(Rates.from_flat(rates), hardware_folder(res.env["hardware"]), date[:10] or "undated", path,
+                   "free page reporting off" if off else "", None if settings is None else not off,
+                   max(loads) if loads else None, check, spread, date[11:16])
 
     @classmethod
     def load(cls, path: str | Path) -> "Calibration":
@@ -161,9 +192,9 @@ def _encoder_s(plan: StartupPlan, cal: Calibration) -> float:
     if a is None or b is None:  # a calibration before the per-pair rates: the power law over the whole item
         at, p = r.model(m, "encoder_tokens"), r.model(m, "encoder_exponent")
         return n * (r.model(m, "encoder_s_at_tokens") * (i.tokens / at) ** p + copy)
-    pairs = i.frame_pairs  # per frame pair: a t + b t^2 in its tokens t
-    t = i.tokens / pairs
-    return n * (pairs * (a * t + b * t * t) + copy)
+    pairs = i.frame_pairs  # per frame pair: c + a t + b t^2 in its tokens t (c: 0 before issue 43)
+    c = r.model_or_none(m, "encoder_pair_s") or 0.0
+    return n * (pairs * pair_price(c, a, b, i.tokens / pairs) + copy)
 
 
 def predict(plan: StartupPlan, cal: Calibration) -> Prediction:

@@ -64,7 +64,7 @@ class Outputs:
     encoder_budget: tuple = (0, 0)
     plan: Optional[StartupPlan] = None
     prediction: Optional[Prediction] = None
-    calibration: Optional[str] = None  # its label, or why there is none
+    calibration: Optional[str] = None  # its label with date and condition (Calibration.described), or why there is none
     measured: Optional[dict] = None  # a committed run of these very settings
 
     def hf_passes_by_phase(self) -> dict[str, int]:
@@ -141,7 +141,7 @@ def explore(s: Settings, calibration: Optional[Calibration] = None, *, no_calibr
         out.plan = StartupPlan.build(vc, v)
         out.max_tokens_per_item, out.encoder_budget = out.plan.max_tokens_per_item, out.plan.encoder_budget
         if calibration is not None:  # the one prediction of a setting (refimpl.lab.explore.prediction)
-            out.prediction, out.calibration = predict_startup(vc, v, calibration), calibration.label
+            out.prediction, out.calibration = predict_startup(vc, v, calibration), calibration.described
             default = s.frames is None and not s.limit_mm_per_prompt and s.min_pixels is None and \
                 s.max_pixels is None and s.mm_processor_cache_gb == 4.0 and not s.model_path
             if default:
@@ -209,7 +209,7 @@ def render(o: Outputs) -> str:
                   f"{meas['runs']} runs, {html.escape(meas['source'])})") if meas else " (no committed run of these settings)"
         secs = [[k, f"{x:.2f}"] for k, x in p.seconds.items() if x and k != "hf_text_only_s"]
         rss = [[k, _b(x)] for k, x in p.peak_rss.items()]
-        parts.append(f'<p id="explorer-prediction"><i>{html.escape(p.label)}</i>: start-up {total}, peak RSS {peak} '
+        parts.append(f'<p id="explorer-prediction"><i>{html.escape(o.calibration or p.label)}</i>: start-up {total}, peak RSS {peak} '
                      f"(at {html.escape(p.peak_at)}){beside}</p>"
                      + _table(["part (predicted)", "seconds"], secs, "explorer-seconds")
                      + _table(["held at the peak (predicted)", "bytes"], rss, "explorer-rss"))

@@ -9,6 +9,7 @@ calibration it uses, the values it records in ``<out_dir>/values_explore.json``)
 """
 from __future__ import annotations
 
+import html
 import io
 import json
 import time
@@ -25,6 +26,7 @@ from refimpl.lab.bench import calibrate, trial
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.env import hardware_folder, this_machine
 from refimpl.lab.explore import cost_check
+from refimpl.lab.explore.calibrations import default_calibration
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer import LOCAL, ROWS, Outputs, Settings, explore, render
 from refimpl.lab.explore.explorer_chart import CHART_ROWS, RowSeconds, ladder, ladder_figure, ladder_table
@@ -51,9 +53,13 @@ class ExplorerPanel:
     ``timings``: (control, seconds from the change to the redrawn output) per change."""
 
     def __init__(self, settings: Optional[Settings] = None, calibration: Optional[Calibration] = None,
-                 no_calibration: str = ""):
+                 no_calibration: str = "", source: str = ""):
         settings = settings or Settings()
         self.calibration, self.no_calibration = calibration, no_calibration
+        # which calibration the page reads and why (calibrations.default_calibration), its date and condition
+        about = calibration.described if calibration is not None else no_calibration
+        self.about = W.HTML(f'<p id="explorer-calibration"><i>{html.escape(about)}</i>'
+                            + (f" ({html.escape(source)})" if source else "") + "</p>")
         self.timings: list[tuple[str, float]] = []
         lim = settings.limit_mm_per_prompt
         self.controls = {k: _box(c) for k, c in {
@@ -79,7 +85,7 @@ class ExplorerPanel:
         self._ladder_key: Optional[Settings] = None
         self.ladder: list[RowSeconds] = []
         self.update(None)
-        self.widget = W.VBox([W.HBox([_column(self.controls), self.html]), self.chart, self.ladder_html])
+        self.widget = W.VBox([self.about, W.HBox([_column(self.controls), self.html]), self.chart, self.ladder_html])
 
     def settings(self) -> Settings:
         c = {k: w.value for k, w in self.controls.items()}
@@ -206,10 +212,12 @@ def folded_comparison(table: str, ratio_table: str, summary: str, n_rows: int, n
 
 
 class ExploreStudy:
-    """The notebook's one object: ``mode`` stored (the committed calibration of this machine, if
-    any), quick (a one-process calibration here, small arrays) or full (``refimpl bench
-    calibrate``); both measured ones write ``<out_dir>/calibration.json``. ``calibration``: a
-    calibration.json stored mode reads instead of this machine's."""
+    """The notebook's one object: ``mode`` stored (the newest calibration of this machine that a
+    committed same-day check validated, else its calibration.json, else the reference machine's, the
+    same way: refimpl/lab/explore/calibrations.py; ``values["calibration_from"]`` says which and why),
+    quick (a one-process calibration here, small arrays) or full (``refimpl bench calibrate``); both
+    measured ones write ``<out_dir>/calibration.json``. ``calibration``: a calibration.json stored
+    mode reads instead."""
     values_name = "values_explore.json"
 
     def __init__(self, mode: str = "stored", quick: Optional[bool] = None, out_dir: str | Path = "reports/latest",
@@ -226,14 +234,13 @@ class ExploreStudy:
     def _calibration(self) -> Optional[Calibration]:
         if self.mode == "stored":
             if self.calibration_path:
-                return Calibration.load(self.calibration_path)
-            own = Calibration.for_this_machine()
-            ref = RESULTS_DIR / REFERENCE / "calibration.json"
-            if own is None and ref.exists():  # a user's machine: the reference machine's rates, named as such
-                self.values["calibration_from"] = (f"the reference machine's ({REFERENCE}): none is committed for "
-                                                   f"{self.values['machine']}")
-                return Calibration.load(ref)
-            return own
+                cal: Optional[Calibration] = Calibration.load(self.calibration_path)
+                self.values["calibration_from"] = f"the calibration asked for ({self.calibration_path})"
+            else:  # the newest one a committed same-day check validated, else calibration.json; the reference's
+                cal, self.values["calibration_from"] = default_calibration(self.values["machine"], REFERENCE, RESULTS_DIR)
+            if cal is not None:
+                self.values["calibration_described"] = cal.described
+            return cal
         spec = CalibrateSpec(repeats=1, size_mib=32) if self.mode == "quick" else CalibrateSpec()
         out = self.out_dir / "calibration.json"
         t0 = time.perf_counter()
@@ -247,7 +254,7 @@ class ExploreStudy:
         return f"no calibration for this machine (results/{self.values['machine']}/calibration.json)"
 
     def explorer(self, settings: Optional[Settings] = None) -> ExplorerPanel:
-        self.panel = ExplorerPanel(settings, self.calibration, self.why_none)
+        self.panel = ExplorerPanel(settings, self.calibration, self.why_none, self.values.get("calibration_from", ""))
         return self.panel
 
     def whisper(self) -> WhisperPanel:

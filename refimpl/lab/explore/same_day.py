@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional
 
 from refimpl.engine.startup_plan import StartupPlan
+from refimpl.lab.bench.fits import pair_price
 from refimpl.lab.bench.rates import SizedRate
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import spec_from_params
@@ -26,6 +27,7 @@ from refimpl.lab.stats import median
 from refimpl.lab.studies import md, md_table
 
 RSS_GOAL = 0.10  # peak RSS, the benchmark table's goal
+AFTER = "0.9.0"  # PR #17935's row: its ratio to the reference gets a line of its own
 
 
 def part_gaps(pred: Prediction, plan: StartupPlan, runs: list[dict]) -> dict[str, tuple[float, float]]:
@@ -119,15 +121,16 @@ def carry_rates(old: Calibration, new: Calibration) -> Calibration:
         if y is None or x.encoder_pair_s_per_token is not None or y.encoder_pair_s_per_token is None \
                 or y.encoder_pair_s_per_token2 is None or x.encoder_s_at_tokens is None or x.encoder_tokens is None:
             continue
-        a, b, t = y.encoder_pair_s_per_token, y.encoder_pair_s_per_token2, x.encoder_tokens
-        scale = x.encoder_s_at_tokens / (a * t + b * t * t)
-        models[m] = replace(x, encoder_pair_s_per_token=a * scale, encoder_pair_s_per_token2=b * scale)
+        a, b, c, t = y.encoder_pair_s_per_token, y.encoder_pair_s_per_token2, y.encoder_pair_s or 0.0, x.encoder_tokens
+        scale = x.encoder_s_at_tokens / pair_price(c, a, b, t)
+        models[m] = replace(x, encoder_pair_s_per_token=a * scale, encoder_pair_s_per_token2=b * scale,
+                            encoder_pair_s=y.encoder_pair_s and c * scale)
     rates = replace(
         o, large_gib=o.large_gib or n.large_gib,
         fill_s_per_gib={k: carried(r, n.fill_s_per_gib.get(k)) for k, r in o.fill_s_per_gib.items()},
         hash_s_per_gib={k: carried(r, n.hash_s_per_gib.get(k)) for k, r in o.hash_s_per_gib.items()},
         copy_s_per_gib=carried(o.copy_s_per_gib, n.copy_s_per_gib), models=models)
-    return Calibration(rates, old.hardware, old.date, old.path, old.host)
+    return replace(old, rates=rates)
 
 
 def _err(pair: tuple[float, float]) -> float:
@@ -169,7 +172,15 @@ def same_day_table(cal: Calibration, ladders: list[Path], results_dir: Path = RE
                           f"{r.rss[0] / GiB:.2f}", f"{r.rss[1] / GiB:.2f}", pct(_err(r.rss), RSS_GOAL),
                           f"{r.ratio[0]:.2f}x / {r.ratio[1]:.2f}x ({pct(_err(r.ratio), RATIO_GOAL)})" if r.ratio else "-",
                           "; ".join(vs) or "-", "; ".join(misses) or "-"])
-        blocks.append(f"**{rows[0].source}**, max_model_len {n}, measured {Result.load(path).env.get('date', '')[:10]}")
+        res = Result.load(path)
+        setting = ", ".join(f"{k} {v}" for k in ("limit_mm_per_prompt", "mm_processor_kwargs")
+                            for v in [res.params.get(k)] if v)
+        blocks.append(f"**{rows[0].source}**, max_model_len {n}{', ' + setting if setting else ''}, "
+                      f"measured {res.env.get('date', '')[:10]}")
+        pr = next((r for r in rows if r.variant == AFTER and r.ratio), None)
+        if pr is not None and pr.ratio is not None:  # PR #17935's ratio, the finding's headline
+            blocks.append(f"{AFTER} / {reference}: predicted {pr.ratio[0]:.2f}x, measured {pr.ratio[1]:.2f}x "
+                          f"({pct(_err(pr.ratio), RATIO_GOAL)})")
         blocks.append(md_table(["row", "predicted s", "measured s", "error", "predicted peak GiB", "measured peak GiB",
                                 "error", f"ratio to {reference} predicted / measured",
                                 "predicted ratio against committed ladders' measured", "largest miss"], table))

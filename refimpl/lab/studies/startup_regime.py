@@ -33,12 +33,15 @@ QUICK_REPEATS = 2
 def predicted_ratio(model: str, max_model_len: Optional[int], limits: tuple[str, ...] = (),
                     mm_processor_kwargs: tuple[tuple[str, Any], ...] = (), model_path: Optional[str] = None) -> float:
     """The cost model's 0.9.0 / 0.8.5 start-up seconds at this setting (``mm_processor_kwargs`` as
-    sorted pairs, e.g. (("max_pixels", 1003520),)), priced with the reference machine's calibration
-    (a prediction: ratios travel between machines better than seconds): refimpl.lab.explore.prediction's
+    sorted pairs, e.g. (("max_pixels", 1003520),)), priced with the reference machine's default
+    calibration, the explorer's (calibrations.default_calibration: the newest one a committed same-day check
+    validated; a prediction: ratios travel between machines better than seconds): refimpl.lab.explore.prediction's
     ``predicted_ratio``, the explorer's and the cost check's function."""
     from refimpl.lab.explore import prediction
-    from refimpl.lab.explore.cost_model import Calibration
-    cal = Calibration.load(RESULTS_DIR / REFERENCE / "calibration.json")
+    from refimpl.lab.explore.calibrations import default_calibration
+    cal, _ = default_calibration(REFERENCE, REFERENCE, RESULTS_DIR)
+    if cal is None:
+        raise FileNotFoundError(f"no calibration under {RESULTS_DIR / REFERENCE}")
     vc = prediction.setting_config(model, max_model_len=max_model_len, limit_mm_per_prompt=parse_limits(list(limits)),
                                    mm_processor_kwargs=dict(mm_processor_kwargs), model_path=model_path)
     return prediction.predicted_ratio(vc, cal, AFTER, BEFORE)

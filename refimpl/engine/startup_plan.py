@@ -23,8 +23,8 @@ from refimpl.engine.startup_steps import (  # noqa: F401 - the names this module
     RESET_PHASE,
     STARTUP_STEPS,
     Item,
-    Step,
     StartupStep,
+    Step,
     make_item,
     walk,
 )

@@ -47,6 +47,7 @@ from refimpl.testing.bad_input_data import (  # noqa: F401 - the names this modu
 )
 from refimpl.worker.gpu_model_runner import GPUModelRunner
 
+
 class Kit:
     """Lazily built processors and schedulers the cases run against (own registry each);
     one method per entry point a BadInput names."""

@@ -144,10 +144,11 @@ class Scheduler(SchedulerInterface):
         while req_index < len(self.running) and step.token_budget > 0:
             request = self.running[req_index]
             num_new = min(request.num_tokens - request.num_computed_tokens, step.token_budget)
-            items, new_enc_budget = [], step.encoder_budget
+            items: list[int] = []
+            new_enc_budget = step.encoder_compute_budget
             if request.has_encoder_inputs and num_new > 0:
                 items, num_new, new_enc_budget = self._try_schedule_encoder_inputs(
-                    request, request.num_computed_tokens, num_new, step.encoder_budget)
+                    request, request.num_computed_tokens, num_new, step.encoder_compute_budget)
             if num_new <= 0:
                 req_index += 1
                 continue
@@ -159,7 +160,8 @@ class Scheduler(SchedulerInterface):
             step.add(request, num_new, items, new_enc_budget, self.encoder_cache_manager)
             req_index += 1
 
-    def _allocate_or_preempt(self, request: Request, num_new: int, step: ScheduledStep) -> Optional[KVCacheBlocks]:
+    def _allocate_or_preempt(self, request: Request, num_new: int,
+                             step: ScheduledStep) -> Optional[KVCacheBlocks]:
         """KV blocks for ``num_new`` more tokens of running ``request``, preempting the last running
         request (FCFS) until they fit; None once ``request`` itself is preempted."""
         while True:
@@ -184,10 +186,11 @@ class Scheduler(SchedulerInterface):
             if not self.chunked_prefill_enabled and num_new > step.token_budget:
                 break  # whole prompt or nothing; later arrivals wait behind it
             num_new = min(num_new, step.token_budget)
-            items, new_enc_budget = [], step.encoder_budget
+            items: list[int] = []
+            new_enc_budget = step.encoder_compute_budget
             if request.has_encoder_inputs:
                 items, num_new, new_enc_budget = self._try_schedule_encoder_inputs(
-                    request, 0, num_new, step.encoder_budget)
+                    request, 0, num_new, step.encoder_compute_budget)
                 if num_new == 0:
                     break
             blocks = self.kv_cache_manager.allocate_slots(request, num_new, self._num_encoder_tokens(request))

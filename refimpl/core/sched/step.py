@@ -18,12 +18,12 @@ from refimpl.request import Request
 
 @dataclass
 class ScheduledStep:
-    """Budgets left (``token_budget``: tokens; ``encoder_budget``: encoder tokens) and the step's
+    """Budgets left (``token_budget``: tokens; ``encoder_compute_budget``: encoder tokens) and the step's
     choices: requests admitted (``new_reqs``), running ones scheduled again (``running_reqs``, with
     the blocks added this step in ``new_blocks_of``), ``preempted`` ones, tokens per request id
     (``num_scheduled``) and encoder input indices per request id (``encoder_inputs``)."""
     token_budget: int
-    encoder_budget: int
+    encoder_compute_budget: int
     new_reqs: list[Request] = field(default_factory=list)
     running_reqs: list[Request] = field(default_factory=list)
     preempted: list[Request] = field(default_factory=list)
@@ -45,7 +45,7 @@ class ScheduledStep:
             self.encoder_inputs[request.request_id] = encoder_items
             for i in encoder_items:
                 encoder_cache_manager.allocate(request, i)
-            self.encoder_budget = encoder_budget_left
+            self.encoder_compute_budget = encoder_budget_left
 
     def make_output(self, kv_cache_manager: KVCacheManager, finished_req_ids: set[str]) -> SchedulerOutput:
         """The SchedulerOutput: new requests with all their block ids, running ones with the blocks

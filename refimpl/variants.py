@@ -5,15 +5,30 @@ switch changed is beside the field; docs/mechanisms/ has a page per change); a o
 (``"0.9.0+#19484"``) adds one PR to a release; ``refimpl``, ``shape-only`` and
 ``audios-per-step`` are ours. ``LEGACY_NAMES``: the 0.1.0 names, accepted with a
 DeprecationWarning until 0.3.0 (``current_row_name``), and labels of older results. Raises
-UnknownVariantError naming the choices for an unknown name.
+UnknownVariantError naming the choices for an unknown name. This module holds the start-up rows;
+the encoder-length rows are in refimpl.encoder_len_variants and the old names in
+refimpl.variant_names, every name of both importable from here.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, replace
 from typing import Literal, Optional
 
+from refimpl.encoder_len_variants import (  # noqa: F401 - the names this module held before the split
+    ENCODER_LEN_SITES,
+    ENCODER_LEN_VARIANTS,
+    EncoderLenSite,
+    EncoderLenSource,
+    EncoderLenVariant,
+    get_encoder_len_variant,
+)
 from refimpl.errors import UnknownVariantError
+from refimpl.variant_names import (  # noqa: F401 - the names this module held before the split
+    LEGACY_NAMES,
+    SHAPE_ONLY_BEFORE_0_2,
+    current_row_name,
+    legacy_name,
+)
 
 WorstCaseImage = Literal["square", "factor-pair", "true-max"]
 HashBytePath = Literal["v0.8.5", "v0.9.0", "v0.9.2", "stream"]
@@ -170,114 +185,6 @@ STARTUP_VARIANTS: dict[str, StartupVariant] = {v.name: v for v in (
 RELEASE_ROWS = tuple(n for n, v in STARTUP_VARIANTS.items() if v.release)
 LADDER = (*RELEASE_ROWS, "refimpl", "shape-only")  # the start-up study's default rows
 
-# Where the Whisper encoder length (1500 tokens) is read, as in vLLM 0.10.2:
-#   metadata  - CrossAttentionBuilder.build, every forward step        (PR #24866)
-#   runner    - model runner init (0.13.0: its block-table width)      (PR #24989)
-#   scheduler - Scheduler.schedule(), each admission attempt           (PR #24989)
-#   kv_cache  - CrossAttentionSpec's KV memory check, start-up         (PR #24989)
-EncoderLenSite = Literal["metadata", "runner", "scheduler", "kv_cache"]
-ENCODER_LEN_SITES: tuple[EncoderLenSite, ...] = ("metadata", "runner", "scheduler", "kv_cache")
-# "registry": MULTIMODAL_REGISTRY.get_encdec_max_encoder_len(model_config), uncached;
-# "config":   scheduler_config.max_num_encoder_input_tokens: the encoder length while
-#             VllmConfig overrides it (0.10.2 to 0.12), the batching budget from 0.13.0;
-# "per-item": scheduler_config.encoder_len_per_item, one audio's length computed once
-#             (0.13.0's metadata: the scheduled lengths; 0.14.0's scheduler: one registry call).
-EncoderLenSource = Literal["registry", "config", "per-item"]
-
-
-@dataclass(frozen=True)
-class EncoderLenVariant:
-    """Where each call site reads the Whisper encoder length, and the encoder budget:
-    encoder-len (one audio per step, 0.10.2 to 0.12), batched-tokens (#29421, 0.13.0:
-    ``max_num_batched_tokens``), audios-per-step (ours: ``max_audios_per_step`` lengths)."""
-    name: str
-    reproduces: str
-    release: Optional[str]
-    metadata: EncoderLenSource
-    runner: EncoderLenSource
-    scheduler: EncoderLenSource
-    kv_cache: EncoderLenSource
-    encoder_budget: Literal["encoder-len", "batched-tokens", "audios-per-step"] = "encoder-len"
-
-    @property
-    def encoder_batch(self) -> bool:
-        """The audios-per-step what-if (``max_audios_per_step`` sets the budget)."""
-        return self.encoder_budget == "audios-per-step"
-
-    def source(self, site: EncoderLenSite) -> EncoderLenSource:
-        """Where ``site`` reads the encoder length. Raises KeyError for an unknown site."""
-        if site not in ENCODER_LEN_SITES:
-            raise KeyError(f"unknown encoder-length call site {site!r}; one of {ENCODER_LEN_SITES}")
-        return getattr(self, site)
-
-
-_E0102 = EncoderLenVariant("0.10.2", "vLLM 0.10.2 (every site calls the registry)", "0.10.2",
-                           metadata="registry", runner="registry", scheduler="registry",
-                           kv_cache="registry")
-_E0110 = EncoderLenVariant("0.11.0", "vLLM 0.11.0 (PRs #24866 and #24989: every site reads the "
-                           "config)", "0.11.0", metadata="config", runner="config",
-                           scheduler="config", kv_cache="config")
-_E0130 = replace(_E0110, name="0.13.0", release="0.13.0", metadata="per-item",
-                 encoder_budget="batched-tokens",
-                 reproduces="vLLM 0.13.0 (PR #29421: the budget follows max_num_batched_tokens; "
-                 "the scheduler, runner and KV check size cross-attention from it)")
-ENCODER_LEN_VARIANTS: dict[str, EncoderLenVariant] = {v.name: v for v in (
-    _E0102,
-    replace(_E0102, name="0.10.2+#24866", release=None, metadata="config",
-            reproduces="vLLM 0.10.2 + PR #24866 (the metadata builder reads the config)"),
-    replace(_E0102, name="0.10.2+#24989", release=None, runner="config", scheduler="config",
-            kv_cache="config", reproduces="vLLM 0.10.2 + PR #24989 (scheduler, runner and KV "
-            "check read the config)"),
-    _E0110, _E0130,
-    replace(_E0130, name="0.14.0", release="0.14.0", scheduler="per-item",
-            reproduces="vLLM 0.14.0 (the scheduler's length from one registry call; the "
-            "runner's block-table width and the KV check still read the budget)"),
-    EncoderLenVariant("audios-per-step", "ours, a what-if: the per-item length at every site, "
-                      "a budget of max_audios_per_step audios", None, metadata="per-item",
-                      runner="per-item", scheduler="per-item", kv_cache="per-item",
-                      encoder_budget="audios-per-step"),
-)}
-
-# Rows of results written before the release rows -> the row each was, at the figures'
-# settings (128k, default max_pixels: the frame cap, frame fitting and worst-case rule did not
-# change a dummy there; the old rows skipped oversize items and used the true worst case).
-LEGACY_NAMES: dict[str, str] = {
-    "no-cache": "0.8.5", "cache-reset": "0.9.0", "hash-nocopy": "0.9.0+#19484",
-    "hash-stream": "0.9.0+#24925", "uint8-video": "0.9.0+#24925+uint8",
-    "formula": "0.9.0+#19756+#24925+uint8", "shape-only": "0.9.0+#19756+#24925+uint8+shape-only",
-    "registry": "0.10.2", "runner-config": "0.10.2+#24866",  # and #24989's runner site, read once at init
-    "scheduler-config": "0.11.0", "encoder-batch": "audios-per-step",
-}
-
-
-def legacy_name(name: str) -> str:
-    """The current label of a row name from an older result (``name`` itself if not old;
-    an ``@N`` suffix is kept: ``encoder-batch@4`` -> ``audios-per-step@4``)."""
-    base, at, n = name.partition("@")
-    return LEGACY_NAMES.get(base, base) + at + n
-
-
-SHAPE_ONLY_BEFORE_0_2 = LEGACY_NAMES["shape-only"]  # what "shape-only" named in 0.1.0
-
-
-def current_row_name(name: str, *, stacklevel: int = 2) -> str:
-    """The row an old name (``LEGACY_NAMES``, accepted until 0.3.0) now is, with a
-    DeprecationWarning naming it; any other name is returned as it is. ``"shape-only"`` is a
-    current row that named another one in 0.1.0: it is returned as it is, with a warning saying
-    which row it now means and the name of the row it meant. An ``@N`` suffix is kept."""
-    base, at, n = name.partition("@")
-    if base == "shape-only":
-        warnings.warn(f"row name 'shape-only' now means refimpl's shape-only row (the kit's default "
-                      f"with the profile run's inputs at their processed shape); in 0.1.0 it meant "
-                      f"{SHAPE_ONLY_BEFORE_0_2!r}: pass that name for the old row", DeprecationWarning,
-                      stacklevel=stacklevel + 1)
-    elif base in LEGACY_NAMES:
-        new = LEGACY_NAMES[base] + at + n
-        warnings.warn(f"row name {base!r} is deprecated since 0.2.0 (removed in 0.3.0): it is row "
-                      f"{new!r}", DeprecationWarning, stacklevel=stacklevel + 1)
-        return new
-    return name
-
 
 def get_startup_variant(name: str) -> StartupVariant:
     """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
@@ -289,14 +196,3 @@ def get_startup_variant(name: str) -> StartupVariant:
     if name not in STARTUP_VARIANTS:
         raise UnknownVariantError("variant", tuple(STARTUP_VARIANTS), f"unknown variant {name!r}")
     return STARTUP_VARIANTS[name]
-
-
-def get_encoder_len_variant(name: str) -> EncoderLenVariant:
-    """The record named ``name`` (an old name: its row, with a DeprecationWarning). Raises
-    UnknownVariantError naming the choices."""
-    if name not in ENCODER_LEN_VARIANTS and name.partition("@")[0] in LEGACY_NAMES:
-        name = current_row_name(name, stacklevel=3)
-    if name not in ENCODER_LEN_VARIANTS:
-        raise UnknownVariantError("encoder_len_variant", tuple(ENCODER_LEN_VARIANTS),
-                                  f"unknown variant {name!r}")
-    return ENCODER_LEN_VARIANTS[name]

@@ -3,8 +3,9 @@
 Mirrors ``BaseMultiModalProcessor`` / ``EncDecMultiModalProcessor`` of
 ``vllm/multimodal/processing.py`` (0.9.0). Cached: hash each item, HF-process the misses alone,
 store per item, tokenize the prompt and expand placeholders; uncached: one HF call; both give
-identical outputs. Left out: text-level prompt updates, ``PromptInsertion``, ``is_embed``,
-embedding inputs, tokenization kwargs.
+identical outputs. ``BaseProcessingInfo`` and the HF call are in refimpl.multimodal.processing_context
+(vLLM's ``processing/context.py``), importable from here too. Left out: text-level prompt updates,
+``PromptInsertion``, ``is_embed``, embedding inputs, tokenization kwargs.
 """
 from __future__ import annotations
 
@@ -15,24 +16,21 @@ from typing import Any, Iterator, Optional
 
 import torch
 
-from refimpl.config import get_config_dict, get_preprocessor_dict
-from refimpl.config.checks import check_mm_processor_kwargs
-from refimpl.errors import ConfigError, InvalidInputError
+from refimpl.errors import InvalidInputError
 from refimpl.multimodal.cache import MultiModalHasher, ProcessingCache
 from refimpl.multimodal.hasher import hash_kwargs_by
-from refimpl.multimodal.inputs import MultiModalInputs, parse_mm_data, split_hf_outputs, split_items
+from refimpl.multimodal.inputs import MultiModalInputs, split_hf_outputs
+from refimpl.multimodal.parse import parse_mm_data, split_items
+from refimpl.multimodal.processing_context import BaseProcessingInfo, call_hf_processor  # noqa: F401
 from refimpl.multimodal.prompt_updates import (
     Updates,
     apply_token_matches,
     check_unused_placeholders,
     find_mm_placeholders,
 )
-from refimpl.tokenizer import get_tokenizer
 
 Items = dict[str, list[Any]]                      # modality -> raw items
 KwItems = dict[str, list[dict[str, torch.Tensor]]]  # modality -> per-item tensors
-# transformers >= 5.23 (ProcessorMixin.validate_inputs): placeholders and items differ in number
-_HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts should be the same as")
 
 
 def request_scoped_uuids(request_id: str, mm_data: Optional[dict[str, Any]]) -> dict[str, list[str]]:
@@ -42,47 +40,6 @@ def request_scoped_uuids(request_id: str, mm_data: Optional[dict[str, Any]]) -> 
     if not isinstance(mm_data, dict):
         return {}
     return {m: [f"{request_id}-{m}-{i}" for i in range(len(split_items(m, d)))] for m, d in mm_data.items()}
-
-
-class BaseProcessingInfo:
-    """Per-model facts the processor and dummy builder need (vLLM ``BaseProcessingInfo``). The HF
-    processor is cached per model and ``mm_processor_kwargs``; ``switches`` overrides
-    ``model_config.mm_switches``; ``call_kwargs``: one call's own ``mm_processor_kwargs``
-    (``BaseMultiModalProcessor.for_call``), over the model-level ones."""
-    modalities: tuple[str, ...] = ()
-
-    def __init__(self, model_config, switches=None):
-        self.model_config = model_config
-        self.model_id: str = model_config.model
-        self._switches = switches
-        self.call_kwargs: dict[str, Any] = {}
-
-    @property
-    def mm_processor_kwargs(self) -> dict[str, Any]:
-        """The model-level ``mm_processor_kwargs`` with this call's merged over them."""
-        return dict(self.model_config.mm_processor_kwargs) | self.call_kwargs
-
-    @property
-    def hf_config(self) -> dict[str, Any]:
-        return get_config_dict(self.model_id)  # processing always uses the real model's sizes
-
-    @property
-    def switches(self):
-        """The MultiModalSwitches (vLLM-version mechanics) this processor follows."""
-        return self._switches or self.model_config.mm_switches
-
-    def get_hf_processor(self):
-        raise NotImplementedError
-
-    def get_tokenizer(self):
-        return get_tokenizer(self.model_id)
-
-    def get_allowed_mm_limits(self) -> dict[str, int]:
-        return {m: self.model_config.get_mm_limit(m) for m in self.modalities}
-
-    def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
-        """Max tokens of one item per modality by formula, no processing (vLLM PR #19756)."""
-        raise NotImplementedError
 
 
 class BaseMultiModalProcessor:
@@ -130,23 +87,7 @@ class BaseMultiModalProcessor:
         with self._hf_pass(items):
             hf = self.info.get_hf_processor()
             inputs = self._get_hf_inputs(hf, text, items)
-            # Only the HF call's own errors are the input's fault; refimpl's propagate.
-            try:
-                out = hf(**inputs, return_tensors="pt", **kw)
-            except (ValueError, TypeError, RuntimeError) as e:
-                if any(s in str(e) for s in _HF_PLACEHOLDER_COUNT):  # transformers >= 5.23 checks the counts
-                    raise InvalidInputError("prompt", "one placeholder per item", str(e)) from None
-                if self.info.call_kwargs:  # e.g. do_resize=False on a size that is not whole patches
-                    raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
-                                            f"{self.info.call_kwargs}: {e}") from e
-                raise InvalidInputError("mm_data", "input the HF processor accepts", str(e)) from e
-            except (IndexError, StopIteration) as e:
-                # transformers' Qwen2.5-VL processor runs out of grids (StopIteration) when the
-                # text has more placeholders than items: a bad prompt, not a crash.
-                raise InvalidInputError("prompt", "one placeholder per item",
-                                        f"the HF processor could not match placeholders to items "
-                                        f"({type(e).__name__}: {e})") from None
-            return self._postprocess_hf_outputs(out)
+            return self._postprocess_hf_outputs(call_hf_processor(hf, inputs, kw, self.info.call_kwargs))
 
     def _split(self, out: dict[str, torch.Tensor], counts: dict[str, int]) -> KwItems:
         """Cut the HF processor's batched output into one dict of tensors per item."""
@@ -245,20 +186,7 @@ class BaseMultiModalProcessor:
                                     f"got {type(hf_processor_mm_kwargs).__name__}")
         if not hf_processor_mm_kwargs:
             return self
-        kw = dict(hf_processor_mm_kwargs)
-        try:
-            check_mm_processor_kwargs(self.info.model_id, self.info.mm_processor_kwargs | kw,
-                                      get_preprocessor_dict(self.info.model_id))
-        except ConfigError as e:
-            fld = e.field if e.field == "mm_processor_kwargs" else f"mm_processor_kwargs.{e.field}"
-            raise InvalidInputError(fld, e.limit, e.message) from None
-        info = copy.copy(self.info)
-        info.call_kwargs = kw
-        try:
-            info.get_hf_processor()
-        except Exception as e:  # a combination the HF processor's constructor refuses
-            raise InvalidInputError("mm_processor_kwargs", "values the HF processor accepts",
-                                    f"{kw}: {type(e).__name__}: {e}") from None
+        info = self.info.for_call(dict(hf_processor_mm_kwargs))
         proc = copy.copy(self)
         proc.info, proc.dummy_inputs = info, copy.copy(self.dummy_inputs)
         proc.dummy_inputs.info = info

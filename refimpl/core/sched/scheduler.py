@@ -16,8 +16,9 @@ from refimpl.core.encoder_cache_manager import EncoderCacheManager, compute_enco
 from refimpl.core.kv_cache_manager import KVCacheBlocks, KVCacheManager
 from refimpl.core.sched.encoder_inputs import free_encoder_inputs, try_schedule_encoder_inputs
 from refimpl.core.sched.interface import SchedulerInterface
-from refimpl.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from refimpl.core.sched.output import SchedulerOutput
 from refimpl.core.sched.request_queue import FCFSRequestQueue
+from refimpl.core.sched.step import ScheduledStep
 from refimpl.core.sched.utils import check_kv_cache_fit, check_request_limits, check_stop
 from refimpl.errors import ConfigError, EncoderLengthMismatchError, InvalidInputError
 from refimpl.outputs import ModelRunnerOutput, RequestOutput
@@ -115,7 +116,8 @@ class Scheduler(SchedulerInterface):
         return len(self.finished_req_ids) > 0
 
     # ------------------------------------------------------------ one step: schedule, update_from_output
-    def _preempt(self, request: Request) -> None:
+    def _preempt_request(self, request: Request) -> None:
+        """Back to the front of WAITING, its blocks and encoder cache freed, to be recomputed."""
         self.kv_cache_manager.free(request)
         self.encoder_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
@@ -124,109 +126,119 @@ class Scheduler(SchedulerInterface):
         self.waiting.prepend_request(request)
 
     def schedule(self) -> SchedulerOutput:
-        """RUNNING requests first, then WAITING ones in FCFS order (see the module docstring)."""
-        new_reqs: list[Request] = []
-        running_reqs: list[Request] = []
-        preempted: list[Request] = []
-        new_blocks_of: dict[str, KVCacheBlocks] = {}
-        num_scheduled: dict[str, int] = {}
-        encoder_inputs: dict[str, list[int]] = {}
-        token_budget, encoder_budget = self.max_num_scheduled_tokens, self.max_num_encoder_input_tokens
+        """One step, in vLLM's phases: RUNNING requests (``_schedule_running``), then WAITING ones
+        in FCFS order unless something was preempted (``_schedule_waiting``), then the output
+        (``_build_scheduler_output``) and the requests advanced (``_update_after_schedule``)."""
+        step = ScheduledStep(self.max_num_scheduled_tokens, self.max_num_encoder_input_tokens)
+        self._schedule_running(step)
+        if not step.preempted:
+            self._schedule_waiting(step)
+        out = self._build_scheduler_output(step)
+        self._update_after_schedule(out)
+        return out
 
-        # 1. RUNNING requests.
+    def _schedule_running(self, step: ScheduledStep) -> None:
+        """Phase 1: each RUNNING request's next tokens (a prefill chunk or one decode token) and
+        encoder inputs, preempting the last running request when KV blocks run out."""
         req_index = 0
-        while req_index < len(self.running) and token_budget > 0:
+        while req_index < len(self.running) and step.token_budget > 0:
             request = self.running[req_index]
-            num_new = min(request.num_tokens - request.num_computed_tokens, token_budget)
+            num_new = min(request.num_tokens - request.num_computed_tokens, step.token_budget)
             items: list[int] = []
-            new_enc_budget = encoder_budget
+            new_enc_budget = step.encoder_compute_budget
             if request.has_encoder_inputs and num_new > 0:
-                items, num_new, new_enc_budget = try_schedule_encoder_inputs(
-                    request, request.num_computed_tokens, num_new, encoder_budget,
-                    self.encoder_cache_manager, self.is_encoder_decoder)
+                items, num_new, new_enc_budget = self._try_schedule_encoder_inputs(
+                    request, request.num_computed_tokens, num_new, step.encoder_compute_budget)
             if num_new <= 0:
                 req_index += 1
                 continue
-            while True:
-                blocks = self.kv_cache_manager.allocate_slots(request, num_new)
-                if blocks is not None:
-                    break
-                victim = self.running.pop()  # the last running request: FCFS preemption
-                self._preempt(victim)
-                preempted.append(victim)
-                if victim is request:
-                    break
-            if blocks is None:
+            blocks = self._allocate_or_preempt(request, num_new, step)
+            if blocks is None:  # the request itself was preempted
                 break
-            running_reqs.append(request)
-            new_blocks_of[request.request_id] = blocks
-            num_scheduled[request.request_id] = num_new
-            token_budget -= num_new
+            step.running_reqs.append(request)
+            step.new_blocks_of[request.request_id] = blocks
+            step.add(request, num_new, items, new_enc_budget, self.encoder_cache_manager)
             req_index += 1
-            if items:
-                encoder_inputs[request.request_id] = items
-                for i in items:
-                    self.encoder_cache_manager.allocate(request, i)
-                encoder_budget = new_enc_budget
 
-        # 2. WAITING requests, only when nothing was preempted this step. Strict FCFS (vLLM PR
-        # #28911): the first request that does not fit ends admission, whichever rule stops it
-        # (whole prompt without chunked prefill, encoder budget or cache, KV blocks).
-        while not preempted and self.waiting and token_budget > 0:
+    def _allocate_or_preempt(self, request: Request, num_new: int,
+                             step: ScheduledStep) -> Optional[KVCacheBlocks]:
+        """KV blocks for ``num_new`` more tokens of running ``request``, preempting the last running
+        request (FCFS) until they fit; None once ``request`` itself is preempted."""
+        while True:
+            blocks = self.kv_cache_manager.allocate_slots(request, num_new)
+            if blocks is not None:
+                return blocks
+            victim = self.running.pop()
+            self._preempt_request(victim)
+            step.preempted.append(victim)
+            if victim is request:
+                return None
+
+    def _schedule_waiting(self, step: ScheduledStep) -> None:
+        """Phase 2: WAITING requests in strict FCFS order (vLLM PR #28911): the first that does not
+        fit ends admission, whichever rule stops it (whole prompt without chunked prefill, encoder
+        budget or cache, KV blocks, ``max_num_seqs``)."""
+        while self.waiting and step.token_budget > 0:
             if len(self.running) == self.max_num_running_reqs:
                 break
             request = self.waiting.peek_request()
             num_new = request.num_tokens  # num_computed_tokens is 0: no prefix caching
-            if not self.chunked_prefill_enabled and num_new > token_budget:
+            if not self.chunked_prefill_enabled and num_new > step.token_budget:
                 break  # whole prompt or nothing; later arrivals wait behind it
-            num_new = min(num_new, token_budget)
-            items, new_enc_budget = [], encoder_budget
+            num_new = min(num_new, step.token_budget)
+            items: list[int] = []
+            new_enc_budget = step.encoder_compute_budget
             if request.has_encoder_inputs:
-                items, num_new, new_enc_budget = try_schedule_encoder_inputs(
-                    request, 0, num_new, encoder_budget, self.encoder_cache_manager,
-                    self.is_encoder_decoder)
+                items, num_new, new_enc_budget = self._try_schedule_encoder_inputs(
+                    request, 0, num_new, step.encoder_compute_budget)
                 if num_new == 0:
                     break
-            num_encoder_tokens = 0  # cross-attention length: the call site PR #24989 changed
-            if self.is_encoder_decoder and request.has_encoder_inputs:
-                num_encoder_tokens = self.vllm_config.get_encoder_len("scheduler")
-                if self.check_encoder_len and num_encoder_tokens != self.max_encoder_len:
-                    raise EncoderLengthMismatchError(
-                        "num_encoder_tokens", self.max_encoder_len,
-                        f"scheduler got {num_encoder_tokens} encoder tokens for cross-attention, "
-                        f"the model has {self.max_encoder_len} (max_source_positions)")
-            blocks = self.kv_cache_manager.allocate_slots(request, num_new, num_encoder_tokens)
+            blocks = self.kv_cache_manager.allocate_slots(request, num_new, self._num_encoder_tokens(request))
             if blocks is None:
                 break
             self.waiting.pop_request()
             self.running.append(request)
-            new_reqs.append(request)
+            step.new_reqs.append(request)
             request.status = RequestStatus.RUNNING
-            num_scheduled[request.request_id] = num_new
-            token_budget -= num_new
-            if items:
-                encoder_inputs[request.request_id] = items
-                for i in items:
-                    self.encoder_cache_manager.allocate(request, i)
-                encoder_budget = new_enc_budget
+            step.add(request, num_new, items, new_enc_budget, self.encoder_cache_manager)
 
-        total = sum(num_scheduled.values())
-        assert total <= self.max_num_scheduled_tokens and len(self.running) <= self.max_num_running_reqs
-        out = SchedulerOutput(
-            scheduled_new_reqs=[NewRequestData.from_request(
-                r, self.kv_cache_manager.get_block_ids(r.request_id)) for r in new_reqs],
-            scheduled_cached_reqs=CachedRequestData.from_requests(running_reqs, new_blocks_of),
-            num_scheduled_tokens=num_scheduled,
-            total_num_scheduled_tokens=total,
-            scheduled_encoder_inputs=encoder_inputs,
-            finished_req_ids=self.finished_req_ids,
-            preempted_req_ids={r.request_id for r in preempted},
-        )
-        for rid, n in num_scheduled.items():
+    def _num_encoder_tokens(self, request: Request) -> int:
+        """Cross-attention positions to allocate at admission (0: decoder-only or no audio), read
+        from ``get_encoder_len("scheduler")`` on every attempt: the call site PR #24989 changed.
+        Raises EncoderLengthMismatchError when it is not the model's length (``check_encoder_len``)."""
+        if not (self.is_encoder_decoder and request.has_encoder_inputs):
+            return 0
+        num_encoder_tokens = self.vllm_config.get_encoder_len("scheduler")
+        if self.check_encoder_len and num_encoder_tokens != self.max_encoder_len:
+            raise EncoderLengthMismatchError(
+                "num_encoder_tokens", self.max_encoder_len,
+                f"scheduler got {num_encoder_tokens} encoder tokens for cross-attention, "
+                f"the model has {self.max_encoder_len} (max_source_positions)")
+        return num_encoder_tokens
+
+    # ------------------------------------------------------------ phase: encoder inputs
+    def _try_schedule_encoder_inputs(self, request: Request, num_computed_tokens: int, num_new_tokens: int,
+                                     encoder_budget: int) -> tuple[list[int], int, int]:
+        """``try_schedule_encoder_inputs`` on this scheduler's encoder cache: (input indices,
+        num_new_tokens trimmed, encoder budget left)."""
+        return try_schedule_encoder_inputs(request, num_computed_tokens, num_new_tokens, encoder_budget,
+                                           self.encoder_cache_manager, self.is_encoder_decoder)
+
+    # ------------------------------------------------------------ phase: the output
+    def _build_scheduler_output(self, step: ScheduledStep) -> SchedulerOutput:
+        """The step's SchedulerOutput, with the requests finished since the last step."""
+        assert (step.total_num_scheduled_tokens <= self.max_num_scheduled_tokens
+                and len(self.running) <= self.max_num_running_reqs)
+        return step.make_output(self.kv_cache_manager, self.finished_req_ids)
+
+    def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
+        """Advance each scheduled request by its tokens (before the runner computes them, as vLLM)
+        and start a new set of finished ids."""
+        for rid, n in scheduler_output.num_scheduled_tokens.items():
             self.requests[rid].num_computed_tokens += n
         self.finished_req_ids = set()
-        return out
 
+    # ------------------------------------------------------------ after the runner
     def update_from_output(self, scheduler_output: SchedulerOutput,
                            model_runner_output: ModelRunnerOutput) -> list[RequestOutput]:
         """Finished requests of this step, in the order they were scheduled."""

@@ -33,10 +33,12 @@ from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench import guard, trial
 from refimpl.lab.bench.param_sweep import load, run_name, spec_of
 from refimpl.lab.bench.specs import CalibrateSpec, ServeSpec, Spec, StartupSpec
+from refimpl.lab.cli_errors import parse_or_refuse, refuse
 from refimpl.lab.env import git_info
 
 __all__ = ["SweepArgs", "Run", "Sweep", "BENCHES", "plan", "run", "parse", "main"]
 
+PROG = "refimpl bench sweep"
 BENCHES: dict[str, type[Spec]] = {"startup": StartupSpec, "serve": ServeSpec}
 
 
@@ -181,18 +183,22 @@ def _entry(bench: str):
 
 
 def parse(argv: list[str]) -> tuple[str, SweepArgs]:
-    """(bench, flags) of ``refimpl bench sweep`` flags; SystemExit(2) on a malformed one."""
-    return tyro.extras.subcommand_cli_from_dict({b: _entry(b) for b in BENCHES}, prog="refimpl bench sweep", args=argv)
+    """(bench, flags) of ``refimpl bench sweep`` flags; ConfigError naming the field for a malformed one
+    (the one-line refusal); ``--help`` exits 0."""
+    return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
+        {b: _entry(b) for b in BENCHES}, prog=PROG, args=argv), argv, PROG)
 
 
 def main(argv: list[str]) -> int:
     """``refimpl bench sweep startup|serve ...``: 0, 2 on a refusal (one line, before any run), else the run's."""
-    bench, a = parse(argv)
+    try:
+        bench, a = parse(argv)
+    except RefimplError as e:
+        return refuse(PROG, e)
     try:
         sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process)
     except RefimplError as e:
-        print(f"refimpl bench sweep {bench}: error: {e}", file=sys.stderr)
-        return 2
+        return refuse(f"{PROG} {bench}", e)
     if a.dry_run:
         _dry_run(sweep, a.resume, a.in_process)
         return 0

@@ -66,6 +66,9 @@ def one_line(out: str, argv: list[str], prog: str = "refimpl bench NAME") -> Con
         return ConfigError(before[2:].replace("-", "_") or "flags", "no value" if before else "flags only",
                            f"unexpected {word!r}" + (f" after {before}" if before else ""))
     flags = _FLAG.findall(first) or [a[2:] for a in argv if a.startswith("--")] or ["flags"]
+    if kind.startswith("required"):  # required flags not given: each named
+        return ConfigError(flags[0].replace("-", "_"), "a required flag",
+                           "not given: " + ", ".join(f"--{f}" for f in flags))
     field = flags[0].split("=")[0].replace("-", "_")
     helptext = next((p[1:] for p in paras if p[0].lower().startswith("argument helptext")), [])
     accepts = ": ".join(h.replace(f"--{flags[0]}", "", 1).strip() for h in helptext) or "see --help"

@@ -20,7 +20,7 @@ from refimpl.lab.explore import cost_check_cli
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`]+)`", re.S)
 # a command starts a code span or a line of a fenced block (after environment assignments)
-START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|conform|cost-check)\b|python -m refimpl[\w.]*|make [a-z][\w-]*)")
+START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|conform|cost-check)(?=\s|$)|python -m refimpl[\w.]*|make [a-z][\w-]*)")
 
 
 def _texts():

@@ -17,6 +17,8 @@ REFUSALS = [
     (["bench", "calibrate", "--size-mib", "big"], "refimpl bench calibrate", "size_mib"),
     (["bench", "wer", "--max-new-tokens", "0"], "refimpl bench wer", "max_new_tokens"),
     (["bench", "sweep", "startup", "--params"], "refimpl bench sweep", "params"),
+    (["bench", "sweep", "startup", "--dry-run"], "refimpl bench sweep", "params"),  # --params not given
+    (["bench", "serve", "--variants"], "refimpl bench serve", "variants"),
     (["bench", "sweep", "turbo", "--params", "x.toml"], "refimpl bench sweep", "bench"),
     (["bench", "sweep", "serve", "--params", "no/such.toml", "--dry-run"], "refimpl bench sweep serve", "params"),
     (["report", "--device", "tpu"], "refimpl report", "device"),
@@ -53,7 +55,7 @@ def test_help_lists_every_flag_with_its_default_once(argv, capsys):
     flags = re.findall(r"^\s*│?\s*(--[\w-]+)", out, re.M)
     assert len(flags) >= 2, out
     # a default said once: no flag's help carries two "(default" notes
-    entries = re.split(r"\n\s*│?\s*(?=--[\w-]+)", out)
+    entries = re.split(r"\n\s*│?\s*(?=--?[\w-]+)", out)
     assert all(entry.count("(default") <= 1 for entry in entries), out
 
 
@@ -64,10 +66,13 @@ def test_report_help_names_the_defaults_in_words(capsys):
     assert "-p" in out and "NAME=VALUE" in out and "(default: reports/latest)" in out
 
 
-@pytest.mark.parametrize("module", [mechanism_pages, pass_table, reliability_table, fresh],
-                         ids=lambda m: m.__name__)
-def test_the_other_entry_points_refuse_the_same_way(module, capsys):
+WORKER = ["--spec", "{}", "--variant", "0.9.0", "--output-json", "out.json"]
+
+
+@pytest.mark.parametrize("module, argv", [(mechanism_pages, []), (pass_table, []), (reliability_table, []),
+                                          (fresh, WORKER)], ids=lambda m: getattr(m, "__name__", ""))
+def test_the_other_entry_points_refuse_the_same_way(module, argv, capsys):
     """The docs generators (``python -m refimpl.lab.docs_gen.*``) and the fresh-process worker."""
-    assert module.main(["--nope"]) == 2
+    assert module.main([*argv, "--nope"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"python -m {module.__name__}: error: nope: ") and err.count("\n") == 1, err

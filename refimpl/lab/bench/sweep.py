@@ -23,7 +23,7 @@ import filecmp
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -70,6 +70,7 @@ class Sweep:
     folder: Path
     runs: tuple[Run, ...]
     table: bool
+    elsewhere: dict[str, str] = field(default_factory=dict)  # dry run: run name -> the device it needs, absent here
 
     @property
     def copy(self) -> Path:
@@ -82,8 +83,10 @@ class Sweep:
 
 
 def plan(path: Path, bench: str, output_dir: Path, experiment_name: Optional[str] = None,
-         resume: bool = False, in_process: bool = False) -> Sweep:
-    """The sweep of ``path`` for ``bench``, every run checked (memory aside) before any runs."""
+         resume: bool = False, in_process: bool = False, dry_run: bool = False) -> Sweep:
+    """The sweep of ``path`` for ``bench``, every run checked (memory aside) before any runs; a dry run
+    checks a run whose device is absent here (a GPU session previewed on a CPU) on the CPU instead and
+    names it in ``elsewhere``."""
     data, cls = load(path), BENCHES[bench]
     if "calibrate" in data and bench != "startup":
         raise ConfigError("calibrate", "only in a startup sweep", f"{path} is run as a {bench} sweep")
@@ -111,7 +114,13 @@ def plan(path: Path, bench: str, output_dir: Path, experiment_name: Optional[str
         raise ConfigError("params", f"the file the experiment was made from ({sweep.copy})", f"{path} differs")
     for r in runs:
         try:
-            guard.check(r.spec, r.path, in_process, memory=False)
+            try:
+                guard.check(r.spec, r.path, in_process, memory=False)
+            except RefimplError as e:
+                if not (dry_run and e.field == "device"):
+                    raise
+                sweep.elsewhere[r.name] = str(getattr(r.spec, "device", ""))
+                guard.check(r.spec.replace(device="cpu"), r.path, in_process, memory=False)
         except RefimplError as e:
             raise type(e)(e.field, e.limit, f"run {r.name!r} of {path}: {e.message}") from None
     return sweep
@@ -123,6 +132,8 @@ def _dry_run(sweep: Sweep, resume: bool, in_process: bool) -> None:
     for r in sweep.runs:
         line = r.spec.command(str(r.path) if r.path else None, in_process)
         note = "   (untimed, not kept)" if r.path is None else "" if r in left else "   (done: skipped)"
+        if r.name in sweep.elsewhere:
+            note += f"   (--device {sweep.elsewhere[r.name]}: not here; checked with cpu)"
         print(f"  {r.name:<14} {line}{note}")
     if sweep.table:
         kept = " ".join(r.name for r in sweep.runs if r.path and r.name != "calibration")
@@ -196,7 +207,7 @@ def main(argv: list[str]) -> int:
     except RefimplError as e:
         return refuse(PROG, e)
     try:
-        sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process)
+        sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process, a.dry_run)
     except RefimplError as e:
         return refuse(f"{PROG} {bench}", e)
     if a.dry_run:

@@ -28,10 +28,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig  # noqa: E402
 from refimpl.core.kv_cache_utils import cross_attention_sizing  # noqa: E402
-from refimpl.lab.conform.table import confirmed  # noqa: E402
-from refimpl.lab.docs_gen import pass_table as make_pass_table  # noqa: E402
 from refimpl.errors import RefimplError  # noqa: E402
 from refimpl.lab.cli_errors import flags, refuse  # noqa: E402
+from refimpl.lab.conform.table import confirmed  # noqa: E402
+from refimpl.lab.docs_gen import pass_table as make_pass_table  # noqa: E402
 from refimpl.lab.env import REPO_ROOT as ROOT  # noqa: E402
 from refimpl.multimodal import MultiModalRegistry  # noqa: E402
 from refimpl.variants import (  # noqa: E402

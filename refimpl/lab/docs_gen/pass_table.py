@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
-from refimpl.lab.bench.specs import default
 from refimpl.errors import RefimplError
+from refimpl.lab.bench.specs import default
 from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.env import REPO_ROOT
 
@@ -49,6 +49,7 @@ def pass_row(name: str, mc, sc) -> dict[str, str]:
     v = get_startup_variant(name)
     passes = StartupPlan.build(VllmConfig(mc, sc), v).hf_passes_by_phase()
     per_item, dummy = max_tokens_per_item(mc, v), profile_dummy(mc, sc, v)
+    assert dummy is not None, f"{name}: no profile dummy for {mc.model}"  # Qwen2.5-VL start-up rows have one
     lookup_video = next(s for s in lookup_specs(mc, v) if s[0] == "video")
     built = ([] if v.uses_formula(mc.model) else [lookup_video]) + ([dummy.spec] if not v.mm.shape_only else [])
     item = 8 if v.mm.dummy_video_dtype == "int64" else 1

@@ -66,6 +66,10 @@ def one_line(out: str, argv: list[str], prog: str = "refimpl bench NAME") -> Con
         return ConfigError(before[2:].replace("-", "_") or "flags", "no value" if before else "flags only",
                            f"unexpected {word!r}" + (f" after {before}" if before else ""))
     flags = _FLAG.findall(first) or [a[2:] for a in argv if a.startswith("--")] or ["flags"]
+    choice = re.search(r"invalid choice '(.*?)' for argument '(?:-\w/)?--([\w-]+)'\. "
+                       r"Expected one of \((.*?)\)", " ".join(text))
+    if choice:  # a value outside a Literal's choices: the choices named
+        return ConfigError(choice[2].replace("-", "_"), "one of " + choice[3].replace("'", ""), f"got {choice[1]!r}")
     if kind.startswith("required"):  # required flags not given: each named
         return ConfigError(flags[0].replace("-", "_"), "a required flag",
                            "not given: " + ", ".join(f"--{f}" for f in flags))

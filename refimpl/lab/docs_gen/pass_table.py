@@ -110,7 +110,7 @@ def replace_block(doc: str, which: str, table: str) -> str:
 @dataclass(frozen=True)
 class PassTableArgs:
     """Generate docs/background.md's start-up rows table and pass table from refimpl/variants.py."""
-    doc: Annotated[Path, default("docs/background.md")] = REPO_ROOT / "docs" / "background.md"  # the doc whose tables are replaced
+    doc: Annotated[Path, default("docs/background.md")] = REPO_ROOT / "docs/background.md"  # the doc whose tables are replaced
     check: bool = False  # exit 1 if the doc's tables differ; write nothing
 
 

@@ -1,6 +1,6 @@
 """Docstring lines per code line, per folder of a package (issue 20: at most about 0.2).
 
-Usage: python scripts/docstring_ratio.py [ROOT=refimpl] [--max RATIO]
+Usage: python scripts/docstring_ratio.py [ROOT] [--max RATIO]   (ROOT: refimpl unless named)
 
 A docstring is the first string statement of a module, class or function (its non-blank
 lines count); code is every other line that is neither blank nor a comment. Rows: each
@@ -9,11 +9,14 @@ whole package is above RATIO.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
+
+import tyro
 
 
 def count(source: str) -> tuple[int, int]:
@@ -44,11 +47,15 @@ def by_folder(root: Path) -> dict[str, tuple[int, int]]:
     return {k: (v[0], v[1]) for k, v in totals.items()}
 
 
+@dataclass(frozen=True)
+class RatioArgs:
+    """Docstring lines per code line, per folder of a package."""
+    root: tyro.conf.Positional[Path] = Path("refimpl")  # the package
+    max: Optional[float] = None  # exit 1 when the whole package's ratio is above this
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("root", nargs="?", default="refimpl")
-    p.add_argument("--max", type=float, default=None, help="exit 1 when the package's ratio is above this")
-    args = p.parse_args(argv)
+    args = tyro.cli(RatioArgs, prog="scripts/docstring_ratio.py", args=argv)
     rows = by_folder(Path(args.root))
     print(f"{'folder':<14}{'docstring':>10}{'code':>8}{'ratio':>8}")
     for k, (d, c) in sorted(rows.items()):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Download the wheels scripts/gpu_bench.sh needs on a CUDA host that has no network.
+# Download the wheels scripts/gpu_session.sh needs on a CUDA host that has no network.
 #
 # The GPU host's python3 (3.12) already has torch, transformers, tokenizers, numpy, pillow,
 # tqdm and psutil; it may lack blake3 (the processing-cache hash), py-spy (profiles),
@@ -13,7 +13,7 @@
 #       --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
 #       --platform manylinux_2_28_x86_64 blake3==X py-spy==Y espeakng-loader==Z
 #
-# On the GPU host gpu_bench.sh installs them with
+# On the GPU host gpu_session.sh installs them with
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=/tmp/site:$PWD
 # (.whl is git-ignored: name it in the device runner's `carry` list so it travels.)
@@ -27,9 +27,7 @@ PY=python3
 
 pkgs=()
 for p in blake3 py-spy espeakng-loader pyzmq tyro docstring-parser typeguard; do
-  v="$("$PY" -c "import importlib.metadata as m, sys
-try: print(m.version(sys.argv[1]))
-except m.PackageNotFoundError: pass" "$p")"
+  v=$("$PY" -m pip show "$p" 2>/dev/null | sed -n 's/^Version: //p')
   pkgs+=("$p${v:+==$v}")
 done
 pkgs+=("$@")

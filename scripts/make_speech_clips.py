@@ -23,13 +23,15 @@ longer than 10 s.
 """
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import wave
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
+import tyro
 
 TARGET_SR = 16_000
 MAX_CLIP_S = 10.0
@@ -136,11 +138,15 @@ def write_wav(path: Path, x: np.ndarray, sr: int) -> None:
         w.writeframes(pcm.tobytes())
 
 
+@dataclass(frozen=True)
+class ClipArgs:
+    """Synthesise the short English speech clips committed under refimpl/data/speech/."""
+    out: Annotated[Path, tyro.conf.arg(help="folder for the WAVs and clips.json", help_behavior_hint=(
+        "(default: refimpl/data/speech)"))] = Path(__file__).resolve().parents[1] / "refimpl" / "data" / "speech"
+
+
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parents[1]
-                                         / "refimpl" / "data" / "speech"))
-    args = ap.parse_args(argv)
+    args = tyro.cli(ClipArgs, prog="scripts/make_speech_clips.py", args=argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     es = Espeak()

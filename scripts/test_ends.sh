@@ -29,25 +29,20 @@ one_end() {
   $PYTHON -m venv "$venv"
   # What pip resolves for this end (metadata only) picks the shared torch target, built if absent.
   local tv target
-  tv=$("$venv/bin/pip" install -q --dry-run --ignore-installed --report - "${cons[@]}" "$wheel" | $PYTHON -c '
-import json, sys
-v = {p["metadata"]["name"].lower(): p["metadata"]["version"] for p in json.load(sys.stdin)["install"]}
-print(v["torch"], v["torchvision"])')
-  set -- $tv
+  # pip's "Would install NAME-VERSION ..." line, one word a line: the torch and torchvision it resolved
+  tv=$("$venv/bin/pip" install --dry-run --ignore-installed "${cons[@]}" "$wheel" | sed -n 's/^Would install //p' | tr ' ' '\n')
+  set -- $(sed -n 's/^torch-//p' <<< "$tv") $(sed -n 's/^torchvision-//p' <<< "$tv")
+  [ $# -eq 2 ] || { echo "ends: pip resolved no torch / torchvision for $end"; return 1; }
   target=/tmp/refimpl-user-torch-torch$1-torchvision$2
   if [ ! -d "$target/torch" ]; then
     rm -rf "$target.tmp-$end"
     $PYTHON -m pip install -q --no-compile --target "$target.tmp-$end" "torch==$1" "torchvision==$2"
     [ -d "$target/torch" ] || mv "$target.tmp-$end" "$target"
   fi
-  echo "$target" > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/user_torch.pth"
+  echo "$target" > "$(echo "$venv"/lib/python3*/site-packages)/user_torch.pth"   # the venv's purelib
   "$venv/bin/pip" install -q "${cons[@]}" "$wheel" pytest hypothesis
-  "$venv/bin/python" - "$end" <<'PY'
-import importlib.metadata as m, platform, sys
-names = ("torch", "torchvision", "transformers", "tokenizers", "numpy", "pillow")
-print(f"ends: {sys.argv[1]} resolved (Python {platform.python_version()}): "
-      + ", ".join(f"{n} {m.version(n)}" for n in names))
-PY
+  echo "ends: $end resolved ($("$venv/bin/python" --version)):" $("$venv/bin/pip" list --format=freeze 2>/dev/null \
+    | grep -iE '^(torch|torchvision|transformers|tokenizers|numpy|pillow)==' | paste -sd, -)
   ! "$venv/bin/pip" list 2>/dev/null | grep -iE '^(jupyterlab|papermill|pytest-xdist|mypy|ruff|py-spy) ' \
     || { echo "ends: a lab package is in the core venv"; return 1; }
   cp -r examples/user_tests "$dir"

@@ -7,7 +7,6 @@ stderr. A failing notebook does not stop the others; summary.md says so, exit 1.
 """
 from __future__ import annotations
 
-import argparse
 import ast
 import contextlib
 import datetime
@@ -16,17 +15,21 @@ import re
 import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterator, Optional
+from typing import IO, Annotated, Iterator, Literal, Optional
 
 import nbformat
 import papermill as pm
+import tyro
 from nbconvert import HTMLExporter
 
 from refimpl.config import resolve_device
 from refimpl.config.checks import check_count
-from refimpl.errors import ConfigError
+from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench.schema import Result
+from refimpl.lab.bench.specs import default
+from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.studies import md, md_table
 from refimpl.lab.studies import serving_tables as SV
@@ -36,6 +39,7 @@ from refimpl.lab.studies.startup_tables import memory_table
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
+PROG = "refimpl report"
 CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
 
 
@@ -175,41 +179,48 @@ def _check_as_spec_field(name: str, value: object) -> None:
         check_count(name, value, 1)
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl report", description=__doc__)
-    p.add_argument("--quick", action="store_true", help='MODE="quick" in every notebook (default "full")')
-    p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    p.add_argument("--out-dir", default=str(REPORTS_DIR / "latest"))
-    p.add_argument("--notebooks", nargs="*", default=None, help="a subset of the notebooks' file names")
-    p.add_argument("-p", "--parameter", action="append", default=[], metavar="NAME=VALUE",
-                   help="a notebook parameter, e.g. -p REPEATS=2 -p LIMITS=\"['video=0']\"")
-    p.add_argument("--summary-of", metavar="DIR", help="run nothing: rewrite DIR/summary.md from DIR's JSON "
-                   "(a results/<hardware> folder)")
-    return p
+@dataclass(frozen=True)
+class ReportArgs:
+    """Run every notebook headless and write the executed notebooks, figures, bench JSONs and summary.md."""
+    quick: bool = False  # MODE="quick" in every notebook, else "full"
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # DEVICE of every notebook
+    out_dir: Annotated[Path, default("reports/latest")] = REPORTS_DIR / "latest"  # emptied only under reports/
+    notebooks: Annotated[Optional[tuple[str, ...]], default("every numbered notebook")] = None  # file names
+    parameter: Annotated[tyro.conf.UseAppendAction[tuple[str, ...]], tyro.conf.arg(
+        aliases=("-p",), metavar="NAME=VALUE", help_behavior_hint="(default: none; repeat -p for more)",
+        help="a notebook parameter, e.g. -p REPEATS=2 -p LIMITS=\"['video=0']\"")] = ()
+    summary_of: Annotated[Optional[Path], tyro.conf.arg(metavar="DIR", help_behavior_hint="(default: off)", help=(
+        "run nothing: rewrite DIR/summary.md from DIR's JSON (a results/<hardware> folder)"))] = None
+
+
+def parse(argv: Optional[list[str]]) -> ReportArgs:
+    """The flags of ``refimpl report``; ConfigError naming the field for a malformed one; ``--help`` exits 0."""
+    return flags(ReportArgs, argv, PROG)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
+    """``refimpl report [FLAGS]``: 0; 1 when a notebook failed; 2 on a refusal (one line); 130 on Ctrl-C."""
+    try:
+        args = parse(argv)
+    except RefimplError as e:
+        return refuse(PROG, e)
     if args.summary_of:
         folder = Path(args.summary_of)
         if not folder.is_dir() or not any(folder.glob("*.json")):
-            print(f"refimpl report: error: summary_of: {folder} holds no result JSON (limit: a folder of "
-                  "refimpl bench results, e.g. results/cpu-amd-epyc-2c)", file=sys.stderr)
-            return 2
+            return refuse(PROG, ConfigError("summary_of", "a folder of refimpl bench results, e.g. "
+                                            "results/cpu-amd-epyc-2c", f"{folder} holds no result JSON"))
         (folder / "summary.md").write_text(folder_summary(folder))
         print(f"[report] wrote {folder / 'summary.md'}")
         return 0
     try:  # refused before anything is emptied or run
-        nbs = select_notebooks(args.notebooks)
-        device, extra = resolve_device(args.device), notebook_params(nbs, args.parameter)
+        nbs = select_notebooks(list(args.notebooks) if args.notebooks is not None else None)
+        device, extra = resolve_device(args.device), notebook_params(nbs, list(args.parameter))
     except ConfigError as e:
-        print(f"refimpl report: error: {e}", file=sys.stderr)
-        return 2
+        return refuse(PROG, e)
     try:
         out = prepare_out_dir(Path(args.out_dir))
     except ValueError as e:
-        p.error(str(e))
+        return refuse(PROG, ConfigError("out_dir", f"a new or empty folder, or one under {REPORTS_DIR}", str(e)))
     t0, status, finished, failed = time.perf_counter(), "wrote", [], {}
     mode = next((e["MODE"] for e in extra.values() if "MODE" in e), "quick" if args.quick else "full")
     for i, nb in enumerate(nbs, 1):

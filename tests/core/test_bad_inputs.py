@@ -43,4 +43,4 @@ def test_doc_table_lists_every_case():
     from pathlib import Path
     doc = (Path(__file__).resolve().parents[2] / "docs" / "reliability.md").read_text()
     missing = [c.id for c in CASES if f"`{c.id}`" not in doc]
-    assert not missing, f"run scripts/make_reliability_table.py; missing rows: {missing}"
+    assert not missing, f"run python -m refimpl.lab.docs_gen.reliability_table; missing rows: {missing}"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from refimpl.errors import ConfigError, UnknownModelError, UnknownVariantError
-from refimpl.lab.bench import guard, trial
+from refimpl.lab.bench import guard, sweep, trial
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec, command_of, spec_from_params
 from refimpl.lab.cli import main, parse
@@ -219,21 +219,15 @@ def test_model_path_needs_both_configs(tmp_path):
 
 
 def _documented_commands():
-    """(file, argv) of the ``refimpl bench`` lines of docs/cli.md (the README's command section) and the ``run NAME T bench ...``
-    lines of scripts/gpu_bench.sh (continuations joined, shell variables given sample values)."""
-    shell = {"VL": "qwen2.5-vl-3b", "ASR": "whisper-large-v3", "DEVICE": "cpu",
-             "STARTUP_ROWS": "0.8.5 0.9.0 0.11.1 refimpl", "WARM": "--warmup"}
-    script = re.sub(r"\$\(\([^)]*\)\)", "80", (ROOT / "scripts/gpu_bench.sh").read_text().replace("\\\n", " "))
-    script = re.sub(r'"?\$\{?(\w+)[^}"\s]*\}?"?', lambda m: shell.get(m[1], "2"), script)
-    for where, text, pattern in [("cli.md", (ROOT / "docs/cli.md").read_text(), r"^refimpl bench (.*)$"),
-                                 ("gpu_bench.sh", script, r"^run \S+ \S+ bench (.*)$")]:
-        for m in re.finditer(pattern, text, re.M):
-            yield where, shlex.split(m[1], comments=True)
+    """(file, argv) of the ``refimpl bench`` lines of docs/cli.md (the README's command section)."""
+    for m in re.finditer(r"^refimpl bench (.*)$", (ROOT / "docs/cli.md").read_text(), re.M):
+        yield "cli.md", shlex.split(m[1], comments=True)
 
 
-def test_documented_commands_parse_and_pass_the_guard(monkeypatch):
-    """Every bench command of docs/cli.md and scripts/gpu_bench.sh parses and passes the guard
-    (memory aside: this machine is not the one they are for)."""
+def test_documented_commands_parse_and_pass_the_guard(monkeypatch, tmp_path):
+    """Every bench command of docs/cli.md and every run of the GPU session's sweep files
+    (benchmarks/gpu_session_*.toml, scripts/gpu_session.sh) parses and passes the guard (memory and
+    CUDA aside: this machine is not the one they are for)."""
     monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
     monkeypatch.setattr(guard, "resolve_device", lambda d: "cpu")
     seen = set()
@@ -241,4 +235,35 @@ def test_documented_commands_parse_and_pass_the_guard(monkeypatch):
         spec, out, in_process = parse(argv)
         guard.check(spec.replace(model_path=None) if getattr(spec, "model_path", None) == "DIR" else spec, out, in_process)
         seen.add((where, spec.bench))
-    assert {(w, b) for w in ("cli.md", "gpu_bench.sh") for b in ("startup", "budget", "paired", "workload")} <= seen
+    for bench in ("serve", "startup"):
+        for run in sweep.plan(ROOT / "benchmarks" / f"gpu_session_{bench}.toml", bench, tmp_path).runs:
+            seen.add(("gpu_session", run.spec.bench))
+    assert {(w, b) for w in ("cli.md", "gpu_session") for b in ("startup", "budget", "paired", "workload")} <= seen
+
+
+# scripts/gpu_bench.sh's commands (at 1014365, its defaults: DEVICE cuda, 16 requests per paired block, 32
+# tokens, 16 sequences, the caps' budgets 120 - 40 and 100 - 40 s) that the GPU session's sweep files replace
+GPU_BENCH = {
+    "paired_whisper-large-v3": "serve --design paired --model whisper-large-v3 --variants 0.10.2 '0.10.2+#24866' "
+    "0.11.0 --budget-s 80 --num-requests 16 --max-tokens 32 --max-num-seqs 16 --device cuda",
+    "paired_whisper-large-v3_encoder-batch": "serve --design paired --model whisper-large-v3 --against first "
+    "--variants 0.11.0 audios-per-step@2 audios-per-step@4 audios-per-step@8 --budget-s 60 --num-requests 16 "
+    "--max-tokens 32 --max-num-seqs 16 --device cuda",
+    "workload_whisper-large-v3_both": "serve --design workload --model whisper-large-v3 --repeats 2 "
+    "--num-requests 32 --max-tokens 32 --max-num-seqs 16 --device cuda --warmup-requests 2",
+    "startup_qwen2.5-vl-3b_50k": "startup --model qwen2.5-vl-3b --variants 0.8.5 0.9.0 0.11.1 refimpl "
+    "--device cuda --warmup --repeats 2 --max-model-len 50000",
+    "budget_qwen2.5-vl-3b_50k": "startup --model qwen2.5-vl-3b --variants 0.8.5 0.9.0 --calls 2 --device cuda "
+    "--repeats 2 --max-model-len 50000",
+}
+
+
+def test_the_gpu_session_files_run_what_gpu_bench_sh_ran(monkeypatch, tmp_path):
+    """benchmarks/gpu_session_*.toml hold gpu_bench.sh's five default runs, spec for spec, in its order
+    within each bench (Whisper first)."""
+    monkeypatch.setattr(guard, "resolve_device", lambda d: "cuda")
+    runs = [r for b in ("serve", "startup")
+            for r in sweep.plan(ROOT / "benchmarks" / f"gpu_session_{b}.toml", b, tmp_path).runs]
+    assert [r.name for r in runs] == list(GPU_BENCH)
+    for r in runs:
+        assert r.spec == parse(shlex.split(GPU_BENCH[r.name]))[0], r.name

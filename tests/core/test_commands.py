@@ -1,6 +1,7 @@
 """Every command written in README.md, docs/, the notebooks' markdown and the committed summary.md files
 still runs: each ``refimpl bench ...`` line parses with the current CLI (tyro, the specs' flags; ``refimpl
-bench sweep``, ``refimpl cost-check`` and ``refimpl probe`` with theirs), each ``refimpl report ...`` with the report's parser, each ``python -m refimpl...`` names a module that exists,
+bench sweep``, ``refimpl cost-check``, ``refimpl probe``, ``refimpl report`` and ``refimpl conform`` with theirs, the one-line refusal
+form of cli_errors), each ``python -m refimpl...`` names a module that exists,
 each ``make X`` a target of the Makefile."""
 import importlib.util
 import json
@@ -13,13 +14,14 @@ import pytest
 from refimpl.errors import RefimplError
 from refimpl.lab import cli, report
 from refimpl.lab.bench import sweep
+from refimpl.lab.conform import cli as conform_cli
 from refimpl.lab.explore import cost_check_cli
 from refimpl.lab.probes import cli as probe_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"```[a-z]*\n(.*?)```|`([^`]+)`", re.S)
 # a command starts a code span or a line of a fenced block (after environment assignments)
-START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|cost-check|probe)\b|python -m refimpl[\w.]*|make [a-z][\w-]*)")
+START = re.compile(r"^(?:[A-Z_]+=\S+ )*(refimpl (?:bench|report|conform|cost-check|probe)(?=\s|$)|python -m refimpl[\w.]*|make [a-z][\w-]*)")
 
 
 def _texts():
@@ -56,13 +58,15 @@ TARGETS = {t for line in re.findall(r"^([.\w][\w .-]*?)\s*:(?!=)", (ROOT / "Make
 
 def test_commands_were_found():
     kinds = {c.split()[0] + " " + c.split()[1] for _, c in COMMANDS}
-    assert {"refimpl bench", "refimpl report"} <= kinds and len(COMMANDS) > 20
+    assert {"refimpl bench", "refimpl report", "refimpl conform", "refimpl cost-check"} <= kinds and len(COMMANDS) > 20
 
 
 @pytest.mark.parametrize("where, cmd", COMMANDS, ids=[f"{p}: {c[:60]}" for p, c in COMMANDS])
 def test_command_runs_with_the_current_cli(where, cmd):
     words = _concrete(cmd)
     parsers = {("refimpl", "bench", "sweep"): sweep.parse, ("refimpl", "cost-check"): cost_check_cli.parse,
+               ("refimpl", "report"): report.parse,
+               ("refimpl", "conform"): lambda a: a and conform_cli.parse(a),  # bare: the command named in prose
                ("refimpl", "bench"): cli.parse, ("refimpl", "probe"): probe_cli.parse}
     if prefix := next((k for k in parsers if tuple(words[:len(k)]) == k), None):
         try:
@@ -72,11 +76,6 @@ def test_command_runs_with_the_current_cli(where, cmd):
                 pytest.fail(f"{where}: `{cmd}` does not parse (exit {e.code})")
         except RefimplError as e:  # a malformed flag: the one-line refusal
             pytest.fail(f"{where}: `{cmd}` does not parse ({e})")
-    elif words[:2] == ["refimpl", "report"]:
-        try:
-            report.parser().parse_args(words[2:])
-        except SystemExit as e:
-            pytest.fail(f"{where}: `{cmd}` does not parse (exit {e.code})")
     elif words[0] == "python":
         assert importlib.util.find_spec(words[2]) is not None, f"{where}: no module {words[2]}"
     else:

@@ -1,16 +1,12 @@
-"""docs/mechanisms/ is what scripts/make_mechanism_pages.py generates from refimpl/variants.py and
+"""docs/mechanisms/ is what refimpl.lab.docs_gen.mechanism_pages generates from refimpl/variants.py and
 the source: regenerated, every page is the same, and every link points at a line that still
 reads its switch (the quick part, without building a processor)."""
-import importlib.util
 import re
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("make_mechanism_pages", ROOT / "scripts" / "make_mechanism_pages.py")
-pages = importlib.util.module_from_spec(_spec)
-sys.modules["make_mechanism_pages"] = pages  # dataclasses look their module up
-_spec.loader.exec_module(pages)
+from refimpl.lab.docs_gen import mechanism_pages as pages
+
+ROOT = pages.ROOT
+REGENERATE = "run python -m refimpl.lab.docs_gen.mechanism_pages"
 LINK = re.compile(r"\[(refimpl/[\w/.]+)#L(\d+)\]\(\.\./\.\./\1#L\2\) `(.*)`$")
 
 
@@ -29,10 +25,10 @@ def test_links_point_at_the_lines_they_quote():
                 continue
             rel, n, quoted = m.group(1), int(m.group(2)), m.group(3)
             source = (ROOT / rel).read_text().splitlines()
-            assert n <= len(source), f"{page.name}: {rel}#L{n} is past the end; run scripts/make_mechanism_pages.py"
+            assert n <= len(source), f"{page.name}: {rel}#L{n} is past the end; {REGENERATE}"
             shown = source[n - 1].strip()
             assert shown.startswith(quoted.removesuffix("...")), (
-                f"{page.name}: {rel}#L{n} is now {shown!r}; run python scripts/make_mechanism_pages.py")
+                f"{page.name}: {rel}#L{n} is now {shown!r}; {REGENERATE}")
             checked += 1
     assert checked > 30
 

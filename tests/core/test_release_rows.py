@@ -6,7 +6,6 @@ Nothing here starts a 128k engine: the figures come from ``refimpl.multimodal.wo
 (no HF pass, no dummy array), whose pass counts tests/engine/test_engine_startup.py checks against
 real start-ups at a small context.
 """
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.core import EngineCore
 from refimpl.errors import InvalidInputError
 from refimpl.lab.bench.schema import Result
+from refimpl.lab.docs_gen import pass_table as make_pass_table
 from refimpl.multimodal.worst_case import lookup_specs, max_tokens_per_item, profile_dummy
 from refimpl.testing import create_requests
 from refimpl.variants import (
@@ -28,9 +28,6 @@ from refimpl.variants import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("make_pass_table", ROOT / "scripts" / "make_pass_table.py")
-make_pass_table = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_pass_table)
 DOC = (ROOT / "docs/background.md").read_text()
 
 

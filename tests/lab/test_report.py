@@ -13,9 +13,9 @@ def test_out_dir_outside_reports_is_never_deleted(tmp_path, capsys):
     keep = tmp_path / "mine" / "notes.txt"
     keep.parent.mkdir()
     keep.write_text("precious")
-    with pytest.raises(SystemExit) as ei:
-        report.main(["--out-dir", str(keep.parent), "--notebooks", "01_startup_dummy_data_cache.ipynb"])
-    assert ei.value.code == 2 and "refusing to delete" in capsys.readouterr().err
+    assert report.main(["--out-dir", str(keep.parent), "--notebooks", "01_startup_dummy_data_cache.ipynb"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("refimpl report: error: out_dir:") and "refusing to delete" in err and err.count("\n") == 1
     assert keep.read_text() == "precious"
     with pytest.raises(ValueError):  # a file, not a folder
         report.prepare_out_dir(keep, tmp_path / "reports")

@@ -110,3 +110,24 @@ def test_a_calibration_only_in_a_startup_sweep(tmp_path, capsys):
     assert main(["bench", "sweep", "serve", "--params", str(SAME_DAY), "--output-dir", str(tmp_path), "--dry-run"]) == 2
     assert capsys.readouterr().err == (f"refimpl bench sweep serve: error: calibrate: {SAME_DAY} is run as a serve "
                                        "sweep (limit: only in a startup sweep)\n")
+
+
+def test_the_gpu_session_previews_on_a_machine_without_cuda(tmp_path, capsys, monkeypatch):
+    """benchmarks/gpu_session_*.toml ask for --device cuda: on a machine without CUDA the dry run
+    checks each run with the CPU and says so on its line; a real run is refused naming the device."""
+    from refimpl.errors import ConfigError
+    from refimpl.lab.bench import guard
+
+    def no_cuda(device):
+        if device == "cuda":
+            raise ConfigError("device", "the devices available here: auto, cpu", "CUDA is not available here")
+        return "cpu"
+    monkeypatch.setattr(guard, "resolve_device", no_cuda)
+    session = ROOT / "benchmarks" / "gpu_session_serve.toml"
+    argv = ["bench", "sweep", "serve", "--params", str(session), "--output-dir", str(tmp_path)]
+    assert main([*argv, "--dry-run"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert len(lines) == 3 and all(ln.endswith("(--device cuda: not here; checked with cpu)") for ln in lines)
+    assert main(argv) == 2 and not any(tmp_path.iterdir())
+    err = capsys.readouterr().err
+    assert err.startswith("refimpl bench sweep serve: error: device: run 'paired_whisper-large-v3'")

@@ -2,7 +2,6 @@
 A worker's refimpl error is raised again in the parent; any other failure is a FreshProcessError."""
 from __future__ import annotations
 
-import argparse
 import base64
 import ctypes
 import importlib
@@ -14,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from refimpl.errors import RefimplError
 from refimpl.lab.bench.common import profile_with_pyspy, write_json
 from refimpl.lab.bench.specs import Spec, spec_from_json, spec_to_json
+from refimpl.lab.cli_errors import flags, refuse
 
 __all__ = ["REFIMPL_ERROR_EXIT", "FreshProcessError", "run_in_fresh_process", "worker_command",
            "profile_worker", "LAUNCH_ENV", "process_overhead"]
@@ -104,11 +105,20 @@ def profile_worker(spec: Spec, variant: str, out_svg: str | os.PathLike,
     return profile_with_pyspy(worker_command(spec, variant, str(out_json)), out_svg, out_speedscope, rate=rate)
 
 
+@dataclass(frozen=True)
+class WorkerArgs:
+    """One fresh-process run of a bench (the parent's trial loop starts it: run_in_fresh_process)."""
+    spec: str  # the spec as JSON (specs.spec_to_json)
+    variant: str  # the row to run
+    output_json: str  # where the run's JSON goes
+
+
 def main(argv: Optional[list[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog=f"python -m {WORKER}", description=__doc__)
-    for flag in ("--spec", "--variant", "--output-json"):
-        p.add_argument(flag, required=True)
-    args = p.parse_args(argv)
+    """The worker: 0; REFIMPL_ERROR_EXIT with the pickled refimpl error in --output-json; 2 on bad flags."""
+    try:
+        args = flags(WorkerArgs, argv, f"python -m {WORKER}")
+    except RefimplError as e:
+        return refuse(f"python -m {WORKER}", e)
     die_with_parent()
     launched, t_main = os.environ.pop(LAUNCH_ENV, None), time.time()
     try:

@@ -23,7 +23,7 @@ import filecmp
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -33,10 +33,12 @@ from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench import guard, trial
 from refimpl.lab.bench.param_sweep import load, run_name, spec_of
 from refimpl.lab.bench.specs import CalibrateSpec, ServeSpec, Spec, StartupSpec
+from refimpl.lab.cli_errors import parse_or_refuse, refuse
 from refimpl.lab.env import git_info
 
 __all__ = ["SweepArgs", "Run", "Sweep", "BENCHES", "plan", "run", "parse", "main"]
 
+PROG = "refimpl bench sweep"
 BENCHES: dict[str, type[Spec]] = {"startup": StartupSpec, "serve": ServeSpec}
 
 
@@ -68,6 +70,7 @@ class Sweep:
     folder: Path
     runs: tuple[Run, ...]
     table: bool
+    elsewhere: dict[str, str] = field(default_factory=dict)  # dry run: run name -> the device it needs, absent here
 
     @property
     def copy(self) -> Path:
@@ -80,8 +83,10 @@ class Sweep:
 
 
 def plan(path: Path, bench: str, output_dir: Path, experiment_name: Optional[str] = None,
-         resume: bool = False, in_process: bool = False) -> Sweep:
-    """The sweep of ``path`` for ``bench``, every run checked (memory aside) before any runs."""
+         resume: bool = False, in_process: bool = False, dry_run: bool = False) -> Sweep:
+    """The sweep of ``path`` for ``bench``, every run checked (memory aside) before any runs; a dry run
+    checks a run whose device is absent here (a GPU session previewed on a CPU) on the CPU instead and
+    names it in ``elsewhere``."""
     data, cls = load(path), BENCHES[bench]
     if "calibrate" in data and bench != "startup":
         raise ConfigError("calibrate", "only in a startup sweep", f"{path} is run as a {bench} sweep")
@@ -109,7 +114,13 @@ def plan(path: Path, bench: str, output_dir: Path, experiment_name: Optional[str
         raise ConfigError("params", f"the file the experiment was made from ({sweep.copy})", f"{path} differs")
     for r in runs:
         try:
-            guard.check(r.spec, r.path, in_process, memory=False)
+            try:
+                guard.check(r.spec, r.path, in_process, memory=False)
+            except RefimplError as e:
+                if not (dry_run and e.field == "device"):
+                    raise
+                sweep.elsewhere[r.name] = str(getattr(r.spec, "device", ""))
+                guard.check(r.spec.replace(device="cpu"), r.path, in_process, memory=False)
         except RefimplError as e:
             raise type(e)(e.field, e.limit, f"run {r.name!r} of {path}: {e.message}") from None
     return sweep
@@ -121,6 +132,8 @@ def _dry_run(sweep: Sweep, resume: bool, in_process: bool) -> None:
     for r in sweep.runs:
         line = r.spec.command(str(r.path) if r.path else None, in_process)
         note = "   (untimed, not kept)" if r.path is None else "" if r in left else "   (done: skipped)"
+        if r.name in sweep.elsewhere:
+            note += f"   (--device {sweep.elsewhere[r.name]}: not here; checked with cpu)"
         print(f"  {r.name:<14} {line}{note}")
     if sweep.table:
         kept = " ".join(r.name for r in sweep.runs if r.path and r.name != "calibration")
@@ -181,18 +194,22 @@ def _entry(bench: str):
 
 
 def parse(argv: list[str]) -> tuple[str, SweepArgs]:
-    """(bench, flags) of ``refimpl bench sweep`` flags; SystemExit(2) on a malformed one."""
-    return tyro.extras.subcommand_cli_from_dict({b: _entry(b) for b in BENCHES}, prog="refimpl bench sweep", args=argv)
+    """(bench, flags) of ``refimpl bench sweep`` flags; ConfigError naming the field for a malformed one
+    (the one-line refusal); ``--help`` exits 0."""
+    return parse_or_refuse(lambda: tyro.extras.subcommand_cli_from_dict(
+        {b: _entry(b) for b in BENCHES}, prog=PROG, args=argv), argv, PROG)
 
 
 def main(argv: list[str]) -> int:
     """``refimpl bench sweep startup|serve ...``: 0, 2 on a refusal (one line, before any run), else the run's."""
-    bench, a = parse(argv)
     try:
-        sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process)
+        bench, a = parse(argv)
     except RefimplError as e:
-        print(f"refimpl bench sweep {bench}: error: {e}", file=sys.stderr)
-        return 2
+        return refuse(PROG, e)
+    try:
+        sweep = plan(a.params, bench, a.output_dir, a.experiment_name, a.resume, a.in_process, a.dry_run)
+    except RefimplError as e:
+        return refuse(f"{PROG} {bench}", e)
     if a.dry_run:
         _dry_run(sweep, a.resume, a.in_process)
         return 0

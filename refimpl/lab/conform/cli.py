@@ -9,7 +9,6 @@ difference that is not a known one (KNOWN in compare.py), 2 on bad input.
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import json
@@ -18,10 +17,14 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
+
+import tyro
 
 from refimpl.errors import ConfigError, RefimplError
+from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.conform import compare as C
 from refimpl.lab.conform import memory, side
 from refimpl.lab.conform.grid import probe_spec
@@ -29,25 +32,44 @@ from refimpl.lab.conform.table import summary_md, write_docs_table
 
 BIGMEM_LOCK = "/tmp/refimpl-bigmem.lock"  # 0.9.0's 128k lookup-only setting peaks near 18 GB
 MEMORY_WAIT_S = 900  # how long the probe waits, per setting, for its predicted peak to be available
+PROG = "refimpl conform"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="refimpl conform", description=__doc__.split("\n\n")[0])
-    who = p.add_mutually_exclusive_group(required=True)
-    who.add_argument("--from-jsonl", help="compare recorded probe lines (a results/conformance/*/probe.jsonl)")
-    who.add_argument("--table", action="store_true", help="only rewrite docs/conformance.md's table "
-                     "from the committed results/conformance/*/summary.json")
-    who.add_argument("--vllm", help="a release with a line in refimpl/lab/conform/pins.tsv (e.g. 0.11.0)")
-    who.add_argument("--vllm-python", help="an interpreter where vLLM is installed (your build)")
-    p.add_argument("--row", help="the row to check against (default: the release's; every row for an "
-                   "unknown version, naming the nearest)")
-    p.add_argument("--keep", action="store_true", help="keep the other side venvs (default: one at a time)")
-    p.add_argument("--remove-after", action="store_true", help="delete this release's side venv after the probe")
-    p.add_argument("--quick", action="store_true", help="max_model_len 4096 only (24 settings)")
-    p.add_argument("--no-lock", action="store_true", help=f"run the probe without waiting for {BIGMEM_LOCK} "
-                   "(releases that build no int64 dummy video at max_model_len peak far lower than 0.11.0)")
-    p.add_argument("--out", default="results/conformance", help="folder for the probe lines and summary")
-    return p
+@dataclass(frozen=True)
+class ConformArgs:
+    """Run the kit's probe in real vLLM and check the rows against it (docs/conformance.md). Exactly one
+    of --vllm, --vllm-python, --from-jsonl, --table."""
+    vllm: Optional[str] = None  # a release with a line in refimpl/lab/conform/pins.tsv (e.g. 0.11.0)
+    vllm_python: Optional[str] = None  # an interpreter where vLLM is installed (your build)
+    from_jsonl: Optional[str] = None  # compare recorded probe lines (a results/conformance/*/probe.jsonl)
+    table: bool = False  # only rewrite docs/conformance.md's table from the committed summary.json files
+    row: Annotated[Optional[str], tyro.conf.arg(help="the row to check against", help_behavior_hint=(
+        "(default: the release's; every row for an unknown version, naming the nearest)"))] = None
+    keep: bool = False  # keep the other side venvs too (without it: one side venv at a time)
+    remove_after: bool = False  # delete this release's side venv after the probe
+    quick: bool = False  # max_model_len 4096 only (24 settings)
+    no_lock: Annotated[tyro.conf.FlagCreatePairsOff[bool], tyro.conf.arg(help=(
+        f"run the probe without waiting for {BIGMEM_LOCK} (releases that build no int64 dummy video at "
+        "max_model_len peak far lower than 0.11.0)"))] = False
+    out: str = "results/conformance"  # folder for the probe lines and summary
+
+
+WHO = ("vllm", "vllm_python", "from_jsonl", "table")
+
+
+def check(a: ConformArgs) -> None:
+    """Refuse ``a`` before anything runs: exactly one of WHO (ConfigError naming ``vllm``)."""
+    given = [f"--{w.replace('_', '-')}" for w in WHO if getattr(a, w) not in (None, False)]
+    if len(given) != 1:
+        raise ConfigError("vllm", "exactly one of --vllm, --vllm-python, --from-jsonl, --table",
+                          f"got {' '.join(given) or 'none'}")
+
+
+def parse(argv: Optional[list[str]]) -> ConformArgs:
+    """The flags of ``refimpl conform``, checked; ConfigError naming the field; ``--help`` exits 0."""
+    a = flags(ConformArgs, argv, PROG)
+    check(a)
+    return a
 
 
 def _check(lines: list[dict], row: Optional[str]) -> dict:
@@ -74,7 +96,12 @@ def _check(lines: list[dict], row: Optional[str]) -> dict:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    a = parser().parse_args(argv)
+    """``refimpl conform ...``: 0; 1 on a difference that is not a known one or an unfinished probe; 2 on a
+    refusal (one line)."""
+    try:
+        a = parse(argv)
+    except RefimplError as e:
+        return refuse(PROG, e)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     info: dict = {}
@@ -103,7 +130,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             info["install"] = side.create(a.vllm)
             python = str(side.venv_python(a.vllm))
         else:
-            python = a.vllm_python
+            python = str(a.vllm_python)
             if not Path(python).exists():
                 raise ConfigError("vllm_python", "an existing interpreter", f"no file at {python}")
         name = a.vllm or "python-" + str(abs(hash(python)) % 10**6)
@@ -139,8 +166,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             side.remove(a.vllm)
         return _report(result, info, run_dir)
     except RefimplError as e:
-        print(f"refimpl conform: error: {e}", file=sys.stderr)
-        return 2
+        return refuse(PROG, e)
 
 
 @contextlib.contextmanager

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Optional
 
-import tyro
-
 from refimpl.errors import ConfigError, RefimplError
 from refimpl.lab.bench.specs import default
+from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
@@ -75,15 +74,14 @@ def run(a: CostCheckArgs) -> int:
 
 
 def parse(argv: list[str], prog: str = PROG) -> CostCheckArgs:
-    """The flags of ``refimpl cost-check``; SystemExit(2) on a malformed one."""
-    return tyro.cli(CostCheckArgs, prog=prog, args=argv)
+    """The flags of ``refimpl cost-check``; ConfigError naming the field for a malformed one (the one-line
+    refusal, cli_errors.flags); ``--help`` exits 0."""
+    return flags(CostCheckArgs, argv, prog)
 
 
 def main(argv: Optional[list[str]] = None, prog: str = PROG) -> int:
     """``refimpl cost-check [FLAGS]``: 0; 2 on a refusal (one line) or without a calibration."""
-    a = parse(sys.argv[1:] if argv is None else argv, prog)
     try:
-        return run(a)
+        return run(parse(sys.argv[1:] if argv is None else argv, prog))
     except RefimplError as e:
-        print(f"{prog}: error: {e}", file=sys.stderr)
-        return 2
+        return refuse(prog, e)

@@ -1,4 +1,5 @@
-"""The committed GPU runs (``results/gpu-*/``, written by scripts/gpu_bench.sh) beside the CPU ones:
+"""The committed GPU runs (``results/gpu-*/``: the runs of benchmarks/gpu_session_*.toml, scripts/gpu_bench.sh
+before issue 47) beside the CPU ones:
 start-up seconds and phases per row, and each Whisper row's step time and registry share."""
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def startup_md(model: str, cpu: str, results_dir: Path = RESULTS_DIR) -> str:
     """Markdown: start-up wall s per row on each GPU host beside ``cpu``'s committed ladder."""
     rows = startup_rows(model, cpu, results_dir)
     if not rows:
-        return f"No GPU start-up run of {model} is committed (`results/gpu-*/`; scripts/gpu_bench.sh writes them)."
+        return (f"No GPU start-up run of {model} is committed (`results/gpu-*/`; scripts/gpu_session.sh runs "
+                "benchmarks/gpu_session_*.toml).")
     table = md_table(
         ["host", "row", "max_model_len", "runs", "start-up s: median [min, max]", "of which profile_run s",
          "peak RSS GiB", f"{cpu}: start-up s (release-row ladder)"],
@@ -106,7 +108,8 @@ def serving_md(results_dir: Path = RESULTS_DIR, cpu: Optional[str] = None) -> st
     calling = {(r["hardware"], r["file"]) for r in every if r["calls"]}  # runs with a registry row in them
     rows = [r for r in every if (r["gpu"] or r["hardware"] == cpu) and (r["hardware"], r["file"]) in calling]
     if not any(r["gpu"] for r in rows):
-        return "No GPU serving run is committed (`results/gpu-*/`; scripts/gpu_bench.sh writes them)."
+        return ("No GPU serving run is committed (`results/gpu-*/`; scripts/gpu_session.sh runs "
+                "benchmarks/gpu_session_*.toml).")
     blocks += [f"Where the registry calls' time sits in a step (the seed: about {100 * SEED_SHARE:.0f}% of a GPU "
                "step for #24989); wall-time medians over the rounds:",
                md_table(["host", "file", "model", "row", "rounds", "step ms", "registry calls / round",

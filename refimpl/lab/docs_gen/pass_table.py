@@ -1,6 +1,6 @@
 """Generate docs/background.md's start-up rows table and pass table from refimpl/variants.py.
 
-Usage: .venv/bin/python scripts/make_pass_table.py [--doc docs/background.md] [--check]
+Usage: python -m refimpl.lab.docs_gen.pass_table [--doc docs/background.md] [--check]
 
 Both tables are computed, nothing is measured: the rows' switches come from
 ``refimpl.variants.STARTUP_VARIANTS``; HF passes per phase, frames and tokens from
@@ -12,16 +12,23 @@ doc differs. tests/core/test_release_rows.py checks every row of the doc against
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated, Optional
+
+from refimpl.errors import RefimplError
+from refimpl.lab.bench.specs import default
+from refimpl.lab.cli_errors import flags, refuse
+from refimpl.lab.env import REPO_ROOT
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-MARKERS = {"rows": ("<!-- BEGIN start-up rows (scripts/make_pass_table.py) -->", "<!-- END start-up rows -->"),
-           "passes": ("<!-- BEGIN pass table (scripts/make_pass_table.py) -->", "<!-- END pass table -->")}
+PROG = "python -m refimpl.lab.docs_gen.pass_table"
+MARKERS = {"rows": (f"<!-- BEGIN start-up rows ({PROG}) -->", "<!-- END start-up rows -->"),
+           "passes": (f"<!-- BEGIN pass table ({PROG}) -->", "<!-- END pass table -->")}
 PASS_COLUMNS = ("row", "runner_init #1", "profile_run #2 #3", "scheduler_init #5", "HF passes",
                 "budget video: frames, tokens", "profile dummy: frames, tokens, items", "image tokens",
                 "largest dummy video (GB)")
@@ -42,6 +49,7 @@ def pass_row(name: str, mc, sc) -> dict[str, str]:
     v = get_startup_variant(name)
     passes = StartupPlan.build(VllmConfig(mc, sc), v).hf_passes_by_phase()
     per_item, dummy = max_tokens_per_item(mc, v), profile_dummy(mc, sc, v)
+    assert dummy is not None, f"{name}: no profile dummy for {mc.model}"  # Qwen2.5-VL start-up rows have one
     lookup_video = next(s for s in lookup_specs(mc, v) if s[0] == "video")
     built = ([] if v.uses_formula(mc.model) else [lookup_video]) + ([dummy.spec] if not v.mm.shape_only else [])
     item = 8 if v.mm.dummy_video_dtype == "int64" else 1
@@ -99,15 +107,23 @@ def replace_block(doc: str, which: str, table: str) -> str:
     return f"{head}{begin}\n{table}\n{end}{rest.split(end, 1)[1]}"
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--doc", default=str(Path(__file__).resolve().parents[1] / "docs/background.md"))
-    p.add_argument("--check", action="store_true", help="exit 1 if the doc's tables differ; write nothing")
-    a = p.parse_args(argv)
+@dataclass(frozen=True)
+class PassTableArgs:
+    """Generate docs/background.md's start-up rows table and pass table from refimpl/variants.py."""
+    doc: Annotated[Path, default("docs/background.md")] = REPO_ROOT / "docs/background.md"  # the doc whose tables are replaced
+    check: bool = False  # exit 1 if the doc's tables differ; write nothing
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """0; 1 when --check finds the tables differ."""
+    try:
+        a = flags(PassTableArgs, argv, PROG)
+    except RefimplError as e:
+        return refuse(PROG, e)
     doc = Path(a.doc).read_text()
     new = replace_block(replace_block(doc, "rows", rows_table()), "passes", pass_table())
     if a.check:
-        print("up to date" if new == doc else f"{a.doc}: tables differ; run scripts/make_pass_table.py")
+        print("up to date" if new == doc else f"{a.doc}: tables differ; run {PROG}")
         return int(new != doc)
     Path(a.doc).write_text(new)
     print(f"wrote {a.doc}")
@@ -115,5 +131,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     sys.exit(main())

@@ -44,12 +44,12 @@ class ProbeSpec:
         from refimpl.config import ModelConfig, check_model
         check_model(model)
         if self.whisper:
-            from refimpl.lab.bench.guard import _max_tokens
+            from refimpl.lab.bench.serve_checks import check_max_tokens
             if not ModelConfig(model, device="cpu").is_encoder_decoder:
                 raise UnknownModelError("model", "a Whisper model", f"refimpl probe {self.name} serves audio, got {model}")
             max_tokens = getattr(self, "max_tokens", None)
             if max_tokens is not None:
-                _max_tokens("max_tokens", max_tokens, model)
+                check_max_tokens("max_tokens", max_tokens, model)
 
     def params(self) -> dict[str, Any]:
         """The Result's ``params``: every field, tuples as lists."""

@@ -14,6 +14,7 @@ import transformers
 from torch import nn
 from transformers import AutoConfig
 from transformers.initialization import no_init_weights
+from transformers.models.whisper.modeling_whisper import sinusoids
 
 from refimpl.config import get_config_dict
 from refimpl.errors import ConfigError
@@ -60,9 +61,6 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
                 p.normal_(0.0, std, generator=gen)
     enc = getattr(getattr(model, "model", None), "encoder", None)
     if enc is not None and hasattr(enc, "embed_positions") and type(enc).__name__ == "WhisperEncoder":
-        # imported here: the module pulls torch.distributed and dynamo (seconds), which a weightless
-        # plan (the explorer page, StartupPlan.build) never needs
-        from transformers.models.whisper.modeling_whisper import sinusoids
         w = enc.embed_positions.weight
         w.copy_(sinusoids(*w.shape).to(w.dtype))
 

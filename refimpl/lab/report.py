@@ -227,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
         log(f"notebook {i}/{len(nbs)} {nb.name} (MODE={mode}, device={device}, {extra[nb] or 'defaults'})", t0)
         try:
             with terminal_progress(nb, t0):
-                execute(nb, out, {"MODE": mode, "DEVICE": device, "OUT_DIR": str(out), **extra[nb]},
+                record = {"RECORD": True} if "RECORD" in pm.inspect_notebook(str(nb)) else {}  # notebook 00: all
+                execute(nb, out, {"MODE": mode, "DEVICE": device, "OUT_DIR": str(out), **record, **extra[nb]},
                         progress=True)
             finished.append(nb.name)
         except KeyboardInterrupt:

@@ -143,6 +143,29 @@ def test_the_chart_stacks_every_row_by_part_with_ratios_and_measured_points(cal)
     assert "2026-01-01" in ec.ladder_table(rows, cal) and "predicted / 0.8.5" in ec.ladder_table(rows, cal)
 
 
+def test_the_chart_shows_seconds_and_peak_memory_of_each_row_at_once(cal):
+    """Issue 44: no dropdown between the two: the right panel holds one bar per row, its
+    predicted peak RSS (the same number explore() predicts), the committed runs' measured peaks
+    beside them, and the table carries both quantities with their ratios."""
+    from refimpl.lab.explore import explorer_chart as ec
+    rows = ec.ladder(Settings(), cal)
+    fig = ec.ladder_figure(rows, cal, "0.8.5")
+    seconds, memory = fig.axes
+    assert "seconds" in seconds.get_xlabel() and "RSS" in memory.get_xlabel()
+    top_down = sorted(memory.patches, key=lambda p: -p.get_y())  # ladder order, first row on top
+    assert [p.get_width() for p in top_down] == pytest.approx(
+        [explore(Settings(variant=r.row), cal).prediction.peak_rss_bytes / GiB for r in rows])
+    assert len({round(p.get_width(), 3) for p in top_down}) > 1  # the rows differ in memory
+    (meas_s,), (meas_rss,) = seconds.collections, memory.collections  # the measured diamonds
+    assert len(meas_s.get_offsets()) == len(meas_rss.get_offsets()) == len(rows)
+    assert sorted(meas_rss.get_offsets()[:, 0]) == pytest.approx(sorted(r.measured_rss_bytes / GiB for r in rows))
+    texts = [t.get_text() for t in memory.texts]
+    assert len(texts) == len(rows) and all("GiB" in t for t in texts) and any("1.00x" in t for t in texts)
+    table = ec.ladder_table(rows, cal)
+    assert "predicted peak RSS GiB" in table and "measured peak RSS GiB" in table
+    assert f"{rows[0].peak_rss_bytes / GiB:.2f}" in table
+
+
 def test_the_panel_draws_the_chart_and_checks_a_path_when_the_field_is_left(panel):
     assert panel.chart.value[:4] == b"\x89PNG" and 'id="explorer-ladder"' in panel.ladder_html.value
     assert panel.controls["model_path"].continuous_update is False

@@ -204,3 +204,21 @@ def test_notebook_parameters_go_to_the_notebooks_that_declare_them(tmp_path, mon
     assert "one process" in text and "inside the notebook" not in text
     assert report.main(["-p", "NOPE=1", "--out-dir", str(tmp_path / "never")]) == 2
     assert "error: parameters:" in capsys.readouterr().err and not (tmp_path / "never").exists()
+
+
+def test_the_report_records_the_explorer_page_whole(tmp_path, monkeypatch):
+    """Issue 44: notebook 00 computes only what its page shows unless RECORD is passed; the report
+    passes RECORD=True to a notebook that declares it (the whole comparison, the response times,
+    every row) and to no other."""
+    monkeypatch.setattr(report, "NOTEBOOKS_DIR", tmp_path / "nbs")
+    (tmp_path / "nbs").mkdir()
+    for name, source in (("00_a.ipynb", "MODE = 'stored'\nRECORD = False"), ("01_b.ipynb", "MODE = 'stored'")):
+        nbformat.write(nbformat.v4.new_notebook(
+            metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+            cells=[nbformat.v4.new_code_cell(source, metadata={"tags": ["parameters"]})]), tmp_path / "nbs" / name)
+    ran = {}
+    monkeypatch.setattr(report, "execute", lambda nb, out, params, **kw: ran.setdefault(nb.name, params))
+    assert report.main(["--out-dir", str(tmp_path / "o"), "--device", "cpu"]) == 0
+    assert ran["00_a.ipynb"]["RECORD"] is True and "RECORD" not in ran["01_b.ipynb"]
+    declared = report.pm.inspect_notebook(str(report.REPO_ROOT / "notebooks" / "00_explore.ipynb"))
+    assert declared["RECORD"]["default"] == "False"  # the page (voila) runs the defaults

@@ -27,7 +27,8 @@ def test_explore_notebook_records_what_the_page_shows(tmp_path):
     runs = [{"variant": "rates", "rates": synthetic_rates(), "seconds": 20.0}]
     cal_path = result(CalibrateSpec(repeats=1), Trial({"rates": runs}), in_process=True).write(tmp_path / "cal.json")
     label = Calibration.load(cal_path).label
-    node = nbformat.read(execute(NB, tmp_path, {"OUT_DIR": str(tmp_path), "CALIBRATION": str(cal_path)},
+    params = {"OUT_DIR": str(tmp_path), "CALIBRATION": str(cal_path), "RECORD": True}  # as refimpl report runs it
+    node = nbformat.read(execute(NB, tmp_path, params,
                                  timeout_s=600), as_version=4)
     assert not [o for c in node.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     v = json.loads((tmp_path / ExploreStudy.values_name).read_text())

@@ -1,11 +1,15 @@
 """The explorer's widgets (notebooks/00_explore.ipynb, standalone with voila): thin layers over
 refimpl/lab/explore/explorer.py (start-up) and refimpl/lab/studies/whisper_sites.py (the ~3%).
 
-``ExplorerPanel``: one control per ``Settings`` field; each change recomputes ``explore`` and
-redraws, and its seconds go to ``timings``. ``WhisperPanel``: model, step time, cost per registry
-call, requests, admission attempts -> each fix's gain and the gain-against-step-time figure with
-the committed paired gains. ``ExploreStudy``: the notebook's one object (its MODE, the
-calibration it uses, the values it records in ``<out_dir>/values_explore.json``).
+``ExplorerPanel``: one control per ``Settings`` field; each change redraws the answer and the
+chart (every chart row's seconds and peak RSS), and its seconds go to ``timings``. Each setting is
+answered once (``explore`` per row, kept by setting: a row already in the chart costs nothing when
+picked; ``computed`` counts the answers made); the chart's picture is kept per setting and
+reference row. ``WhisperPanel``: model, step time, cost per registry call, requests, admission
+attempts -> each fix's gain and the gain-against-step-time figure with the committed paired gains.
+``ExploreStudy``: the notebook's one object (its MODE, the calibration it uses, the values it
+records in ``<out_dir>/values_explore.json``); the comparison section is
+refimpl/lab/explore/explorer_comparison.py.
 """
 from __future__ import annotations
 
@@ -13,7 +17,7 @@ import html
 import io
 import json
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -30,12 +34,14 @@ from refimpl.lab.explore.calibrations import default_calibration
 from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer import LOCAL, ROWS, Outputs, Settings, explore, render
 from refimpl.lab.explore.explorer_chart import CHART_ROWS, RowSeconds, ladder, ladder_figure, ladder_table
+from refimpl.lab.explore.explorer_comparison import ComparisonPanel, folded_comparison
 from refimpl.lab.studies import REFERENCE, RESULTS_DIR
 from refimpl.lab.studies import whisper_sites as ws
 from refimpl.variants import RELEASE_ROWS
 
 MODES = ("stored", "quick", "full")
 STYLE = {"description_width": "230px"}  # the longest label ("limit_mm_per_prompt video") whole
+KEPT = 256  # settings (and pictures) a panel keeps answered before it starts afresh
 
 
 def _box(c: W.Widget) -> W.Widget:
@@ -48,9 +54,16 @@ def _column(controls: dict[str, W.Widget]) -> W.VBox:
     return W.VBox(list(controls.values()), layout=W.Layout(min_width="490px", flex="0 0 auto"))
 
 
+def settings_key(s: Settings) -> tuple:
+    """``s`` as a hashable key (its item limits as sorted pairs)."""
+    values = (getattr(s, f.name) for f in fields(s))
+    return tuple(tuple(sorted(v.items())) if isinstance(v, dict) else v for v in values)
+
+
 class ExplorerPanel:
-    """Controls by Settings field (``controls``), the output ``html``, the latest ``outputs``,
-    ``timings``: (control, seconds from the change to the redrawn output) per change."""
+    """Controls by Settings field (``controls``), the output ``html``, the chart (``chart``, its
+    table ``ladder_html``), the latest ``outputs``, ``timings``: (control, seconds from the change
+    to the redrawn output) per change; ``computed``: the settings answered (``explore`` calls)."""
 
     def __init__(self, settings: Optional[Settings] = None, calibration: Optional[Calibration] = None,
                  no_calibration: str = "", source: str = ""):
@@ -84,8 +97,25 @@ class ExplorerPanel:
         self.html, self.chart, self.ladder_html = W.HTML(), W.Image(format="png"), W.HTML()
         self._ladder_key: Optional[Settings] = None
         self.ladder: list[RowSeconds] = []
+        self.computed = 0  # explore() answers made (a setting answered once, then kept)
+        self._answers: dict[tuple, Outputs] = {}
+        self._pictures: dict[tuple, bytes] = {}
         self.update(None)
         self.widget = W.VBox([self.about, W.HBox([_column(self.controls), self.html]), self.chart, self.ladder_html])
+
+    def answer(self, s: Settings) -> Outputs:
+        """``explore(s)`` with this panel's calibration, once per setting (a local directory's
+        every time: its files may change between two looks)."""
+        key = settings_key(s)
+        if s.model_path or key not in self._answers:
+            self.computed += 1
+            o = explore(s, self.calibration, no_calibration=self.no_calibration)
+            if s.model_path:
+                return o
+            if len(self._answers) >= KEPT:
+                self._answers.clear()
+            self._answers[key] = o
+        return self._answers[key]
 
     def settings(self) -> Settings:
         c = {k: w.value for k, w in self.controls.items()}
@@ -96,18 +126,21 @@ class ExplorerPanel:
                         c["max_pixels"] or None, c["frames"] or None, c["mm_processor_cache_gb"])
 
     def update(self, control: Optional[str]) -> Outputs:
-        """Recompute and redraw; record the seconds from the change to the new HTML."""
+        """Answer and redraw (the chart's reference row only redraws the chart); record the
+        seconds from the change to the new HTML."""
         t0 = time.perf_counter()
-        self.outputs = explore(self.settings(), self.calibration, no_calibration=self.no_calibration)
-        self.html.value = render(self.outputs)
+        if control != "reference":
+            self.outputs = self.answer(self.settings())
+            self.html.value = render(self.outputs)
         self.draw_ladder()
         if control is not None:
             self.timings.append((control, time.perf_counter() - t0))
         return self.outputs
 
     def draw_ladder(self) -> None:
-        """The chart of every row for these settings (recomputed when a setting other than the
-        row changes) and its table, or why there is none."""
+        """The chart of every row for these settings, seconds and peak RSS (rows answered through
+        ``answer``; the picture drawn once per setting and reference row) and its table, or why
+        there is none."""
         if self.calibration is None or self.outputs.error:
             self.chart.layout.display = "none"
             self.ladder_html.value = "" if self.outputs.error else f"<p><i>{self.no_calibration}: no chart</i></p>"
@@ -115,10 +148,15 @@ class ExplorerPanel:
         key = replace(self.settings(), variant="")
         ref = self.controls["reference"].value
         if key != self._ladder_key:
-            self.ladder, self._ladder_key = ladder(key, self.calibration), key
-        buf = io.BytesIO()
-        ladder_figure(self.ladder, self.calibration, ref).savefig(buf, format="png", dpi=80)
-        self.chart.value, self.chart.layout.display = buf.getvalue(), None
+            self.ladder, self._ladder_key = ladder(key, self.calibration, explore_row=self.answer), key
+        shown = (settings_key(key), ref)
+        if key.model_path or shown not in self._pictures:
+            buf = io.BytesIO()
+            ladder_figure(self.ladder, self.calibration, ref).savefig(buf, format="png", dpi=80)
+            if len(self._pictures) >= KEPT:
+                self._pictures.clear()
+            self._pictures[shown] = buf.getvalue()
+        self.chart.value, self.chart.layout.display = self._pictures[shown], None
         self.ladder_html.value = ladder_table(self.ladder, self.calibration, ref)
 
     def set(self, **values: Any) -> Outputs:
@@ -200,17 +238,6 @@ class WhisperPanel:
         return self.gains
 
 
-def folded_comparison(table: str, ratio_table: str, summary: str, n_rows: int, n_ratios: int) -> str:
-    """The comparison as the page shows it: the within-goal summary open, the two long tables folded
-    (HTML ``<details>``, opened by a click) so the page does not start with a few hundred rows."""
-    def fold(title: str, body: str) -> str:
-        return f"<details><summary>{title}</summary>\n\n{body}\n\n</details>"
-    return "\n\n".join([summary,
-                        fold(f"Predicted against measured, {n_rows} rows (click to open)", table),
-                        fold(f"Each row's start-up over 0.8.5's, per committed ladder, {n_ratios} rows (ratios "
-                             "drift less between days than seconds; click to open)", ratio_table)])
-
-
 class ExploreStudy:
     """The notebook's one object: ``mode`` stored (the newest calibration of this machine that a
     committed same-day check validated, else its calibration.json, else the reference machine's, the
@@ -282,8 +309,20 @@ class ExploreStudy:
         self.values["rows"] = out
         return out
 
+    def comparison_panel(self, page_size: int = 3) -> W.Widget:
+        """The page's comparison section: closed, paged by committed Result, nothing predicted
+        until it is opened (``self.comparison_section``, explorer_comparison.ComparisonPanel), or
+        why there is none."""
+        if self.calibration is None:
+            return W.HTML(f"<p><i>{self.why_none}: no prediction to check.</i></p>")
+        self.comparison_section = ComparisonPanel(self.calibration, page_size)
+        return self.comparison_section.widget
+
     def comparison(self) -> Optional[str]:
-        """The prediction-against-measurement table (markdown), or None without a calibration."""
+        """The whole prediction-against-measurement comparison, every committed Result predicted
+        and recorded in ``values`` (``refimpl report``; the page shows ``comparison_panel``): the
+        within-goal summary, then the two tables folded. The table (markdown), or None without a
+        calibration."""
         if self.calibration is None:
             display(Markdown(f"*{self.why_none}: no prediction to check.*"))
             return None

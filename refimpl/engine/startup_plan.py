@@ -35,7 +35,7 @@ from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.gpu_model_runner import GPUModelRunner
-from refimpl.worker.model_loader import parameter_bytes
+from refimpl.worker.model_size import parameter_bytes
 
 GiB = 1 << 30
 REGISTRY = MultiModalRegistry(cache_bytes=0)  # kept for callers; the plan builds no processor

@@ -79,6 +79,16 @@ def _factories(model: str):
     return None
 
 
+def _info_class(model: str):
+    """The ProcessingInfo class of ``model`` or None, importing no more than it needs: Qwen2.5-VL's
+    from qwen2_5_vl_info (no transformers processors, no torch), for the dry plan."""
+    if model.startswith("qwen2.5-vl"):
+        from refimpl.multimodal.qwen2_5_vl_info import Qwen2_5_VLProcessingInfo
+        return Qwen2_5_VLProcessingInfo
+    f = _factories(model)
+    return None if f is None else f[0]
+
+
 class MultiModalRegistry:
     """Creates processors and answers max-token / dummy-data questions per ModelConfig."""
 
@@ -125,15 +135,18 @@ class MultiModalRegistry:
         """The model's ProcessingInfo alone (no processor, no cache); ``dry``: its size functions read
         the configs (preprocessor_config.json and ``mm_processor_kwargs``) instead of building the HF
         processor. Raises ConfigError for a model without multimodal inputs."""
-        f = _factories(model_config.model)
-        if f is None:
+        info_cls = _info_class(model_config.model) if dry else (_factories(model_config.model) or [None])[0]
+        if info_cls is None:
             raise ConfigError("model", "a multimodal model", f"{model_config.model} has no multimodal processor")
-        info = f[0](model_config, switches)
+        info = info_cls(model_config, switches)
         info.dry = dry
         return info
 
     def create_dummy_inputs(self, info):
         """The dummy-inputs builder of ``info``'s model (builds nothing until asked)."""
+        if getattr(info, "dry", False) and info.model_id.startswith("qwen2.5-vl"):  # sizes only: no processors
+            from refimpl.multimodal.qwen2_5_vl_info import Qwen2_5_VLDummyInputsBuilder
+            return Qwen2_5_VLDummyInputsBuilder(info)
         f = _factories(info.model_id)
         if f is None:
             raise ConfigError("model", "a multimodal model", f"{info.model_id} has no multimodal processor")

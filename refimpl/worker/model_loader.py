@@ -17,7 +17,6 @@ from transformers import AutoConfig
 from transformers.initialization import no_init_weights
 from transformers.models.whisper.modeling_whisper import sinusoids
 
-from refimpl.config import get_config_dict
 from refimpl.errors import ConfigError
 from refimpl.worker.ct2_loader import Ct2LayoutError, load_ct2_state_dict
 from refimpl.worker.model_size import parameter_bytes  # noqa: F401 - its home before model_size.py

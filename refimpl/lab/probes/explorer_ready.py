@@ -32,6 +32,7 @@ def load_page(tree: Path, cell_timeout: int = 600) -> dict[str, Any]:
     seconds (``cells_s`` one per code cell). Raises ConfigError("trees") when a cell raises."""
     import nbformat
     from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
 
     nb = nbformat.read(tree / NOTEBOOK, as_version=4)
     env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
@@ -45,11 +46,11 @@ def load_page(tree: Path, cell_timeout: int = 600) -> dict[str, Any]:
             if cell.cell_type != "code":
                 continue
             c0 = time.perf_counter()
-            client.execute_cell(cell, i)
-            errors = [o for o in cell.outputs if o.output_type == "error"]
-            if errors:
+            try:
+                client.execute_cell(cell, i)
+            except CellExecutionError as e:
                 raise ConfigError("trees", "a tree whose explorer page runs",
-                                  f"{tree} cell {i}: {errors[0].ename}: {errors[0].evalue}")
+                                  f"{tree} cell {i}: {e.ename}: {e.evalue}") from None
             cells.append(time.perf_counter() - c0)
         ready = time.perf_counter() - t0
     return {"ready_s": ready, "kernel_start_s": t0 - k0, "cells_s": cells}

@@ -36,7 +36,8 @@ def test_untied_heads_are_counted(model):
 def test_parameter_bytes_keeps_its_name_and_units(dtype):
     mc = ModelConfig("whisper-tiny", device="cpu", dtype=dtype)
     n = _meta_count(get_config_dict("whisper-tiny"))
-    assert model_loader.parameter_bytes(mc) == n * getattr(torch, dtype).itemsize == model_size.parameter_bytes(mc)
+    assert model_loader.parameter_bytes(mc) == n * getattr(torch, dtype).itemsize == model_size.parameter_bytes(mc) \
+        == model_loader.meta_parameter_bytes(mc)
 
 
 def test_an_architecture_the_kit_does_not_ship_is_a_key_error():

@@ -1,8 +1,8 @@
 """Probes: the one-off measurements the docs cite (first-touch cost, two-process spawn cost,
 cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory, the
-explorer page's ready time), each a
-spec (probes/specs.py, the flags of ``refimpl probe NAME``), a function returning a Result in the one
-schema (bench/schema.py, ``bench`` the probe's name) and a test (tests/lab/test_probes.py)."""
+explorer page's ready time), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
+function returning a Result in the one schema (bench/schema.py, ``bench`` the probe's name) and a
+test (tests/lab/test_probes.py)."""
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DTYPE_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def kv_cache_shape(model_config, config_dict: dict | None = None) -> tuple[int, int, int]:
+    """(num_layers, num_kv_heads, head_dim) of the KV cache (decoder layers for Whisper), from
+    ``config_dict`` (default the model's config.json as the kit ships it)."""
+    d = model_config.hf_config_dict if config_dict is None else config_dict
+    if model_config.is_encoder_decoder:
+        heads = d["decoder_attention_heads"]
+        return d["decoder_layers"], heads, d["d_model"] // heads
+    heads = d["num_attention_heads"]
+    return d["num_hidden_layers"], d.get("num_key_value_heads", heads), d["hidden_size"] // heads
+
+
+def kv_bytes_per_block(model_config, block_size: int, shape: tuple[int, int, int] | None = None) -> int:
+    """KV bytes one block takes over all layers: layers * 2 * block_size * heads * head_dim * itemsize
+    (``shape`` default ``kv_cache_shape(model_config)``)."""
+    layers, heads, head_dim = shape or kv_cache_shape(model_config)
+    return layers * 2 * block_size * heads * head_dim * DTYPE_ITEMSIZE[model_config.dtype]
+
+
+def kv_check_encoder_len_reads(model_config, shape: tuple[int, int, int] | None = None) -> int:
+    """Encoder-length reads of the start-up KV check: one per cross-attention layer
+    (``CrossAttentionSpec.max_memory_usage_bytes``) and one for the concurrency log; 0 without."""
+    return (shape or kv_cache_shape(model_config))[0] + 1 if model_config.is_encoder_decoder else 0
+
 
 def blocks_for_one_request(vllm_config, encoder_len: int | None = None) -> int:
     """KV blocks one request of ``max_model_len`` needs: decoder blocks, the null block and, for an
@@ -44,7 +70,7 @@ def cross_attention_sizing(vllm_config) -> CrossAttentionSizing:
     if not mc.is_encoder_decoder:
         raise ValueError(f"{mc.model} has no cross-attention")
     d = mc.hf_config_dict
-    itemsize = {"float32": 4, "float16": 2, "bfloat16": 2}[mc.dtype]
+    itemsize = DTYPE_ITEMSIZE[mc.dtype]
     per_block = d["decoder_layers"] * 2 * bs * d["d_model"] * itemsize
     runner = vllm_config.get_encoder_len("runner")
     return CrossAttentionSizing(

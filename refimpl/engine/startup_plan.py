@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from refimpl.config import SchedulerConfig
+from refimpl.core.kv_cache_utils import kv_bytes_per_block, kv_check_encoder_len_reads
 from refimpl.engine.startup_steps import (  # noqa: F401 - the names this module held before the split
     CHECK_PHASE,
     PHASES,
@@ -34,8 +35,7 @@ from refimpl.multimodal.encoder_budget import MultiModalBudget
 from refimpl.multimodal.hasher import HASH_COPIES
 from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
-from refimpl.worker.gpu_model_runner import GPUModelRunner
-from refimpl.worker.model_loader import parameter_bytes
+from refimpl.worker.model_size import parameter_bytes
 
 GiB = 1 << 30
 REGISTRY = MultiModalRegistry(cache_bytes=0)  # kept for callers; the plan builds no processor
@@ -64,17 +64,17 @@ class StartupPlan:
         """The plan of ``EngineCore(vllm_config, variant)``. Raises UnknownVariantError."""
         v = get_startup_variant(variant) if isinstance(variant, str) else variant
         mc, sc = vllm_config.model_config, vllm_config.scheduler_config
-        runner = GPUModelRunner(vllm_config)  # its KV arithmetic only: no model, nothing allocated
         cc = vllm_config.cache_config
+        per_block = kv_bytes_per_block(mc, cc.block_size)  # the runner's KV arithmetic (GPUModelRunner.bytes_per_block)
         # CUDA: gpu_memory_utilization less the profile run's measured GPU peak (unknown before it runs)
         on_gpu = mc.device != "cpu"
-        blocks = cc.num_gpu_blocks or (None if on_gpu else cc.kv_cache_memory_bytes // runner.bytes_per_block())
-        kv_calls = (runner.kv_check_encoder_len_reads() * (vllm_config.encoder_len_source("kv_cache") == "registry")
+        blocks = cc.num_gpu_blocks or (None if on_gpu else cc.kv_cache_memory_bytes // per_block)
+        kv_calls = (kv_check_encoder_len_reads(mc) * (vllm_config.encoder_len_source("kv_cache") == "registry")
                     + (mc.is_encoder_decoder and vllm_config.encoder_len_source("runner") == "registry"))
         full = 0 if mc.scale == "small" or on_gpu else \
             parameter_bytes(mc) - parameter_bytes(replace(mc, scale="small"))  # host weights beyond the small ones
         plan = cls(mc.model, v, [], {}, num_gpu_blocks=blocks,
-                   kv_bytes=0 if blocks is None or on_gpu else blocks * runner.bytes_per_block(),
+                   kv_bytes=0 if blocks is None or on_gpu else blocks * per_block,
                    kv_registry_calls=kv_calls, extra_weight_bytes=full)
         budget = MultiModalBudget(mc, sc, None, v, dry=True)
         if not budget.mm_limits:

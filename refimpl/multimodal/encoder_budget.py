@@ -84,7 +84,7 @@ class MultiModalBudget:
         self.max_model_len, self.max_num_reqs = model_config.max_model_len, scheduler_config.max_num_seqs
         # dry: a processing info of the row's switches that reads sizes from the configs only
         self.info = MULTIMODAL_REGISTRY.create_processing_info(model_config, row.mm, dry=True) if dry else None
-        supported = MULTIMODAL_REGISTRY.supports_multimodal_inputs(model_config)
+        supported = self.info is not None or MULTIMODAL_REGISTRY.supports_multimodal_inputs(model_config)
         self.mm_limits: dict[str, int] = {} if not supported else \
             {m: model_config.get_mm_limit(m) for m in self._info().modalities}
         self.mm_max_toks_per_item: dict[str, int] = self.lookup(

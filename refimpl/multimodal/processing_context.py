@@ -14,7 +14,6 @@ from typing import Any
 from refimpl.config import get_config_dict, get_preprocessor_dict
 from refimpl.config.checks import check_mm_processor_kwargs
 from refimpl.errors import ConfigError, InvalidInputError
-from refimpl.tokenizer import get_tokenizer
 
 # transformers >= 5.23 (ProcessorMixin.validate_inputs): placeholders and items differ in number
 _HF_PLACEHOLDER_COUNT = ("tokens in the text but no", "tokens in the prompts should be the same as")
@@ -51,6 +50,8 @@ class BaseProcessingInfo:
         raise NotImplementedError
 
     def get_tokenizer(self):
+        from refimpl.tokenizer import get_tokenizer  # transformers' tokenizers: not for the dry plan
+
         return get_tokenizer(self.model_id)
 
     def get_allowed_mm_limits(self) -> dict[str, int]:

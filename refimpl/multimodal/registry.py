@@ -8,6 +8,7 @@ refimpl/multimodal/encoder_budget.py.
 """
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Optional
@@ -79,6 +80,18 @@ def _factories(model: str):
     return None
 
 
+_LIGHT = {"qwen2.5-vl": ("qwen2_5_vl_info", "Qwen2_5_VL"), "whisper": ("whisper_info", "Whisper")}
+
+
+def _light(model: str, what: str):
+    """``what`` ("ProcessingInfo" or "DummyInputsBuilder") of ``model`` from its *_info module (no
+    transformers import: the dry plan's), or None."""
+    for prefix, (module, name) in _LIGHT.items():
+        if model.startswith(prefix):
+            return getattr(importlib.import_module(f"refimpl.multimodal.{module}"), name + what)
+    return None
+
+
 class MultiModalRegistry:
     """Creates processors and answers max-token / dummy-data questions per ModelConfig."""
 
@@ -125,15 +138,17 @@ class MultiModalRegistry:
         """The model's ProcessingInfo alone (no processor, no cache); ``dry``: its size functions read
         the configs (preprocessor_config.json and ``mm_processor_kwargs``) instead of building the HF
         processor. Raises ConfigError for a model without multimodal inputs."""
-        f = _factories(model_config.model)
-        if f is None:
+        info_cls = _light(model_config.model, "ProcessingInfo") if dry else (_factories(model_config.model) or [None])[0]
+        if info_cls is None:
             raise ConfigError("model", "a multimodal model", f"{model_config.model} has no multimodal processor")
-        info = f[0](model_config, switches)
+        info = info_cls(model_config, switches)
         info.dry = dry
         return info
 
     def create_dummy_inputs(self, info):
         """The dummy-inputs builder of ``info``'s model (builds nothing until asked)."""
+        if getattr(info, "dry", False) and _light(info.model_id, "DummyInputsBuilder"):  # sizes only
+            return _light(info.model_id, "DummyInputsBuilder")(info)
         f = _factories(info.model_id)
         if f is None:
             raise ConfigError("model", "a multimodal model", f"{info.model_id} has no multimodal processor")

@@ -2,21 +2,18 @@
 
 Mirrors the Whisper processing info, dummy builder and processor of
 ``vllm/model_executor/models/whisper.py`` (0.9 to 0.10.2) around the real ``WhisperProcessor``.
-Left out: resampling (16 kHz required), multi-channel audio, transcription prompt helpers.
+The processing info and the dummy builder live in whisper_info.py (the dry plan's, no transformers
+import) and are importable from here. Left out: resampling (16 kHz required), multi-channel audio, transcription prompt helpers.
 """
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any, Optional
 
-import numpy as np
-import torch
 from transformers import WhisperFeatureExtractor, WhisperProcessor
 
 from refimpl.config import get_preprocessor_dict
-from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
-from refimpl.multimodal.processing import BaseProcessingInfo, EncDecMultiModalProcessor
-from refimpl.multimodal.profiling import BaseDummyInputsBuilder
+from refimpl.multimodal.processing import EncDecMultiModalProcessor
+from refimpl.multimodal.whisper_info import WhisperDummyInputsBuilder, WhisperProcessingInfo  # noqa: F401 - here before the split
 from refimpl.tokenizer import get_tokenizer
 
 
@@ -27,79 +24,6 @@ def build_hf_processor(model: str, overrides: tuple = ()):
          if k not in ("feature_extractor_type", "processor_class")}
     d.update(dict(overrides))
     return WhisperProcessor(feature_extractor=WhisperFeatureExtractor(**d), tokenizer=get_tokenizer(model))
-
-
-class WhisperProcessingInfo(BaseProcessingInfo):
-    modalities = ("audio",)
-    dry = False  # True: sizes from the configs, no HF processor (MultiModalBudget(dry=True))
-
-    def get_hf_processor(self):
-        return build_hf_processor(self.model_id, tuple(sorted(  # lists as tuples: a cache key
-            (k, tuple(v) if isinstance(v, list) else v) for k, v in self.mm_processor_kwargs.items())))
-
-    def get_feature_extractor(self):
-        return self.get_hf_processor().feature_extractor
-
-    def get_feature_dims(self) -> tuple[int, int, int, int]:
-        """(feature_size mel bins, chunk_length s, sampling_rate Hz, hop_length samples) of the feature
-        extractor: the HF one's, or (dry) preprocessor_config.json under ``mm_processor_kwargs`` with
-        WhisperFeatureExtractor's defaults (80, 30, 16000, 160)."""
-        if self.dry:
-            d = {"feature_size": 80, "chunk_length": 30, "sampling_rate": 16000, "hop_length": 160,
-                 **get_preprocessor_dict(self.model_id), **self.mm_processor_kwargs}
-        else:
-            fe = self.get_feature_extractor()
-            d = {k: getattr(fe, k) for k in ("feature_size", "chunk_length", "sampling_rate", "hop_length")}
-        return d["feature_size"], d["chunk_length"], d["sampling_rate"], d["hop_length"]
-
-    def get_num_audio_tokens(self) -> int:
-        """Encoder positions per audio: ``max_source_positions`` (1500)."""
-        return self.hf_config["max_source_positions"]
-
-    def get_item_tokens(self, spec: tuple) -> int:
-        """Encoder positions of a dummy item ``("audio", samples)``: 1500 for any length."""
-        return self.get_num_audio_tokens()
-
-    def get_processed_item_bytes(self, spec: tuple) -> int:
-        """Bytes of its float32 ``input_features``: mel bins x 3000 frames x 4."""
-        mels, chunk, rate, hop = self.get_feature_dims()
-        return mels * (chunk * rate // hop) * 4
-
-    def get_max_tokens_per_item(self, seq_len: int, mm_counts: dict[str, int]) -> dict[str, int]:
-        return {"audio": self.get_num_audio_tokens()} if mm_counts.get("audio", 0) > 0 else {}
-
-
-class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
-    def get_dummy_text(self, mm_counts: dict[str, int]) -> str:
-        return "<|startoftranscript|>" * mm_counts.get("audio", 0)
-
-    def get_dummy_item_specs(self, seq_len: int, mm_counts: dict[str, int],
-                             fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[tuple]]:
-        """``{"audio": [("audio", 480000)] * n}``: 30 s at 16 kHz, independent of seq_len."""
-        _, chunk, rate, _ = self.info.get_feature_dims()
-        return {"audio": [("audio", chunk * rate)] * mm_counts.get("audio", 0)}
-
-    def get_dummy_mm_data(self, seq_len: int, mm_counts: dict[str, int],
-                          fit_counts: Optional[dict[str, int]] = None) -> dict[str, list[Any]]:
-        """``{"audio": [zeros(480000)] * n}`` in ``mm_switches.dummy_audio_dtype``, whatever ``seq_len``."""
-        specs = self.get_dummy_item_specs(seq_len, mm_counts)["audio"]
-        dtype = np.dtype(self.info.switches.dummy_audio_dtype)
-        return {"audio": self._get_dummy_audios(specs[0][1], len(specs), dtype) if specs else []}
-
-    def get_dummy_processed_inputs(self, seq_len: int, mm_counts: dict[str, int],
-                                   fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
-        """The processed dummy audio without processing: ``input_features`` (mel bins, 3000) float32
-        zeros per audio, 1500 encoder zeros, the tokenized dummy text; ``device="meta"``: no memory."""
-        fe, n = self.info.get_feature_extractor(), mm_counts.get("audio", 0)
-        frames = fe.chunk_length * fe.sampling_rate // fe.hop_length
-        tokens = self.info.get_num_audio_tokens()
-        dec = self.info.get_tokenizer().encode(self.get_dummy_text(mm_counts), add_special_tokens=False)
-        return MultiModalInputs(
-            prompt_token_ids=dec, mm_hashes={},
-            mm_kwargs={"audio": [{"input_features": torch.zeros(fe.feature_size, frames, device=device)}
-                                 for _ in range(n)]} if n else {},
-            mm_placeholders={"audio": [PlaceholderRange(i * tokens, tokens) for i in range(n)]} if n else {},
-            encoder_prompt_token_ids=[0] * (tokens * n))
 
 
 class WhisperMultiModalProcessor(EncDecMultiModalProcessor):

@@ -13,8 +13,7 @@ from dataclasses import replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Optional
 
-from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
-
+from refimpl.multimodal.smart_resize import smart_resize
 from refimpl.variants import StartupVariant, WorstCaseImage, get_startup_variant
 
 if TYPE_CHECKING:

@@ -12,7 +12,12 @@ from typing import Any, Optional
 import torch
 
 from refimpl.attention.cross_attention import dense_copy_bytes
-from refimpl.core.kv_cache_utils import blocks_for_one_request
+from refimpl.core.kv_cache_utils import (
+    blocks_for_one_request,
+    kv_bytes_per_block,
+    kv_cache_shape,
+    kv_check_encoder_len_reads,
+)
 from refimpl.errors import ConfigError, EngineStateError
 from refimpl.multimodal.encoder_budget import MultiModalBudget
 from refimpl.utils.mem_utils import RssPeakSampler
@@ -175,21 +180,15 @@ class GPUModelRunner:
 
     # ---------------------------------------------------------------- KV cache
     def get_kv_cache_shape(self) -> tuple[int, int, int]:
-        """(num_layers, num_kv_heads, head_dim) of the KV cache (decoder layers for Whisper)."""
-        if self.model_config.is_encoder_decoder:
-            cfg = self.model.config if self.model is not None else None
-            d = cfg.to_dict() if cfg is not None else self.model_config.hf_config_dict
-            heads = d["decoder_attention_heads"]
-            return d["decoder_layers"], heads, d["d_model"] // heads
-        d = self.model_config.hf_config_dict
-        heads = d["num_attention_heads"]
-        return d["num_hidden_layers"], d.get("num_key_value_heads", heads), d["hidden_size"] // heads
+        """(num_layers, num_kv_heads, head_dim) of the KV cache (decoder layers for Whisper; the
+        loaded model's config once there is one)."""
+        if self.model_config.is_encoder_decoder and self.model is not None:
+            return kv_cache_shape(self.model_config, self.model.config.to_dict())
+        return kv_cache_shape(self.model_config)
 
     def bytes_per_block(self) -> int:
         """KV bytes one block takes over all layers: layers * 2 * block_size * heads * head_dim * itemsize."""
-        layers, heads, head_dim = self.get_kv_cache_shape()
-        itemsize = torch.empty((), dtype=self.dtype).element_size()
-        return layers * 2 * self.cache_config.block_size * heads * head_dim * itemsize
+        return kv_bytes_per_block(self.model_config, self.cache_config.block_size, self.get_kv_cache_shape())
 
     def determine_available_memory(self) -> int:
         """Bytes for the KV cache: CPU ``kv_cache_memory_bytes``; CUDA ``gpu_memory_utilization * total``
@@ -205,7 +204,7 @@ class GPUModelRunner:
     def kv_check_encoder_len_reads(self) -> int:
         """Encoder-length reads of the start-up KV check: one per cross-attention layer
         (``CrossAttentionSpec.max_memory_usage_bytes``) and one for the concurrency log; 0 without."""
-        return self.get_kv_cache_shape()[0] + 1 if self.model_config.is_encoder_decoder else 0
+        return kv_check_encoder_len_reads(self.model_config, self.get_kv_cache_shape())
 
     def determine_num_blocks(self) -> int:
         """KV blocks (``cache_config.num_gpu_blocks`` if set). Raises ConfigError when one request of

@@ -21,6 +21,7 @@ from transformers.models.whisper.modeling_whisper import sinusoids
 from refimpl.config import get_config_dict
 from refimpl.errors import ConfigError
 from refimpl.worker.ct2_loader import Ct2LayoutError, load_ct2_state_dict
+from refimpl.worker.model_size import parameter_bytes  # noqa: F401 - its home before model_size.py
 
 _ARCHS = {
     "whisper": "WhisperForConditionalGeneration",
@@ -91,14 +92,16 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
         w.copy_(sinusoids(*w.shape).to(w.dtype))
 
 
-def parameter_bytes(model_config) -> int:
-    """Bytes of the model's parameters in ``model_config.dtype`` (tied once), counted on the meta
-    device; cached per (model, scale, dtype)."""
-    return _parameter_bytes(model_config.model, model_config.scale, model_config.dtype)
+def meta_parameter_bytes(model_config) -> int:
+    """Bytes of the model's parameters in ``model_config.dtype`` (tied once), counted on the HF model
+    built on the meta device (imports its modeling module); cached per (model, scale, dtype). Equal
+    to ``parameter_bytes`` (tests/engine/test_model_size.py); the engine's check phase builds it so
+    that phase costs what it did before the plan read config.json (refimpl/engine/core.py)."""
+    return _meta_parameter_bytes(model_config.model, model_config.scale, model_config.dtype)
 
 
 @functools.lru_cache(maxsize=None)
-def _parameter_bytes(model: str, scale: str, dtype: str) -> int:
+def _meta_parameter_bytes(model: str, scale: str, dtype: str) -> int:
     cfg = build_hf_config(get_config_dict(model, scale))
     with no_init_weights(), torch.device("meta"):
         m = _model_class(cfg.model_type)._from_config(cfg, dtype=getattr(torch, dtype))

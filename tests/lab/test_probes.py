@@ -16,6 +16,7 @@ from refimpl.lab.probes.specs import (
     CrossAttentionFragmentationSpec,
     CrossAttentionReadSpec,
     EngineVsGenerateSpec,
+    ExplorerReadySpec,
     FirstTouchSpec,
     ServingMemorySpec,
     SpawnCostSpec,
@@ -66,6 +67,9 @@ def test_each_bound_refused_below_and_accepted_at_it(cls):
     (EngineVsGenerateSpec(trees=(str(ROOT), str(ROOT) + "/.")), "trees"),
     (StepOpsSpec(max_tokens=10_000), "max_tokens"),                     # beyond what Whisper decodes
     (SpawnCostSpec(model="no-such-model"), "model"),
+    (ExplorerReadySpec(trees=(str(ROOT / "refimpl"),)), "trees"),          # no notebooks/00_explore.ipynb
+    (ExplorerReadySpec(trees=(str(ROOT), str(ROOT) + "/.")), "trees"),
+    (ExplorerReadySpec(loads=1.5), "loads"),
 ])
 def test_bad_values_are_refused_naming_the_field(spec, field):
     with pytest.raises(ConfigError) as e:
@@ -171,3 +175,29 @@ def test_spawn_cost_times_fresh_processes_of_both_modes():
                    ["inproc", "mp"], 1)
     assert res.env["in_process"] is False and res.params["variants"] == ["inproc", "mp"]
     assert all(r["startup_s"] > 0 for v in res.variants.values() for r in v["runs"])
+
+
+@pytest.mark.slow
+def test_explorer_ready_times_each_cell_of_the_page_in_a_fresh_kernel():
+    from refimpl.lab.probes.explorer_ready import NOTEBOOK
+
+    res = _checked(probe_function("explorer-ready")(ExplorerReadySpec(loads=1, trees=(str(ROOT),))),
+                   "explorer-ready", [str(ROOT)], 1)
+    run, summary = res.runs(str(ROOT))[0], res.variants[str(ROOT)]["summary"]
+    import nbformat
+    code = [c for c in nbformat.read(ROOT / NOTEBOOK, as_version=4).cells if c.cell_type == "code"]
+    assert len(run["cells_s"]) == len(summary["cell_medians_s"]) == len(res.params["cells"]) == len(code)
+    assert res.params["cells"][1].startswith("from refimpl.lab.explore.explorer_panels import")
+    assert run["ready_s"] >= sum(run["cells_s"]) > 0 and run["kernel_start_s"] > 0
+    assert summary["ready_s"]["n"] == 1 and res.env["in_process"] is False and len(res.params["loadavg"]) == 2
+
+
+def test_explorer_ready_refuses_a_page_that_raises(tmp_path):
+    import nbformat
+
+    from refimpl.lab.probes.explorer_ready import NOTEBOOK, load_page
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")]), tmp_path / NOTEBOOK)
+    with pytest.raises(ConfigError, match="ZeroDivisionError") as e:
+        load_page(tmp_path, cell_timeout=60)
+    assert e.value.field == "trees"

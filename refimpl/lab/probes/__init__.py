@@ -1,7 +1,8 @@
 """Probes: the one-off measurements the docs cite (first-touch cost, two-process spawn cost,
-cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory), each a
-spec (probes/specs.py, the flags of ``refimpl probe NAME``), a function returning a Result in the one
-schema (bench/schema.py, ``bench`` the probe's name) and a test (tests/lab/test_probes.py)."""
+cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory, the
+explorer page's ready time), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
+function returning a Result in the one schema (bench/schema.py, ``bench`` the probe's name) and a
+test (tests/lab/test_probes.py)."""
 from __future__ import annotations
 
 import importlib
@@ -12,6 +13,7 @@ from refimpl.lab.probes.specs import (
     CrossAttentionFragmentationSpec,
     CrossAttentionReadSpec,
     EngineVsGenerateSpec,
+    ExplorerReadySpec,
     FirstTouchSpec,
     ProbeSpec,
     ServingMemorySpec,
@@ -31,6 +33,7 @@ PROBES: dict[str, tuple[type[ProbeSpec], str]] = {
     "engine-vs-generate": (EngineVsGenerateSpec, "engine:engine_vs_generate"),
     "step-ops": (StepOpsSpec, "engine:step_ops"),
     "serving-memory": (ServingMemorySpec, "memory:serving_memory"),
+    "explorer-ready": (ExplorerReadySpec, "explorer_ready:explorer_ready"),
 }
 
 

@@ -12,7 +12,8 @@ from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.lab.bench.spec_types import check_types
 
 __all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "CrossAttentionReadSpec",
-           "CrossAttentionFragmentationSpec", "EngineVsGenerateSpec", "StepOpsSpec", "ServingMemorySpec"]
+           "CrossAttentionFragmentationSpec", "EngineVsGenerateSpec", "StepOpsSpec", "ServingMemorySpec",
+           "ExplorerReadySpec"]
 
 READS = ("dense-once", "paged-runs")  # CacheConfig.cross_attention_read
 
@@ -177,3 +178,25 @@ class ServingMemorySpec(ProbeSpec):
     scale: str = "full"
     max_num_seqs: int = 8
     num_gpu_blocks: int = 400
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplorerReadySpec(ProbeSpec):
+    """The explorer page's ready time as voila runs notebooks/00_explore.ipynb: a fresh kernel per load
+    (cwd notebooks/, the tree on PYTHONPATH, one thread), default parameters, every code cell in order;
+    ready = from the kernel answering (started, kernel_info replied) to the last cell's reply. With
+    ``trees``: each load of each tree in turn (interleaved), this clone's when empty."""
+    name: ClassVar[str] = "explorer-ready"
+    at_least: ClassVar[dict[str, float]] = {"loads": 1, "cell_timeout": 1}
+    loads: int = 3  # loads per tree
+    trees: tuple[str, ...] = ()  # source trees to compare, e.g. /tmp/old . (default: this clone)
+    cell_timeout: int = 600  # seconds one cell may take before the load fails
+
+    def check(self) -> None:
+        super().check()
+        for t in self.trees:
+            if not (Path(t) / "notebooks" / "00_explore.ipynb").is_file():
+                raise ConfigError("trees", "source trees holding notebooks/00_explore.ipynb",
+                                  f"no notebooks/00_explore.ipynb in {t!r}")
+        if len({Path(t).resolve() for t in self.trees}) < len(self.trees):
+            raise ConfigError("trees", "distinct source trees", f"got {' '.join(self.trees)}")

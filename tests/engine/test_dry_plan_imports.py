@@ -1,0 +1,29 @@
+"""The dry start-up plan and the explorer page's first answer import none of transformers' or
+torchvision's modules (issue 44: the page's ready time is mostly imports): parameter bytes come from
+config.json (refimpl/worker/model_size.py), Qwen2.5-VL's sizes from qwen2_5_vl_info.py. Torch stays
+(refimpl.multimodal and the calibration's machine lookup import it)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_plans_and_the_pages_first_answer_import_no_transformers_module():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "dry_plan_child.py")], cwd=ROOT / "notebooks",
+                         env=env, capture_output=True, text=True, timeout=600, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_engines_check_phase_still_imports_what_the_plan_imported_there():
+    """The engine's check phase (check_startup_memory) keeps its cost: the processor module and the
+    meta-device model (its modeling module) are imported there, as when the plan imported them."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "check_phase_child.py")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=600, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] == [] and got["after"] == ["refimpl.multimodal.qwen2_5_vl",
+                                                    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl"]

@@ -213,17 +213,6 @@ def check_startup_memory(vllm_config: VllmConfig, row: StartupVariant) -> int:
     no cache filled); raises InsufficientMemoryError beyond the machine's RAM (startup_memory.check_fits_in_ram)."""
     from refimpl.engine.startup_memory import check_fits_in_ram
     from refimpl.engine.startup_plan import StartupPlan
-    from refimpl.multimodal import MULTIMODAL_REGISTRY
-    from refimpl.worker.model_loader import meta_parameter_bytes
-
-    # What the plan imported and built here until it read config.json alone (issue 44b, so the explorer
-    # page imports no transformers): the model's processor module and, for host weights beyond the small
-    # ones, the meta-device models. Kept so the check phase, part of what start-up measures, costs what it did.
-    mc = vllm_config.model_config
-    if mc.device == "cpu" and mc.scale != "small":
-        meta_parameter_bytes(mc)
-        meta_parameter_bytes(dataclasses.replace(mc, scale="small"))
-    MULTIMODAL_REGISTRY.supports_multimodal_inputs(mc)
     return check_fits_in_ram(StartupPlan.build(vllm_config, row), vllm_config.model_config.mm_processor_kwargs)
 
 

@@ -18,12 +18,13 @@ def test_the_plans_and_the_pages_first_answer_import_no_transformers_module():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_the_engines_check_phase_still_imports_what_the_plan_imported_there():
-    """The engine's check phase (check_startup_memory) keeps its cost: the processor module and the
-    meta-device model (its modeling module) are imported there, as when the plan imported them."""
+def test_the_engines_check_phase_builds_no_model_and_imports_no_processor_module():
+    """The engine's check phase (check_startup_memory: refimpl's RAM refusal, in no release) reads the
+    dry plan and nothing more: no meta-device model, no processor module. The imports a release pays
+    fall where it paid them (runner_init builds the HF processor, load_model the model), so the check
+    is not inside what start-up measures beyond its own arithmetic."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "check_phase_child.py")], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=600, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["before"] == [] and got["after"] == ["refimpl.multimodal.qwen2_5_vl",
-                                                    "transformers.models.qwen2_5_vl.modeling_qwen2_5_vl"]
+    assert got == {"before": [], "after": []}

@@ -51,6 +51,15 @@ def test_the_serving_bench_s_step_summary_gives_the_kinds():
     assert pg.gain == pytest.approx(16 * 0.01 / 1.5)  # 1.5 s of steps; the block's 99 s wall is not read
 
 
+def test_a_reversed_pair_takes_the_cost_from_the_row_that_made_the_calls():
+    """``variant`` is the row with the calls (0.10.2+#24866 over 0.11.0): its gain from its parts is
+    the same size as the forward one, negative, with c from the variant's blocks."""
+    fwd = GP.parts_gain([run(16, 0.16)] * 4, [run(0, 0.0, wall=2.0)] * 4)
+    rev = GP.parts_gain([run(0, 0.0, wall=2.0)] * 4, [run(16, 0.16, wall=2.0)] * 4)
+    assert fwd.gain == pytest.approx(16 * 0.01 / 2.0) and rev.gain == pytest.approx(-16 * 0.01 / 2.0)
+    assert rev.call_s == pytest.approx(0.01)
+
+
 def test_the_interval_resamples_pairs_and_holds_the_estimate():
     rng = np.random.default_rng(1)
     over = [run(20, 0.2 * f) for f in rng.uniform(0.7, 1.3, 12)]

@@ -71,17 +71,23 @@ def _estimate(calls: np.ndarray, cost: np.ndarray, steps: dict[str, np.ndarray],
     return med(calls) * med(cost) / serving
 
 
+def _call_cost(run: dict) -> float:
+    """Seconds per registry call of one block; 0.0 where it made none."""
+    return run["registry_s"] / run["registry_calls"] if run["registry_calls"] else 0.0
+
+
 def parts_gain(over_runs: Sequence[dict], variant_runs: Sequence[dict], variant: str = "", over: str = "",
                *, confidence: float = 0.95, n_boot: int = N_BOOT, seed: int = SEED) -> Optional[PartsGain]:
     """The gain from its parts of ``variant`` over ``over`` from their runs, paired in order (round i
-    with round i); None without a pair or without a step. A row whose ``over`` made no registry call
-    gains 0 (c is then unmeasured and taken as 0)."""
+    with round i); None without a pair or without a step. The cost per call c is the pair's
+    row that made calls: ``over``'s, or ``variant``'s where ``over`` made none (the fix listed first, as in
+    a reversed paired run: its gain from its parts is then negative); 0 where neither made a call."""
     n = min(len(over_runs), len(variant_runs))
     if n == 0:
         return None
     a, b = list(over_runs[:n]), list(variant_runs[:n])
     calls = np.array([x["registry_calls"] - y["registry_calls"] for x, y in zip(a, b)], dtype=float)
-    cost = np.array([x["registry_s"] / x["registry_calls"] if x["registry_calls"] else 0.0 for x in a])
+    cost = np.array([_call_cost(x) or _call_cost(y) for x, y in zip(a, b)])
     kinds = [step_kinds(y) for y in b]
     names = sorted({k for kd in kinds for k in kd})
     steps = {k: np.array([kd.get(k, (0.0, 0.0))[0] for kd in kinds]) for k in names}

@@ -1,5 +1,5 @@
 """Probes: the one-off measurements the docs cite (first-touch cost, two-process spawn cost,
-cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory), each a
+cross-attention reads, cache-hit cost, engine against generate(), step ops, the registry call, serving memory), each a
 spec (probes/specs.py, the flags of ``refimpl probe NAME``), a function returning a Result in the one
 schema (bench/schema.py, ``bench`` the probe's name) and a test (tests/lab/test_probes.py)."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from refimpl.lab.probes.specs import (
     EngineVsGenerateSpec,
     FirstTouchSpec,
     ProbeSpec,
+    RegistryCallSpec,
     ServingMemorySpec,
     SpawnCostSpec,
     StepOpsSpec,
@@ -30,6 +31,7 @@ PROBES: dict[str, tuple[type[ProbeSpec], str]] = {
     "cross-attention-fragmentation": (CrossAttentionFragmentationSpec, "cross_attention:fragmentation"),
     "engine-vs-generate": (EngineVsGenerateSpec, "engine:engine_vs_generate"),
     "step-ops": (StepOpsSpec, "engine:step_ops"),
+    "registry-call": (RegistryCallSpec, "registry_call:registry_call"),
     "serving-memory": (ServingMemorySpec, "memory:serving_memory"),
 }
 

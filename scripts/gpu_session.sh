@@ -47,9 +47,10 @@
 #
 # Knobs [GPU defaults]: OUT [reports/gpu-session-<UTC date>], PYTHON [python3], RESUME [0], DEVICE [cuda],
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
-#   W5_BUDGET [70], CALL1_S [400], CALL2_S [310]; DRY=1: the whole plan on this CPU, small (device cpu,
-#   whisper-tiny.en, concurrency 1 2, 12 decode steps, 4k tokens, short budgets): every JSON, both stop
-#   rules and the resume (tests/lab/test_gpu_session.py runs it).
+#   W5_BUDGET [70], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
+#   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
+#   half-width after 2 pairs, W5 in 4 s, 4k tokens): every JSON, both stop rules and the resume
+#   (tests/lab/test_gpu_session.py runs it).
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CALL=${1:-}
@@ -58,8 +59,8 @@ CALL=${1:-}
 PY=${PYTHON:-python3} RESUME=${RESUME:-0} DRY=${DRY:-0}
 if [[ $DRY == 1 ]]; then
   : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=1 2}" "${DECODE:=12}"
-  : "${W4_BUDGET:=8}" "${W5_BUDGET:=4}" "${CALL1_S:=240}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
-  : "${MIXED:=6 12 4}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}"
+  : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${CALL1_S:=240}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
+  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
@@ -131,7 +132,8 @@ w3_toml() {  # the step alone on 0.11.0: one workload run per row, closed loop, 
 }
 
 if [[ $CALL == call1 ]]; then
-  section W0 15 "$OUT/W0_telemetry.json" w0
+  export -f w0; export OUT PY
+  section W0 15 "$OUT/W0_telemetry.json" bash -c w0
   section W2 45 "$OUT/W2_registry_call.json" "${REFIMPL[@]}" probe registry-call --model "$WHISPER" \
     --calls "$REG_1" --threaded-calls "$REG_ALL" --hf-calls "$REG_HF" --output-json "$OUT/W2_registry_call.json"
   w3_toml > "$OUT/W3.toml"
@@ -145,6 +147,7 @@ if [[ $CALL == call1 ]]; then
       "$OUT/W2_registry_call.json" "$first_c4" "$OUT/W4_plan.json"; then
     L=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_len"])' "$OUT/W4_plan.json")
   fi
+  [[ -n ${W4_L:-} ]] && L=$W4_L   # a set length wins over the plan's (DRY=1: 16 tokens, seconds on the CPU)
   echo "W4: L = $L" | tee -a "$OUT/session.log"
   section W4 $((W4_BUDGET + 40)) "$OUT/W4_ab.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
     --device "$DEVICE" --variants "0.10.2+#24866" 0.11.0 --max-concurrency 4 --num-requests 8 --max-num-seqs 4 \

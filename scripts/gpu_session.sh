@@ -50,7 +50,8 @@
 #   W5_BUDGET [70], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
 #   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
 #   half-width after 2 pairs, W5 in 4 s, 4k tokens): every JSON, both stop rules and the resume
-#   (tests/lab/test_gpu_session.py runs it).
+#   (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
+#   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 CALL=${1:-}
@@ -72,7 +73,7 @@ ENCODER=${ENCODER:-20}
 OUT=${OUT:-reports/gpu-session-$(date -u +%F)}
 mkdir -p "$OUT"
 
-if [[ $DRY != 1 ]] && compgen -G ".whl/*.whl" >/dev/null; then   # the host's missing pure-pip pieces
+if [[ $DRY != 1 && ${PLAN:-0} != 1 ]] && compgen -G ".whl/*.whl" >/dev/null; then   # the host's missing pure-pip pieces
   "$PY" -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl \
     || echo "warning: installing .whl/*.whl failed; continuing with what is there"
 fi
@@ -85,6 +86,9 @@ rc=0
 section() {  # NAME CAP_S JSON CMD...: run CMD under min(CAP_S, time left) unless RESUME=1 finds JSON
   local name=$1 cap=$2 json=$3 left=$((END - SECONDS)) t0=$SECONDS status
   shift 3
+  if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/test_gpu_session.py)
+    printf 'PLAN %s %s:' "$name" "$cap"; printf ' %q' "$@"; echo; return 0
+  fi
   if [[ $RESUME == 1 && -e $json ]]; then
     echo "== $name: $json is there (RESUME=1): skipped" | tee -a "$OUT/session.log"; return 0
   fi
@@ -144,8 +148,8 @@ if [[ $CALL == call1 ]]; then
   L=224
   first_c4="$OUT/W3/c4.json"; [[ -e $first_c4 ]] || first_c4="$OUT/W3/c$(tr ' ' '\n' <<< "$CONC" | tail -1).json"
   if section W4_plan 20 "$OUT/W4_plan.json" "$PY" -m refimpl.lab.studies.gpu_session plan \
-      "$OUT/W2_registry_call.json" "$first_c4" "$OUT/W4_plan.json"; then
-    L=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_len"])' "$OUT/W4_plan.json")
+      "$OUT/W2_registry_call.json" "$first_c4" "$OUT/W4_plan.json" && [[ -e $OUT/W4_plan.json ]]; then
+    L=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_len"])' "$OUT/W4_plan.json") || L=224
   fi
   [[ -n ${W4_L:-} ]] && L=$W4_L   # a set length wins over the plan's (DRY=1: 16 tokens, seconds on the CPU)
   echo "W4: L = $L" | tee -a "$OUT/session.log"
@@ -162,7 +166,7 @@ else
   section C2a 210 "$OUT/C2a_budget.json" "${REFIMPL[@]}" bench startup --model qwen2.5-vl-3b --device "$DEVICE" \
     --variants 0.8.5 0.9.0 --calls 1 --repeats 3 --no-warmup --max-model-len "$QWEN_LEN" \
     --output-json "$OUT/C2a_budget.json"
-  section C2b 120 "$OUT/C2b_startup.json" "${REFIMPL[@]}" bench startup --model qwen2.5-vl-3b --device "$DEVICE" \
+  section C2b 100 "$OUT/C2b_startup.json" "${REFIMPL[@]}" bench startup --model qwen2.5-vl-3b --device "$DEVICE" \
     --variants 0.11.1 "0.9.0+#19756" --repeats 1 --no-warmup --max-model-len "$QWEN_LEN" \
     --output-json "$OUT/C2b_startup.json"
 fi

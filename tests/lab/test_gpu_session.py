@@ -2,6 +2,7 @@
 precision stop (W4), the rules written before the run (the output length, the pass rule) and the whole
 script's dry run with its resume (behaviour, never timings)."""
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -9,16 +10,18 @@ from pathlib import Path
 import pytest
 
 from refimpl.errors import ConfigError
-from refimpl.lab.bench import guard, serve, trial
+from refimpl.lab import cli
+from refimpl.lab.bench import guard, serve, sweep, trial
 from refimpl.lab.bench.schema import Result, validate
 from refimpl.lab.bench.specs import ServeSpec
 from refimpl.lab.probes import probe_function
+from refimpl.lab.probes import cli as probe_cli
 from refimpl.lab.probes.registry_call import WAYS
 from refimpl.lab.probes.specs import RegistryCallSpec
 from refimpl.lab.studies import gpu_session as gs
 
 ROOT = Path(__file__).resolve().parents[2]
-A, B = gs.W4_VARIANTS
+A, B = W4 = gs.W4_VARIANTS
 
 
 def test_registry_call_probe_times_each_way_and_counts_every_call():
@@ -120,6 +123,49 @@ def test_the_output_length_rule_keeps_224_inside_the_band_and_moves_to_3_percent
     assert 224 < n <= 440 and abs(g - 0.03) < abs(gs.predicted_gain(2 * call_in, step_s, 224) - 0.03)
     assert gs.choose_output_len(100 * call_in, step_s)[0] == 440   # the range's ends
     assert gs.choose_output_len(call_in / 100, step_s)[0] == 128
+
+
+def _plan(call: str, out: Path) -> dict[str, list[str]]:
+    done = subprocess.run(["bash", "scripts/gpu_session.sh", call], cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ, PLAN="1", OUT=str(out)), timeout=60)
+    assert done.returncode == 0, done.stderr
+    return {w[1]: w[3:] for w in (shlex.split(line) for line in done.stdout.splitlines() if line.startswith("PLAN "))}
+
+
+def test_the_gpu_plan_sections_in_order_and_every_command_passes_the_guard(tmp_path):
+    """PLAN=1 at the GPU sizes: the sections of each call in order, each refimpl line parsed and checked
+    (with cpu for cuda, absent here), the issue's sizes in the specs."""
+    one, two = _plan("call1", tmp_path), _plan("call2", tmp_path)
+    assert list(one) == ["W0", "W2", "W3", "W4_plan", "W4", "W4_verdict", "W5"] and list(two) == ["C2a", "C2b"]
+    specs = {}
+    for name, argv in {**one, **two}.items():
+        if argv[:3] != [argv[0], "-m", "refimpl.lab.cli"]:
+            continue
+        args = argv[3:]
+        if args[:1] == ["probe"]:
+            spec, _ = probe_cli.parse(args[1:])
+            spec.check()
+        elif args[:2] == ["bench", "sweep"]:
+            run = sweep.plan(Path(args[args.index("--params") + 1]), "serve", tmp_path, "W3", dry_run=True)
+            spec = [r.spec.resolve() for r in run.runs]
+        else:
+            spec, _, _ = cli.parse(args[1:])
+            assert spec.device == "cuda"
+            guard.check(spec.replace(device="cpu"), memory=False)
+            spec = spec.resolve()
+        specs[name] = spec
+    assert (specs["W2"].calls, specs["W2"].threaded_calls, specs["W2"].hf_calls) == (300, 100, 100)
+    w3 = {r.name: r.spec.resolve() for r in sweep.plan(tmp_path / "W3.toml", "serve", tmp_path, "W3", dry_run=True).runs}
+    for c in (1, 4, 16, 64):
+        assert (w3[f"c{c}"].max_concurrency, w3[f"c{c}"].output_len) == (c, 200 + c)
+    assert w3["generate"].variants == ("hf-generate",) and (w3["generate"].num_requests, w3["generate"].output_len) == (16, 32)
+    w4 = specs["W4"]
+    assert w4.variants == W4 and (w4.max_concurrency, w4.output_len, w4.budget_s) == (4, 224, 150)
+    assert (w4.stop_half_width, w4.stop_min_pairs) == (0.8, 12)
+    assert specs["W5"].variants == ("0.10.2", "0.10.2+#24866", "0.11.0")
+    c2a, c2b = specs["C2a"], specs["C2b"]
+    assert (c2a.calls, c2a.repeats, c2a.warmup, c2a.max_model_len) == (1, 3, False, 128000)
+    assert c2b.variants == ("0.11.1", "0.9.0+#19756") and not c2b.warmup and c2b.repeats == 1
 
 
 @pytest.mark.slow

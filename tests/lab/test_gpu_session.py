@@ -14,8 +14,8 @@ from refimpl.lab import cli
 from refimpl.lab.bench import guard, serve, sweep, trial
 from refimpl.lab.bench.schema import Result, validate
 from refimpl.lab.bench.specs import ServeSpec
-from refimpl.lab.probes import probe_function
 from refimpl.lab.probes import cli as probe_cli
+from refimpl.lab.probes import probe_function
 from refimpl.lab.probes.registry_call import WAYS
 from refimpl.lab.probes.specs import RegistryCallSpec
 from refimpl.lab.studies import gpu_session as gs

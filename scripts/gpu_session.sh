@@ -2,7 +2,7 @@
 # The GPU session of issue 48, on a CUDA host without network: `bash scripts/gpu_session.sh call1|call2`.
 # Each section writes its JSON into $OUT before the next starts, under its own cap (timeout --signal=INT:
 # a bench interrupted keeps what finished as its partial Result); RESUME=1 skips a section whose JSON is
-# there (W3, a sweep, also skips its finished runs). $OUT/session.log: each section's exit status and wall s.
+# there and was not cut short (params.interrupted / failed: run again); W3, a sweep, also skips its finished runs. $OUT/session.log: each section's exit status and wall s.
 #
 # Call 1 (Whisper whisper-large-v3, fp16 random weights; ~330 s, timeout_s 420: docs/gpu-session.md):
 #   W0  telemetry: nvidia-smi -q -d CLOCK,PERFORMANCE,TEMPERATURE,POWER, CPU MHz, load, affinity, versions
@@ -49,7 +49,7 @@
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
 #   W5_BUDGET [70], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
 #   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
-#   half-width after 2 pairs, W5 in 4 s, 4k tokens): every JSON, both stop rules and the resume
+#   half-width after 2 pairs, W5 4 x 8 in 4 s, 4k tokens): every JSON, both stop rules and the resume
 #   (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
@@ -61,7 +61,7 @@ PY=${PYTHON:-python3} RESUME=${RESUME:-0} DRY=${DRY:-0}
 if [[ $DRY == 1 ]]; then
   : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=1 2}" "${DECODE:=12}"
   : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${CALL1_S:=240}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
-  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}"
+  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}" "${W5:=4 8 4}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
@@ -69,6 +69,7 @@ W4_MIN_PAIRS=${W4_MIN_PAIRS:-12} W4_HALF_WIDTH=${W4_HALF_WIDTH:-0.8}
 read -r MIX_C MIX_N MIX_L <<< "${MIXED:-16 48 32}"   # the mixed steps: C, requests, tokens
 read -r GEN_B GEN_L GEN_R <<< "${GEN:-16 32 3}"       # generate(): batch, tokens, runs
 read -r REG_1 REG_ALL REG_HF <<< "${REG:-300 100 100}"
+read -r W5_N W5_L W5_SEQS <<< "${W5:-16 32 16}"       # W5: requests a block, max tokens, max_num_seqs
 ENCODER=${ENCODER:-20}
 OUT=${OUT:-reports/gpu-session-$(date -u +%F)}
 mkdir -p "$OUT"
@@ -83,13 +84,19 @@ REFIMPL=("$PY" -m refimpl.lab.cli)
 case $CALL in call1) END=$((SECONDS + ${CALL1_S:-400}));; call2) END=$((SECONDS + ${CALL2_S:-310}));; esac
 rc=0
 
+finished() {  # JSON: there, and not a Result a cap or a failure cut short (params.interrupted / failed)
+  [[ -e $1 ]] && "$PY" -c 'import json, sys
+p = json.load(open(sys.argv[1])).get("params") or {}
+sys.exit(1 if p.get("interrupted") or p.get("failed") else 0)' "$1"
+}
+
 section() {  # NAME CAP_S JSON CMD...: run CMD under min(CAP_S, time left) unless RESUME=1 finds JSON
   local name=$1 cap=$2 json=$3 left=$((END - SECONDS)) t0=$SECONDS status
   shift 3
   if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/test_gpu_session.py)
     printf 'PLAN %s %s:' "$name" "$cap"; printf ' %q' "$@"; echo; return 0
   fi
-  if [[ $RESUME == 1 && -e $json ]]; then
+  if [[ $RESUME == 1 ]] && finished "$json"; then
     echo "== $name: $json is there (RESUME=1): skipped" | tee -a "$OUT/session.log"; return 0
   fi
   (( cap < left )) || cap=$left
@@ -160,8 +167,8 @@ if [[ $CALL == call1 ]]; then
   section W4_verdict 20 "$OUT/W4_verdict.json" "$PY" -m refimpl.lab.studies.gpu_session verdict \
     "$OUT/W4_ab.json" "$OUT/W4_verdict.json"
   section W5 $((W5_BUDGET + 40)) "$OUT/W5_rows.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
-    --device "$DEVICE" --variants 0.10.2 "0.10.2+#24866" 0.11.0 --num-requests 16 --max-tokens 32 \
-    --max-num-seqs 16 --budget-s "$W5_BUDGET" --output-json "$OUT/W5_rows.json"
+    --device "$DEVICE" --variants 0.10.2 "0.10.2+#24866" 0.11.0 --num-requests "$W5_N" --max-tokens "$W5_L" \
+    --max-num-seqs "$W5_SEQS" --budget-s "$W5_BUDGET" --output-json "$OUT/W5_rows.json"
 else
   section C2a 210 "$OUT/C2a_budget.json" "${REFIMPL[@]}" bench startup --model qwen2.5-vl-3b --device "$DEVICE" \
     --variants 0.8.5 0.9.0 --calls 1 --repeats 3 --no-warmup --max-model-len "$QWEN_LEN" \

@@ -47,9 +47,9 @@
 #
 # Knobs [GPU defaults]: OUT [reports/gpu-session-<UTC date>], PYTHON [python3], RESUME [0], DEVICE [cuda],
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
-#   W5_BUDGET [70], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
+#   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
 #   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
-#   half-width after 2 pairs, W5 4 x 8 in 4 s, 4k tokens): every JSON, both stop rules and the resume
+#   half-width after 2 pairs, W5 2 x 4 in 4 s, caps 90 s past the budgets, 4k tokens): every JSON, both stop rules and the resume
 #   (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
@@ -60,12 +60,14 @@ CALL=${1:-}
 PY=${PYTHON:-python3} RESUME=${RESUME:-0} DRY=${DRY:-0}
 if [[ $DRY == 1 ]]; then
   : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=1 2}" "${DECODE:=12}"
-  : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${CALL1_S:=240}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
-  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}" "${W5:=4 8 4}"
+  : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${SLACK:=90}" "${CALL1_S:=330}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
+  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}" "${W5:=2 4 2}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
 W4_MIN_PAIRS=${W4_MIN_PAIRS:-12} W4_HALF_WIDTH=${W4_HALF_WIDTH:-0.8}
+SLACK=${SLACK:-40}   # a paired section's cap past its budget: process start, engine builds, the warm-up round
+                     # (the first session's paired run: 117 s for a budget of 80 s)
 read -r MIX_C MIX_N MIX_L <<< "${MIXED:-16 48 32}"   # the mixed steps: C, requests, tokens
 read -r GEN_B GEN_L GEN_R <<< "${GEN:-16 32 3}"       # generate(): batch, tokens, runs
 read -r REG_1 REG_ALL REG_HF <<< "${REG:-300 100 100}"
@@ -160,13 +162,13 @@ if [[ $CALL == call1 ]]; then
   fi
   [[ -n ${W4_L:-} ]] && L=$W4_L   # a set length wins over the plan's (DRY=1: 16 tokens, seconds on the CPU)
   echo "W4: L = $L" | tee -a "$OUT/session.log"
-  section W4 $((W4_BUDGET + 40)) "$OUT/W4_ab.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
+  section W4 $((W4_BUDGET + SLACK)) "$OUT/W4_ab.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
     --device "$DEVICE" --variants "0.10.2+#24866" 0.11.0 --max-concurrency 4 --num-requests 8 --max-num-seqs 4 \
     --output-len "$L" --budget-s "$W4_BUDGET" --stop-half-width "$W4_HALF_WIDTH" --stop-min-pairs "$W4_MIN_PAIRS" \
     --output-json "$OUT/W4_ab.json"
   section W4_verdict 20 "$OUT/W4_verdict.json" "$PY" -m refimpl.lab.studies.gpu_session verdict \
     "$OUT/W4_ab.json" "$OUT/W4_verdict.json"
-  section W5 $((W5_BUDGET + 40)) "$OUT/W5_rows.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
+  section W5 $((W5_BUDGET + SLACK)) "$OUT/W5_rows.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
     --device "$DEVICE" --variants 0.10.2 "0.10.2+#24866" 0.11.0 --num-requests "$W5_N" --max-tokens "$W5_L" \
     --max-num-seqs "$W5_SEQS" --budget-s "$W5_BUDGET" --output-json "$OUT/W5_rows.json"
 else

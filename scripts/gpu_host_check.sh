@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Check, on this CPU machine, that the GPU session (scripts/gpu_session.sh: benchmarks/gpu_session_serve.toml,
-# then gpu_session_startup.toml) runs with the GPU host's software.
+# Check, on this CPU machine, that the first GPU session's runs (benchmarks/gpu_session_serve.toml, then
+# gpu_session_startup.toml) run with the GPU host's software (issue 48's session: scripts/gpu_session.sh, DRY=1).
 #
 # The lent H200 host has python 3.12 with torch 2.11, torchvision 0.26, transformers 5.17,
 # matplotlib, tqdm, psutil, pytest and hypothesis, and nothing else (DEVELOPERS.md); our .venv

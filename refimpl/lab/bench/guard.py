@@ -36,8 +36,9 @@ GiB = 1 << 30
 MEMORY_WAIT_S = 300.0  # how long a run waits for memory other processes hold before it is refused
 AT_LEAST = {"repeats": 1, "calls": 1, "max_model_len": 1, "num_requests": 1, "max_tokens": 1,
             "max_num_seqs": 1, "num_gpu_blocks": 1, "warmup_requests": 0, "max_new_tokens": 1,
-            "size_mib": 16, "max_concurrency": 1, "output_len": 1}
-ABOVE_ZERO = ("budget_s", "rate")
+            "size_mib": 16, "max_concurrency": 1, "output_len": 1,
+            "stop_min_pairs": 2}
+ABOVE_ZERO = ("budget_s", "rate", "stop_half_width")
 # (field, its neutral value, the other field, the other's values that allow any value)
 CONFLICTS = (("reset_scope", "v0.9.0", "process_mode", ("mp",)),
              ("calls", None, "process_mode", ("inproc",)),
@@ -45,6 +46,7 @@ CONFLICTS = (("reset_scope", "v0.9.0", "process_mode", ("mp",)),
              ("max_concurrency", None, "design", ("workload", "paired")),
              ("output_len", None, "design", ("workload", "paired")),
              ("against", "previous", "design", ("paired",)),
+             ("stop_half_width", None, "design", ("paired",)),
              ("warmup_requests", 0, "design", ("fresh", "workload")),
              ("in_process", False, "design", ("fresh",)))
 OUTPUT_LIMIT = "a writable file path: not a folder, in a folder this user can write (or create)"

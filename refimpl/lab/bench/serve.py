@@ -4,7 +4,7 @@ and its per-step telemetry: serve_loop.py, telemetry.py; the machine around each
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -35,7 +35,7 @@ from refimpl.worker.model_loader import get_model, shared_weights
 
 __all__ = ["PERCENTILES", "METRICS", "TELEMETRY", "WorkItem", "make_workload", "latency_summary", "build_engine",
            "serve_engine", "serve_hf", "Servers", "executor", "run_once", "gains", "abba_sums",
-           "engine_over_generate", "result"]
+           "engine_over_generate", "enough", "result"]
 
 SERVED = ("num_requests", "num_output_tokens", "wall_s", "requests_per_s", "output_tokens_per_s")
 METRICS = {"fresh": ("requests_per_s", "output_tokens_per_s"), "workload": ("requests_per_s", "output_tokens_per_s", "cpu_s"),
@@ -182,6 +182,22 @@ def gains(by_variant: dict, metric: str = "cpu_s", against: str = "previous", pa
                      "resolved": iv.resolved and n >= MIN_PAIRS, "cost_model_gain": float(model),
                      "rounds": len(a[metric]), "pairs": n})
     return rows
+
+
+def enough(spec: Resolved, runs: dict[str, list[dict]]) -> Optional[str]:
+    """The paired design's precision stop (issue 48's W4): after whole A B B A rounds, once every
+    variant has run at least ``stop_min_pairs`` rounds, the first gain's 95% half-width (wall s,
+    pairing by round, in points) at most ``stop_half_width``: the reason, else None (also when the
+    rule is off or the design is not paired)."""
+    if spec.design != "paired" or spec.stop_half_width is None or not runs:
+        return None
+    n = {len(rs) for rs in runs.values()}
+    if len(n) != 1 or (k := n.pop()) < spec.stop_min_pairs or k % 2:
+        return None
+    by = {v: {m: [r[m] for r in rs] for m in ("wall_s", "registry_s")} for v, rs in runs.items()}
+    hw = 100 * gains(by, "wall_s", spec.against, "round")[0]["half_width"]
+    return f"half-width {hw:.2f} points <= {spec.stop_half_width:g} after {k} pairs" \
+        if hw <= spec.stop_half_width else None
 
 
 def abba_sums(values: list[float]) -> list[float]:

@@ -153,6 +153,8 @@ class ServeSpec(Spec):
     max_concurrency: Annotated[Optional[int], default("off: arrivals")] = None  # workload, paired: closed loop, C in flight
     output_len: Annotated[Optional[int], default("off: --max-tokens")] = None  # workload, paired: exactly L tokens (ignore_eos)
     device: Annotated[Optional[str], per_design("device")] = None  # auto | cpu | cuda
+    stop_half_width: Annotated[Optional[float], default("off: budget_s or repeats")] = None  # paired: stop once the first gain's 95% half-width (wall s, points) is at most this
+    stop_min_pairs: int = 12  # paired: rounds each variant has run before stop_half_width is read
 
     @property
     def bench(self) -> str:

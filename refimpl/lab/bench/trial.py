@@ -1,5 +1,6 @@
 """The one trial loop of every bench: an untimed warm-up per label, then ``repeats`` rounds (A B A B
-or whole A B B A rounds) while ``budget_s`` holds, run by an executor; Ctrl-C and a failing step
+or whole A B B A rounds) while ``budget_s`` holds and the bench's stop rule (its module's ``enough``,
+if any: serve's precision stop) does not end it, run by an executor; Ctrl-C and a failing step
 end it here only, with the Result of what finished (``params.interrupted`` / ``params.failed``)."""
 from __future__ import annotations
 
@@ -44,12 +45,15 @@ class Trial:
     interrupted: bool = False
     failed: Optional[str] = None
     refimpl_error: bool = False
+    stopped_early: Optional[str] = None  # why the bench's own stop rule ended it (serve.enough)
 
     @property
     def stop(self) -> dict[str, Any]:
-        """The Result's ``interrupted`` / ``failed`` params (``refimpl_error`` on a failure)."""
+        """The Result's ``interrupted`` / ``failed`` params (``refimpl_error`` on a failure,
+        ``stopped_early`` when the bench's stop rule ended the trial)."""
         return {"interrupted": self.interrupted, "failed": self.failed} | (
-            {"refimpl_error": True} if self.refimpl_error else {})
+            {"refimpl_error": True} if self.refimpl_error else {}) | (
+            {"stopped_early": self.stopped_early} if self.stopped_early else {})
 
 
 def steps(labels: tuple[str, ...], repeats: int, warmup: bool, abba: bool = False,
@@ -91,6 +95,7 @@ def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike
     order = list(steps(spec.labels, spec.repeats or 1, spec.warmup, spec.abba)) if spec.budget_s is None else None
     bar = tqdm(total=len(order) if order else None, desc=spec.bench, file=sys.stderr, mininterval=0, miniters=1)
     close: list[Callable[[], None]] = []  # an executor that holds something (serve.Servers: the thread's CPUs)
+    enough = getattr(bench_module(spec), "enough", None)  # the bench's stop rule: runs -> why, or None
     try:
         one = executor(spec, in_process)
         close += [c] if (c := getattr(one, "close", None)) else []
@@ -102,6 +107,9 @@ def run(spec: Spec, *, in_process: bool = False, out: Optional[str | os.PathLike
             if step.round is not None:
                 trial.runs[step.label].append(rec)
             bar.update()
+            if step.round is not None and enough and (why := enough(spec, trial.runs)):
+                trial.stopped_early = why
+                break
     except KeyboardInterrupt:
         trial.interrupted = True
         print("interrupted: keeping the runs finished so far", file=sys.stderr)

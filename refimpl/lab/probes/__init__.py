@@ -1,6 +1,6 @@
 """Probes: the one-off measurements the docs cite (first-touch cost, two-process spawn cost,
 cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory, the
-explorer page's ready time), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
+explorer page's ready time, the registry call), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
 function returning a Result in the one schema (bench/schema.py, ``bench`` the probe's name) and a
 test (tests/lab/test_probes.py)."""
 from __future__ import annotations
@@ -16,6 +16,7 @@ from refimpl.lab.probes.specs import (
     ExplorerReadySpec,
     FirstTouchSpec,
     ProbeSpec,
+    RegistryCallSpec,
     ServingMemorySpec,
     SpawnCostSpec,
     StepOpsSpec,
@@ -32,6 +33,7 @@ PROBES: dict[str, tuple[type[ProbeSpec], str]] = {
     "cross-attention-fragmentation": (CrossAttentionFragmentationSpec, "cross_attention:fragmentation"),
     "engine-vs-generate": (EngineVsGenerateSpec, "engine:engine_vs_generate"),
     "step-ops": (StepOpsSpec, "engine:step_ops"),
+    "registry-call": (RegistryCallSpec, "registry_call:registry_call"),
     "serving-memory": (ServingMemorySpec, "memory:serving_memory"),
     "explorer-ready": (ExplorerReadySpec, "explorer_ready:explorer_ready"),
 }

@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 from refimpl.errors import ConfigError, UnknownModelError
 from refimpl.lab.bench.spec_types import check_types
 
-__all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "CrossAttentionReadSpec",
+__all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "RegistryCallSpec", "CrossAttentionReadSpec",
            "CrossAttentionFragmentationSpec", "EngineVsGenerateSpec", "StepOpsSpec", "ServingMemorySpec",
            "ExplorerReadySpec"]
 
@@ -88,6 +88,20 @@ class CacheHitSpec(ProbeSpec):
     at_least: ClassVar[dict[str, float]] = {"repeats": 1, "rows": 1}
     repeats: int = 15  # timed hits per way, after one untimed
     rows: int = 65536  # pixel_values rows of 1176 float32 (65536: 3584 x 3584, 308 MB)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryCallSpec(ProbeSpec):
+    """Whisper's registry call alone (``get_encdec_max_encoder_len``, the call PRs #24866 / #24989
+    moved off the step): its cost per call on one torch thread and on all of them, beside the bare HF
+    ``WhisperProcessor`` call on the dummy audio it makes (issue 48, W2)."""
+    name: ClassVar[str] = "registry-call"
+    whisper: ClassVar[bool] = True
+    at_least: ClassVar[dict[str, float]] = {"calls": 1, "threaded_calls": 1, "hf_calls": 1}
+    model: str = "whisper-large-v3"
+    calls: int = 300  # timed registry calls on one torch thread, after one untimed
+    threaded_calls: int = 100  # timed registry calls on all the CPUs' torch threads
+    hf_calls: int = 100  # timed bare HF processor calls (30 s of silence, as the dummy item)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -58,7 +58,7 @@ def startup_md(model: str, cpu: str, results_dir: Path = RESULTS_DIR) -> str:
     rows = startup_rows(model, cpu, results_dir)
     if not rows:
         return (f"No GPU start-up run of {model} is committed (`results/gpu-*/`; scripts/gpu_session.sh runs "
-                "benchmarks/gpu_session_*.toml).")
+                "the GPU session: docs/gpu-session.md).")
     table = md_table(
         ["host", "row", "max_model_len", "runs", "start-up s: median [min, max]", "of which profile_run s",
          "peak RSS GiB", f"{cpu}: start-up s (release-row ladder)"],
@@ -109,7 +109,7 @@ def serving_md(results_dir: Path = RESULTS_DIR, cpu: Optional[str] = None) -> st
     rows = [r for r in every if (r["gpu"] or r["hardware"] == cpu) and (r["hardware"], r["file"]) in calling]
     if not any(r["gpu"] for r in rows):
         return ("No GPU serving run is committed (`results/gpu-*/`; scripts/gpu_session.sh runs "
-                "benchmarks/gpu_session_*.toml).")
+                "the GPU session: docs/gpu-session.md).")
     blocks += [f"Where the registry calls' time sits in a step (the seed: about {100 * SEED_SHARE:.0f}% of a GPU "
                "step for #24989); wall-time medians over the rounds:",
                md_table(["host", "file", "model", "row", "rounds", "step ms", "registry calls / round",

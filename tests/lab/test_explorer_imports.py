@@ -2,10 +2,10 @@
 torchvision. Checked in fresh processes (a module imported once stays in ``sys.modules``), by
 what is imported, never by a time: the page's own cells, read from notebooks/00_explore.ipynb."""
 import json
+import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -26,7 +26,7 @@ def _heavy_after(code: str) -> list[str]:
     as voila runs the page (a failing ``code`` fails the test with its error)."""
     probe = code + f"\nimport sys, json\nprint(json.dumps([m for m in {HEAVY!r} if m in sys.modules]))\n"
     out = subprocess.run([sys.executable, "-c", probe], cwd=NOTEBOOK.parent, capture_output=True, text=True,
-                         timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(REPO_ROOT)})
+                         timeout=300, env={**os.environ, "PYTHONPATH": str(REPO_ROOT)})
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

@@ -16,7 +16,7 @@ import psutil
 
 from refimpl.engine.startup_plan import Item, StartupPlan, Step
 from refimpl.errors import InsufficientMemoryError
-from refimpl.multimodal.hasher import HASH_COPIES
+from refimpl.multimodal.hash_paths import HASH_COPIES
 
 GiB = 1 << 30
 

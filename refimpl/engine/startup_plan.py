@@ -32,7 +32,7 @@ from refimpl.engine.startup_steps import (  # noqa: F401 - the names this module
 from refimpl.errors import CacheItemTooLargeError
 from refimpl.multimodal import encoder_budget as eb
 from refimpl.multimodal.encoder_budget import MultiModalBudget
-from refimpl.multimodal.hasher import HASH_COPIES
+from refimpl.multimodal.hash_paths import HASH_COPIES
 from refimpl.multimodal.registry import MultiModalRegistry
 from refimpl.variants import StartupVariant, get_startup_variant
 from refimpl.worker.model_size import parameter_bytes

@@ -15,8 +15,6 @@ from typing import Any, Optional
 from unittest import mock
 
 import psutil
-import torch
-from torch.utils import collect_env as _ce
 
 from refimpl.config import resolve_device
 
@@ -32,6 +30,8 @@ TORCH_ENV_FIELDS = ("torch_version", "is_debug_build", "cuda_compiled_version", 
 
 def torch_env_info() -> dict[str, Any]:
     """The TORCH_ENV_FIELDS of ``get_env_info()`` this torch has; a missing tool gives None."""
+    from torch.utils import collect_env as _ce  # torch here: the explorer page reaches this module
+
     with contextlib.ExitStack() as stack:
         for name, stub in (("get_pip_packages", lambda *a, **k: (None, None)),
                            ("get_conda_packages", lambda *a, **k: None)):
@@ -59,9 +59,22 @@ def hardware_folder(hardware: dict) -> str:
     return f"cpu-{'-'.join(words[:2])}-{hardware['cpu']['logical_cores']}c"
 
 
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")  # NVIDIA's driver, ROCm's, WSL2's
+
+
+def gpu_device_node() -> bool:
+    """Whether this machine has a GPU driver's device node (GPU_DEVICE_NODES): without one torch's
+    ``cuda.is_available()`` is False, so torch need not be imported to know (the explorer page imports none)."""
+    return any(os.path.exists(p) for p in GPU_DEVICE_NODES)
+
+
 def this_machine() -> dict:
-    """The ``hardware`` fields ``hardware_folder`` reads, for this machine (no collect_env)."""
-    gpu = {"name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else None
+    """The ``hardware`` fields ``hardware_folder`` reads, for this machine (no collect_env); torch is
+    asked about the GPU only where a GPU driver's device node exists (``gpu_device_node``)."""
+    gpu = None
+    if gpu_device_node():
+        import torch
+        gpu = {"name": torch.cuda.get_device_name(0)} if torch.cuda.is_available() else None
     return {"gpu": gpu, "cpu": {"model": cpu_model(), "logical_cores": os.cpu_count()}}
 
 
@@ -120,6 +133,8 @@ def collect_env() -> dict[str, Any]:
     """``date`` (UTC), ``hardware`` (``name``: the GPU's or the CPU's; ``page_reporting``: whether freed
     memory goes back to a VM's host), ``versions``, ``git``, threads and ``torch_env``; never raises for
     a missing GPU, git or tool."""
+    import torch
+
     tenv = torch_env_info()
     cpu = {"model": cpu_model(), "logical_cores": os.cpu_count(), "physical_cores": psutil.cpu_count(logical=False)}
     gpu = None

@@ -12,19 +12,22 @@ import logging
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import numpy as np
-import torch
 from blake3 import blake3
 from PIL import Image
 
 from refimpl.config.checks import check_size
 from refimpl.errors import CacheItemTooLargeError
+from refimpl.utils.lazy_torch import is_tensor  # no torch at import: the explorer's dry plans use this cache
+
+if TYPE_CHECKING:
+    import torch
 
 logger = logging.getLogger(__name__)
 GiB = 1 << 30
-Item = dict[str, torch.Tensor]  # one item's processed tensors
+Item = dict[str, "torch.Tensor"]  # one item's processed tensors
 
 
 def value_too_large(size: int, capacity_bytes: int) -> CacheItemTooLargeError:
@@ -46,7 +49,9 @@ class MultiModalHasher:
         yield f"<{key}:{'Image' if isinstance(obj, Image.Image) else type(obj).__name__}>".encode()
         if isinstance(obj, Image.Image):
             yield from cls.iter_image_bytes(obj)
-        elif isinstance(obj, torch.Tensor):
+        elif is_tensor(obj):
+            import torch
+
             t = obj.detach().cpu().resolve_conj().resolve_neg().contiguous()
             yield f"{t.dtype}|{tuple(t.shape)}|".encode()
             # The tensor's own buffer, no copy (vLLM PR #24925's byte path).
@@ -96,7 +101,7 @@ class MultiModalHasher:
 
 def item_nbytes(value: Item) -> int:
     """Bytes held by one cached item (sum of its tensors' ``nbytes``)."""
-    return sum(t.nbytes for t in value.values() if isinstance(t, torch.Tensor))
+    return sum(t.nbytes for t in value.values() if is_tensor(t))
 
 
 def _ceil_gib(nbytes: int) -> float:
@@ -107,14 +112,16 @@ def _ceil_gib(nbytes: int) -> float:
 
 def _trackable(t):
     """``t``, or a normal clone of an inference tensor (those keep no version counter)."""
-    if isinstance(t, torch.Tensor) and t.is_inference():
+    if is_tensor(t) and t.is_inference():
+        import torch
+
         with torch.inference_mode(False):
             return t.clone()
     return t
 
 
 def _tensor_versions(value: Item) -> tuple[int, ...]:
-    return tuple(t._version for t in value.values() if isinstance(t, torch.Tensor))
+    return tuple(t._version for t in value.values() if is_tensor(t))
 
 
 class ProcessingCache:

@@ -20,13 +20,8 @@ from blake3 import blake3
 from PIL import Image
 
 from refimpl.multimodal.cache import MultiModalHasher
+from refimpl.multimodal.hash_paths import BYTE_PATHS, HASH_COPIES  # noqa: F401 - their torch-free home; importable here as before
 
-BYTE_PATHS = ("v0.8.5", "v0.9.0", "v0.9.2", "stream")
-# Full copies of an item's bytes one hash makes, per byte path and kind of item: a numpy array
-# ("ndarray") or a PIL image ("image": 0.9's RGBA conversion and its join); start-up plans read it.
-HASH_COPIES: dict[str, dict[str, int]] = {
-    "v0.8.5": {"ndarray": 1, "image": 1}, "v0.9.0": {"ndarray": 3, "image": 6},
-    "v0.9.2": {"ndarray": 2, "image": 4}, "stream": {"ndarray": 0, "image": 1}}
 Buf = Union[bytes, memoryview]
 
 

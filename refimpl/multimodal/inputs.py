@@ -8,9 +8,7 @@ too. Left out: embedding inputs, ``MultiModalKwargs`` batching.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
-
-import torch
+from typing import TYPE_CHECKING, Any, Optional
 
 from refimpl.multimodal.parse import (  # noqa: F401 - the names this module held before the split
     EXIF_ORIENTATION,
@@ -27,6 +25,9 @@ from refimpl.multimodal.parse import (  # noqa: F401 - the names this module hel
     split_items,
     tensor_to_array,
 )
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def split_hf_outputs(out: dict[str, Any], fields_config: dict[str, tuple[str, Op
     """The HF processor's batched output as {modality: [{field: tensor}, ...]}, every slice owning
     its memory. ``fields_config``: field -> (modality, sizes_field); rows by
     ``out[sizes_field].prod(-1)``, or one batch row per item when sizes_field is None."""
+    import torch  # once per processor call; imported already by the processor that made ``out``
+
     res: dict[str, list[dict[str, torch.Tensor]]] = {m: [{} for _ in range(n)] for m, n in counts.items() if n}
     for key, (modality, sizes_key) in fields_config.items():
         if modality not in res or key not in out:

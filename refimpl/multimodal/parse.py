@@ -12,10 +12,10 @@ from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch
 from PIL import Image, ImageOps
 
 from refimpl.errors import InvalidInputError, TooManyItemsError
+from refimpl.utils.lazy_torch import is_tensor  # no torch at import (the explorer page)
 
 SAMPLING_RATE = 16000
 MAX_AUDIO_S = 30
@@ -38,8 +38,10 @@ def tensor_to_array(x: Any, fld: str) -> Any:
     (bfloat16, the float8 types) cast to float32, as float16 is taken. Raises InvalidInputError
     (``fld``) for a tensor without data (meta, sparse, nested, quantized) or of a dtype NumPy
     cannot hold otherwise. bool and complex arrays come out as such, for the parser to refuse."""
-    if not isinstance(x, torch.Tensor):
+    if not is_tensor(x):
         return x
+    import torch
+
     if (x.device.type == "meta" or x.layout != torch.strided or x.is_nested or x.is_quantized):
         raise InvalidInputError(fld, "a dense tensor with data",
                                 f"got a {x.device.type} {str(x.layout).replace('torch.', '')} tensor")
@@ -119,7 +121,7 @@ def _converts_to_rgb(mode: str) -> bool:
 
 def _is_frame(x: Any) -> bool:
     """One video frame: a PIL image or an (H, W, C) array / tensor."""
-    return isinstance(x, Image.Image) or (isinstance(x, (np.ndarray, torch.Tensor)) and x.ndim == 3)
+    return isinstance(x, Image.Image) or ((isinstance(x, np.ndarray) or is_tensor(x)) and x.ndim == 3)
 
 
 def parse_video(x: Any, background: tuple[int, int, int] = WHITE) -> np.ndarray:
@@ -199,11 +201,11 @@ def split_items(modality: str, data: Any) -> list[Any]:
            array is refused as not mono, where vLLM would split it); another list: one each.
     An empty list: no item."""
     if modality == "image":
-        if isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 4:
+        if (isinstance(data, np.ndarray) or is_tensor(data)) and data.ndim == 4:
             return list(data)
         return list(data) if isinstance(data, (list, tuple)) else [data]
     if modality == "video":
-        if isinstance(data, (np.ndarray, torch.Tensor)) and data.ndim == 5:
+        if (isinstance(data, np.ndarray) or is_tensor(data)) and data.ndim == 5:
             return list(data)
         if isinstance(data, (list, tuple)):
             return [data] if data and all(_is_frame(f) for f in data) else list(data)

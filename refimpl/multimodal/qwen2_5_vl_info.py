@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 from refimpl.config import get_preprocessor_dict
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
@@ -150,6 +149,7 @@ class Qwen2_5_VLDummyInputsBuilder(BaseDummyInputsBuilder):
         1176) float32 and ``image_grid_thw`` (3,) int64; per video ``pixel_values_videos``,
         ``video_grid_thw`` and ``second_per_grid_ts`` () float32; the prompt the expanded placeholders.
         Values zeros; ``device="meta"``: no memory for the features (grids stay real)."""
+        import torch  # here, not at the top: the dry plan (the explorer page) reads this module, no tensor
         from transformers.video_utils import VideoMetadata  # the wet path has imported it (qwen2_5_vl)
 
         info, hf = self.info, self.info.get_hf_processor()

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 import numpy as np
-import torch
 
 from refimpl.config import get_preprocessor_dict
 from refimpl.multimodal.inputs import MultiModalInputs, PlaceholderRange
@@ -81,6 +80,8 @@ class WhisperDummyInputsBuilder(BaseDummyInputsBuilder):
                                    fit_counts: Optional[dict[str, int]] = None, device=None) -> MultiModalInputs:
         """The processed dummy audio without processing: ``input_features`` (mel bins, 3000) float32
         zeros per audio, 1500 encoder zeros, the tokenized dummy text; ``device="meta"``: no memory."""
+        import torch  # here, not at the top: the dry plan (the explorer page) reads this module, no tensor
+
         fe, n = self.info.get_feature_extractor(), mm_counts.get("audio", 0)
         frames = fe.chunk_length * fe.sampling_rate // fe.hop_length
         tokens = self.info.get_num_audio_tokens()

@@ -1,7 +1,7 @@
 """The dry start-up plan and the explorer page's first answer import none of transformers' or
 torchvision's modules (issue 44: the page's ready time is mostly imports): parameter bytes come from
-config.json (refimpl/worker/model_size.py), Qwen2.5-VL's sizes from qwen2_5_vl_info.py. Torch stays
-(refimpl.multimodal and the calibration's machine lookup import it)."""
+config.json (refimpl/worker/model_size.py), Qwen2.5-VL's sizes from qwen2_5_vl_info.py. The page
+imports no torch either (tests/lab/test_explorer_imports.py)."""
 import json
 import os
 import subprocess

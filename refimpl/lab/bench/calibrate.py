@@ -51,7 +51,7 @@ from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.lab.env import REPO_ROOT, hardware_folder, result_env, this_machine  # the last two: moved to env
 from refimpl.lab.stats import summarize
-from refimpl.multimodal.hasher import BYTE_PATHS
+from refimpl.multimodal.hash_paths import BYTE_PATHS
 from refimpl.utils.mem_utils import rss_bytes
 
 if TYPE_CHECKING:  # the start-up plan's modules (transformers' image processing): not in calibrate's parent

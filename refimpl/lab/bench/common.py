@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
-import torch
 
 from refimpl.lab.env import THREAD_ENV_VARS
 
@@ -22,7 +21,12 @@ __all__ = ["set_single_thread", "write_json", "profile_with_pyspy"]
 
 
 def set_single_thread() -> int:
-    """CPU math on one thread (the thread variables, torch's intra- and inter-op); torch's count."""
+    """CPU math on one thread (the thread variables, torch's intra- and inter-op); torch's count.
+
+    torch is imported here, not at the module's top: the explorer page reaches this module (through
+    the calibration) and imports no torch (tests/lab/test_explorer_imports.py)."""
+    import torch
+
     for k in THREAD_ENV_VARS:
         os.environ[k] = "1"
     torch.set_num_threads(1)

@@ -26,7 +26,7 @@ from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore.cost_model import Calibration, Prediction
 from refimpl.lab.explore.prediction import predict_startup, setting_config
 from refimpl.lab.model_dir import local_model
-from refimpl.multimodal.hasher import HASH_COPIES
+from refimpl.multimodal.hash_paths import HASH_COPIES
 from refimpl.variants import RELEASE_ROWS, STARTUP_VARIANTS, get_startup_variant
 
 GiB, MiB = 1 << 30, 1 << 20

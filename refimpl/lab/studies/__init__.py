@@ -6,9 +6,7 @@ import json
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Optional, Sequence
-
-from matplotlib.figure import Figure
+from typing import TYPE_CHECKING, Any, ClassVar, Iterable, Optional, Sequence
 
 from refimpl.errors import ConfigError
 from refimpl.lab.bench import trial
@@ -18,6 +16,9 @@ from refimpl.lab.bench.specs import Spec, command_of
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.stats import compare, summarize
 from refimpl.variants import LEGACY_NAMES
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn (the explorer page imports this module)
+    from matplotlib.figure import Figure
 
 RESULTS_DIR = REPO_ROOT / "results"
 REFERENCE = "cpu-amd-epyc-2c"  # the reference machine's folder under results/
@@ -100,6 +101,8 @@ def measure(spec: Spec, in_process: bool = False, out: Optional[Path] = None) ->
 
 def figure(width: float, height: float, cols: int = 1):
     """A Figure (constrained layout, no pyplot: the caller displays or saves it) and its axes."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), layout="constrained")
     return fig, fig.subplots(1, cols)
 

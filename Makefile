@@ -23,8 +23,8 @@
 #                      notebooks/voila.json: a closed tab shuts its kernel (voila's shutdown beacon
 #                      carries no _xsrf token, so the page's server, on 127.0.0.1 only, does not
 #                      check one) and kernels idle 5 minutes with no tab open are culled
-#   make calibrate     the cost model's rates on this machine (run it on a quiet machine; peaks near
-#                      5 GiB, taken under /tmp/refimpl-bigmem.lock)
+#   make calibrate     the cost model's rates on this machine (run it on a quiet machine, goal 90 s:
+#                      docs/cost-model.md "The rates"; peaks near 5 GiB, taken under /tmp/refimpl-bigmem.lock)
 #                      -> results/<hardware>/calibration.json; make cost-check prints the
 #                      predicted-against-measured table of the committed start-up and budget runs
 #   make conformance  VLLM=0.11.0: real vLLM's profiling code against the rows (a ~10 GB side venv;

@@ -1,6 +1,7 @@
 """Issue 43: a calibration that is more than one draw. The encoder's per-pair price fitted so that it
 cannot go negative (refimpl/lab/bench/fits.py), the dominant rates drawn several times inside one
 run and stored as their median with the spread, and every committed calibration still loadable."""
+import gc
 import glob
 from pathlib import Path
 
@@ -107,12 +108,41 @@ def test_every_committed_calibration_still_loads(path):
     assert cal.date in cal.described and cal.condition.startswith(cal.hardware)
 
 
-def test_the_large_hash_draws_the_copying_paths_only():
-    """The 1 GiB section on a small array: v0.9.0 and v0.9.2 (the paths that copy) drawn n times, the others once."""
+def test_the_large_hash_draws_v0_9_0_only():
+    """The 1 GiB section on a small array: v0.9.0 (start-up hashes 0.34-3.45 GiB items on it) drawn n
+    times, the others once (v0.9.2 hashes a 0.29 GiB item at most; stream is flat with size)."""
     r: dict[str, float] = {}
     draws: dict[str, list[float]] = {}
     sec.large(r, 32 << 20, draws, n=2)
     assert {k: len(v) for k, v in draws.items()} == {
         "large.hash_s_per_gib.v0.8.5.ndarray": 1, "large.hash_s_per_gib.v0.9.0.ndarray": 2,
-        "large.hash_s_per_gib.v0.9.2.ndarray": 2, "large.hash_s_per_gib.stream.ndarray": 1}
+        "large.hash_s_per_gib.v0.9.2.ndarray": 1, "large.hash_s_per_gib.stream.ndarray": 1}
     assert all(r[k] == pytest.approx(float(np.median(v))) for k, v in draws.items())
+    assert all(r[f"large.fill_s_per_gib.{d}"] > 0 for d in ("int64", "uint8")) and r["large.copy_s_per_gib"] > 0
+
+
+# the dominant rates of docs/cost-model.md "Draws": each drawn at least three times in one run
+DOMINANT = ({f"hash_s_per_gib.{p}.{k}" for p in BYTE_PATHS for k in ("ndarray", "image")}
+            | {"large.hash_s_per_gib.v0.9.0.ndarray", "large.hf.image_s_per_mp", "large.hf.video_s_per_mp.uint8",
+               "large.hf.video_s_per_mp.int64", "model.qwen2.5-vl-3b.encoder_s_at_tokens"})
+
+
+def test_the_section_plan_draws_each_dominant_rate_three_times(monkeypatch):
+    """The whole plan of a run (calibrate.run_once's), small: arrays of 8 / 16 MiB, the full-size frame
+    224 x 224, encoder pairs of 16, 64 and 256 tokens. Each dominant rate gets at least three draws and
+    is their median; the fit has its three points; every section is timed; the collector is left
+    unfrozen."""
+    from refimpl.multimodal.qwen2_5_vl_info import Qwen2_5_VLProcessingInfo
+    monkeypatch.setattr(sec, "ENCODER_PAIRS", ((112, 2), (224, 2), (448, 1)))
+    monkeypatch.setattr(Qwen2_5_VLProcessingInfo, "get_image_size_with_most_features", lambda self: (224, 224))
+    spec = CalibrateSpec(models=("qwen2.5-vl-3b",), size_mib=8, large_mib=16)
+    r: dict[str, float] = {}
+    draws: dict[str, list[float]] = {}
+    seconds = sec.run_plan(sec.plan(spec), r, draws)
+    assert list(seconds) == [s.name for s in sec.plan(spec)] and all(v >= 0 for v in seconds.values())
+    assert {"hashes", "large", "HF processor", "model qwen2.5-vl-3b"} <= set(seconds)
+    assert DOMINANT <= set(draws) and all(len(draws[k]) >= sec.DRAWS >= 3 for k in DOMINANT)
+    assert all(r[k] == pytest.approx(float(np.median(draws[k]))) for k in DOMINANT)
+    assert len(draws["large.hash_s_per_gib.v0.9.2.ndarray"]) == 1  # a minor rate: drawn once
+    assert r["model.qwen2.5-vl-3b.encoder_tokens"] == 64 and r["model.qwen2.5-vl-3b.encoder_pair_s_per_token"] >= 0
+    assert gc.get_freeze_count() == 0

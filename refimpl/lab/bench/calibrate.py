@@ -58,7 +58,8 @@ if TYPE_CHECKING:  # the start-up plan's modules (transformers' image processing
     from refimpl.engine.startup_memory import MemoryRates
 
 SPREAD_SHOWN = ("hash_s_per_gib.v0.9.0.ndarray", "large.hf.video_s_per_mp.int64", "model.qwen2.5-vl-3b.encoder_s_at_tokens")
-__all__ = ["GiB", "VIDEO_DTYPES", "default_out", "memory_rates", "load_rates",
+WALL_GOAL_S = 90.0  # one run (the default), quiet: docs/cost-model.md "The rates"
+__all__ = ["WALL_GOAL_S", "GiB", "VIDEO_DTYPES", "default_out", "memory_rates", "load_rates",
            "run_once", "result", "lines", "hardware_folder", "this_machine"]
 
 
@@ -94,8 +95,9 @@ def load_rates(path: str | Path) -> Rates:
 
 
 def run_once(spec: CalibrateSpec, label: str) -> dict:
-    """One calibration in this process: ``{"rates": {key: value}, "draws": {key: [each draw]} of the
-    dominant rates, "load_avg": the 1-minute load at its start, "seconds": its wall time}``."""
+    """One calibration in this process, the sections of ``calibrate_sections.plan(spec)``: ``{"rates":
+    {key: value}, "draws": {key: [each draw]} of the dominant rates, "load_avg": the 1-minute load at its
+    start, "sections_s": {section: wall seconds}, "seconds": its wall time}``."""
     t_start, load = time.perf_counter(), os.getloadavg()[0]  # the machine as the run found it (1-minute load)
     from refimpl.lab.bench import (
         calibrate_sections as sec,  # numpy, torch, PIL: the worker's, not the parent's
@@ -104,31 +106,18 @@ def run_once(spec: CalibrateSpec, label: str) -> dict:
     importlib.import_module("refimpl.lab.bench.startup").set_numpy_hugepage(False)
     r: dict[str, float] = {"rss.imports": rss_bytes()}
     draws: dict[str, list[float]] = {}  # the dominant rates, every draw (calibrate_sections.DRAWS)
-    sec.first_use(r, spec.models)
-    importlib.import_module("refimpl.worker.gpu_model_runner")  # what a start-up imports before its phases
-    r["rss.base"] = rss_bytes()
-    size = spec.size_mib << 20
-    r["size_gib"] = size / GiB
-    sec.fills(r, size)
-    sec.hashes(r, size, draws)
-    sec.copies(r, size)
-    if spec.large_mib:
-        sec.large(r, spec.large_mib << 20, draws)
-    families = {m.split("-")[0]: m for m in reversed(spec.models)}  # the first model of each family
-    if "qwen2.5" in families:
-        sec.hf_qwen(r, size, families["qwen2.5"], draws)
-    for m in families.values():
-        sec.model(r, m, draws)
-    for m in (m for m in spec.models if m.startswith("whisper")):
-        sec.whisper(r, m)
+    r["size_gib"] = (spec.size_mib << 20) / GiB
+    sections = sec.run_plan(sec.plan(spec), r, draws)  # seconds by section
     Rates.from_flat(r)  # every key one the record knows (KeyError naming one it does not)
     return {"variant": label, "torch_num_threads": threads, "rates": r, "draws": draws, "load_avg": load,
-            "seconds": time.perf_counter() - t_start}
+            "sections_s": sections, "seconds": time.perf_counter() - t_start}
 
 
 def result(spec: CalibrateSpec, trial, in_process: bool) -> Result:
     """The calibrate Result: each rate's summary over the runs; a drawn rate's (``run["draws"]``,
-    calibrations since issue 43) over every draw of every run: its median with min, max and IQR."""
+    calibrations since issue 43) over every draw of every run: its median with min, max and IQR.
+    ``params["wall_s"]``: seconds from the first run's start to the last one's end, fresh processes'
+    start-up included (the parent's own start-up before it, about 2 s, not)."""
     runs = trial.runs["rates"]
     keys = sorted(set.intersection(*(set(x["rates"]) for x in runs))) if runs else []
 
@@ -137,7 +126,8 @@ def result(spec: CalibrateSpec, trial, in_process: bool) -> Result:
             return [v for x in runs for v in x["draws"][k]]
         return [x["rates"][k] for x in runs]
     summary = {k: summarize(values(k)) for k in keys}
-    return Result(spec.bench, result_env(trial.runs, "cpu", in_process), {**spec.params(), **trial.stop},
+    params = {**spec.params(), **trial.stop, "wall_s": round(trial.timed_s, 1)}  # the goal: WALL_GOAL_S
+    return Result(spec.bench, result_env(trial.runs, "cpu", in_process), params,
                   {"rates": {"runs": runs, "summary": summary}}, missing=[] if runs else ["runs"])
 
 
@@ -145,8 +135,13 @@ def lines(res: Result) -> list[str]:
     """The headline rates (medians over the runs) and each run's seconds."""
     flat = {k: v["median"] for k, v in res.variants["rates"]["summary"].items()}
     runs = res.runs("rates")
+    wall = res.params.get("wall_s")
     out = [f"calibrate on {res.hardware_name}: {len(runs)} run(s) of "
-           + ", ".join(f"{x['seconds']:.0f} s" for x in runs)]
+           + ", ".join(f"{x['seconds']:.0f} s" for x in runs)
+           + (f"; {wall:.0f} s in all (goal {WALL_GOAL_S:.0f} s on a quiet machine)" if wall is not None else "")]
+    for x in runs[:1]:
+        if x.get("sections_s"):
+            out.append("sections s: " + ", ".join(f"{k} {v:.1f}" for k, v in x["sections_s"].items()))
     if not flat:
         return out
     r = Rates.from_flat(flat)

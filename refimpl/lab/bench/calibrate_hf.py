@@ -14,6 +14,8 @@ from PIL import Image
 from refimpl.lab.bench.calibrate_measure import DRAWS, drawn, measure, median_of
 from refimpl.lab.bench.rates import VIDEO_DTYPES
 
+__all__ = ["hf_qwen", "whisper"]
+
 
 def _side(pixels: float, factor: int = 28) -> int:
     return max(factor, factor * round(pixels ** 0.5 / factor))

@@ -16,6 +16,8 @@ import numpy as np
 from refimpl.lab.bench.fits import median_draw
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
+__all__ = ["DRAWS", "drawn", "measure", "median_of", "settle"]
+
 DRAWS = 3  # draws of each dominant rate inside one run (issue 43): hashing, the full-size HF frame, the encoder
 
 

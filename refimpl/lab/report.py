@@ -3,21 +3,17 @@
 Writes ``--out-dir`` (default reports/latest/, emptied only under reports/): the executed
 notebooks (.ipynb, .html), figures, bench JSONs and ``summary.md``. ``-p`` sets a parameter of
 the notebooks that declare it (papermill). Progress (cells, the kernel's stderr) goes to
-stderr. A failing notebook does not stop the others; summary.md says so, exit 1.
+stderr. A failing notebook does not stop the others; summary.md says so, exit 1. summary.md is
+built by refimpl/lab/report_summary.py, the progress lines by refimpl/lab/report_progress.py.
 """
 from __future__ import annotations
 
 import ast
-import contextlib
-import datetime
-import logging
-import re
 import shutil
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Annotated, Iterator, Literal, Optional
+from typing import Annotated, Literal, Optional
 
 import nbformat
 import papermill as pm
@@ -27,20 +23,26 @@ from nbconvert import HTMLExporter
 from refimpl.config import resolve_device
 from refimpl.config.checks import check_count
 from refimpl.errors import ConfigError, RefimplError
-from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import default
 from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.env import REPO_ROOT
-from refimpl.lab.studies import md, md_table
-from refimpl.lab.studies import serving_tables as SV
-from refimpl.lab.studies import startup as S
-from refimpl.lab.studies import throughput as T
-from refimpl.lab.studies.startup_tables import memory_table
+from refimpl.lab.report_progress import (
+    CELL_START,
+    ProgressFormatter,
+    _one_line,
+    clock,
+    log,
+    terminal_progress,
+)
+from refimpl.lab.report_summary import first_line, folder_summary, summary
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 REPORTS_DIR = REPO_ROOT / "reports"
 PROG = "refimpl report"
-CELL_START = re.compile(r"Executing Cell (\d+)-*$")  # N over all cells, the injected parameters cell too
+
+__all__ = ["CELL_START", "NOTEBOOKS_DIR", "REPORTS_DIR", "ProgressFormatter", "ReportArgs", "clock", "execute",
+           "first_line", "folder_summary", "log", "main", "notebook_params", "prepare_out_dir", "select_notebooks",
+           "summary", "terminal_progress"]
 
 
 def prepare_out_dir(out: Path, reports_dir: Path = REPORTS_DIR) -> Path:
@@ -63,73 +65,6 @@ def execute(nb: Path, out_dir: Path, params: dict, timeout_s: int | None = None,
                         progress_bar=False, log_output=progress, execution_timeout=timeout_s)
     out.with_suffix(".html").write_text(HTMLExporter().from_notebook_node(nbformat.read(out, as_version=4))[0])
     return out
-
-
-def summary(out_dir: Path, device: str, mode: str, finished: list[str] | None = None,
-            failed: dict[str, str] | None = None) -> str:
-    """summary.md from the JSONs in ``out_dir``; ``finished`` / ``failed`` (name -> error) notebooks. Its
-    first line is ``first_line``'s warning where a start-up run measured here reverses the finding."""
-    blocks = [f"# refimpl report ({mode} mode, device {device})"]
-    if finished is not None or failed:
-        rows = [[n, "finished", str(out_dir / n)] for n in finished or []]
-        rows += [[n, f"FAILED: {err}", f"{out_dir / n} (partial)"] for n, err in (failed or {}).items()]
-        blocks += ["## Notebooks", md_table(["notebook", "status", "executed notebook"], rows),
-                   f"**{len(failed)} notebook(s) failed**; the figures below come only from the benches "
-                   "that finished." if failed else ""]
-    if mode == "quick":
-        blocks.append("QUICK mode: small runs; each section states its own size and how its runs were made "
-                      "(fresh processes or one process). The start-up runs at the smallest committed setting "
-                      "where committed fresh-process ladders put 0.9.0 / 0.8.5 above 1.1 with the interval "
-                      "clear of 1; its section gives the ratio measured here beside those committed ladders and "
-                      "the committed full run's, and no gain or ratio is shown from too few pairs or runs. "
-                      "`make report` re-measures at full size.")
-    elif mode == "stored":
-        blocks.append("Stored mode: nothing was measured here; the executed notebooks render the committed "
-                      "results under results/ (their summary.md files).")
-    results = {p: Result.load(p) for p in sorted(out_dir.glob("*.json"))
-               if p.name.startswith(("startup_", "twoproc_startup_", "throughput_"))}
-    env = next((r.env for r in results.values()), None)
-    for p, res in results.items():
-        if p.name.startswith("startup_"):
-            budget = out_dir / p.name.replace("startup_", "budget_")
-            blocks.append(S.summary_md(res, Result.load(budget) if budget.exists() else None))
-    twoproc = {f"{v['runs'][0]['reset_scope']} ({p.name})": {"runs": v["runs"]} for p, res in results.items()
-               if p.name.startswith("twoproc_startup_") for v in res.variants.values() if v["runs"]}
-    if twoproc:
-        blocks += ["## Two processes: each process's memory before -> after reset_mm_cache",
-                   "From `refimpl bench startup --process-mode mp --reset-scope v0.9.0|all` (notebook 01's "
-                   "last section; the command is beside the table there).", memory_table(twoproc)]
-    blocks += [T.summary_md(res, out_dir) for p, res in results.items() if p.name.startswith("throughput_")
-               and not p.name.startswith(("throughput_sweep", "throughput_hf"))]
-    blocks.append(SV.summary_md(out_dir))
-    if mode != "stored" and (warn := first_line(out_dir)):
-        blocks.insert(0, warn)
-    if env:
-        hw = env["hardware"]
-        blocks += ["## Measured on", md_table(["", ""], [
-            ["hardware", hw["name"]], ["cpu", f"{hw['cpu']['model']} ({hw['cpu']['logical_cores']} logical cores)"],
-            ["gpu", (hw["gpu"] or {}).get("name", "none")], ["RAM GiB", f"{hw['ram_bytes'] / 2**30:.0f}"],
-            ["torch threads", env.get("torch_num_threads")], ["date", env.get("date")],
-            ["git", (env.get("git") or {}).get("commit")], *[[k, v] for k, v in env["versions"].items()]])]
-    return md(*blocks) + "\n"
-
-
-def first_line(out_dir: Path) -> str:
-    """The warning(s) of ``startup_regime.reversal_line`` for the start-up runs in ``out_dir`` ('' if none)."""
-    from refimpl.lab.studies.startup_regime import reversal_line
-    lines = []
-    for p in sorted(out_dir.glob("startup_*.json")):
-        with contextlib.suppress(Exception):  # a partial JSON of a failed notebook says nothing here
-            lines.append(reversal_line(Result.load(p)))
-    return "\n\n".join(w for w in lines if w)
-
-
-def folder_summary(folder: Path) -> str:
-    """summary.md of a folder of results (``refimpl report --summary-of DIR``): every section from its JSON."""
-    text = summary(folder, "cpu", "full")
-    head = (f"# Summary of {folder.name}\n\nRebuilt from this folder's JSON by `refimpl report --summary-of "
-            f"results/{folder.name}`; each section names the run (machine, commit) and the command that made it.")
-    return head + text[text.index("\n"):]
 
 
 def select_notebooks(names: list[str] | None) -> list[Path]:
@@ -251,68 +186,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[report] {status} {out} in {clock(time.perf_counter() - t0)} (h:mm:ss); summary: {out / 'summary.md'}",
           flush=True)
     return 130 if status.startswith("interrupted") else 1 if failed else 0
-
-
-def clock(seconds: float) -> str:
-    return str(datetime.timedelta(seconds=round(seconds)))  # h:mm:ss
-
-
-class ProgressFormatter(logging.Formatter):
-    """papermill's records of notebook ``nb`` as lines: each code cell started, the kernel's stderr."""
-
-    def __init__(self, nb: Path, t0: float):
-        super().__init__()
-        self.nb, self.t0, self.last = nb.name, t0, ""
-        self.labels: list[str | None] = []
-        for c in nbformat.read(nb, as_version=4).cells:
-            first = next((ln.strip() for ln in c.source.splitlines() if ln.strip()), "")
-            self.labels.append(first if c.cell_type == "code" else None)
-            if "parameters" in c.metadata.get("tags", []):
-                self.labels.append("(injected parameters)")
-        self.code = [i for i, label in enumerate(self.labels) if label is not None]
-
-    def format(self, record: logging.LogRecord) -> str:
-        msg, out = record.getMessage(), []
-        m = CELL_START.match(msg.strip())
-        if m and int(m[1]) - 1 in self.code:
-            i = int(m[1]) - 1
-            out.append(f"[report +{clock(time.perf_counter() - self.t0)}] {self.nb} cell "
-                       f"{self.code.index(i) + 1}/{len(self.code)}: {str(self.labels[i])[:70]}")
-        elif not m and record.levelno >= logging.WARNING:
-            for piece in re.split(r"[\r\n]+", msg):
-                if piece.strip() and piece.rstrip() != self.last:  # tqdm's close() repeats
-                    self.last = piece.rstrip()
-                    out.append(f"  {self.last}")
-        return "".join(line + "\n" for line in out)
-
-
-@contextlib.contextmanager
-def terminal_progress(nb: Path, t0: float, stream: Optional[IO[str]] = None) -> Iterator[None]:
-    """Progress lines of ``nb`` on ``stream`` (stderr) while in the block (``t0``: the report's
-    perf_counter start); a line that fails is logging's handleError, never the report's."""
-    logger, handler = logging.getLogger("papermill"), logging.StreamHandler(stream)
-    handler.setFormatter(ProgressFormatter(nb, t0))
-    handler.terminator = ""
-    level, propagate = logger.level, logger.propagate
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    try:
-        yield
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
-
-
-def _one_line(e: BaseException) -> str:
-    """``Type: first line of the message`` (papermill's error repeats the cell's traceback)."""
-    msg = str(getattr(e, "evalue", None) or e).strip().splitlines()
-    return f"{getattr(e, 'ename', None) or type(e).__name__}: {msg[0][:200] if msg else ''}".replace("|", "/")
-
-
-def log(msg: str, t0: float) -> None:
-    print(f"[report +{clock(time.perf_counter() - t0)}] {msg}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

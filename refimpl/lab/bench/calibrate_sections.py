@@ -1,34 +1,34 @@
 """The sections of one ``refimpl bench calibrate`` run (refimpl/lab/bench/calibrate.py says what each
 rate is): each writes its rates into the run's flat dict ``r``. ``measure`` / ``median_of`` give
-seconds and extra peak resident bytes of one call. No vLLM counterpart."""
+seconds and extra peak resident bytes of one call (calibrate_measure.py); the HF-processor sections
+are in calibrate_hf.py. No vLLM counterpart."""
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import gc
 import importlib
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 import numpy as np
 import torch
 from PIL import Image
 
+from refimpl.lab.bench.calibrate_hf import hf_qwen, whisper
+from refimpl.lab.bench.calibrate_measure import DRAWS, drawn, measure, median_of, settle
 from refimpl.lab.bench.fits import median_draw, pair_price_fit
 from refimpl.lab.bench.rates import VIDEO_DTYPES, GiB
 from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
-from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
+from refimpl.utils.mem_utils import rss_bytes
 
 # (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens per pair; 7 pairs: the profile video of
 # the rows from 0.11.0 (7 pairs at 1-5 MP frames), 2 at the full-size frame (0.8.5-0.10.2 encode 1, 0.11+ 3-7)
 ENCODER_PAIRS = ((896, 7), (1792, 7), (3584, 2))
-DRAWS = 3  # draws of each dominant rate inside one run (issue 43): hashing, the full-size HF frame, the encoder
 
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
-           "hf_qwen", "model", "whisper", "Section", "plan", "run_plan"]
+           "hf_qwen", "model", "whisper", "Section", "plan", "run_plan", "DRAWS", "drawn", "settle"]
 
 
 @dataclass(frozen=True)
@@ -85,55 +85,6 @@ def run_plan(sections: list[Section], r: dict, draws: dict) -> dict[str, float]:
     return seconds
 
 
-def settle(r: dict) -> None:
-    """After the imports and the HF processors' first build: what a start-up imports before its phases
-    imported, ``rss.base`` read, then every object alive moved out of the cyclic collector's reach
-    (``gc.freeze``): they live to the end of the run, and each ``measure`` then collects only what the
-    sections made (0.3 s a call before, with the ~400k objects of torch and transformers: ~100 calls,
-    a fifth of a run; the timed calls are unchanged, as a full collection inside one needs a quarter
-    of the long-lived objects new)."""
-    importlib.import_module("refimpl.worker.gpu_model_runner")
-    r["rss.base"] = rss_bytes()
-    gc.collect()
-    gc.freeze()
-
-
-def _status(key: str) -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith(key))
-
-
-def measure(fn: Callable[[], Any]) -> tuple[float, int]:
-    """(seconds, extra peak resident bytes) of ``fn()``: free heap memory handed back first
-    (glibc's malloc_trim, so that ``fn``'s allocations show), then the kernel's high-water mark
-    reset (/proc/self/clear_refs), else a 5 ms RSS sampler. What ``fn`` returns is dropped."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        rss0, sampler = _status("VmRSS:"), None
-    except OSError:
-        rss0, sampler = rss_bytes(), RssPeakSampler().__enter__()
-    t0 = time.perf_counter()
-    fn()
-    dt = time.perf_counter() - t0
-    if sampler is not None:
-        sampler.__exit__(None, None, None)
-        return dt, max(0, sampler.peak - rss0)
-    return dt, max(0, _status("VmHWM:") - rss0)
-
-
-def median_of(fn: Callable[[], Any], n: int = 3) -> tuple[float, int]:
-    runs = [measure(fn) for _ in range(n)]
-    return float(np.median([r[0] for r in runs])), int(np.median([r[1] for r in runs]))
-
-
-def _side(pixels: float, factor: int = 28) -> int:
-    return max(factor, factor * round(pixels ** 0.5 / factor))
-
-
 def first_use(r: dict, models: tuple[str, ...]) -> None:
     from refimpl.multimodal.registry import _factories
     for m in models:  # the module import (the budget experiment's first call), then the processor
@@ -154,14 +105,6 @@ def fills(r: dict, size: int) -> None:
     side = int((size / 3) ** 0.5)
     s, _ = median_of(lambda: Image.new("RGB", (side, side), (255, 255, 255)), n=2)
     r["fill_s_per_gib.pil"] = s / (side * side * 3 / GiB)
-
-
-def drawn(r: dict, draws: Optional[dict], key: str, values: list[float]) -> None:
-    """``r[key]`` the median of ``values`` (one rate's draws inside this run); every draw kept in
-    ``draws[key]`` (the Result's summary then holds their median with min, max and IQR)."""
-    r[key] = median_draw(values)
-    if draws is not None:
-        draws[key] = [float(v) for v in values]
 
 
 def hashes(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> None:
@@ -232,63 +175,6 @@ def large(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> N
         drawn(r, draws, key, values)
 
 
-def hf_qwen(r: dict, size: int, model: str, draws: Optional[dict] = None) -> None:
-    from refimpl.config import ModelConfig
-    from refimpl.multimodal.registry import MultiModalRegistry
-    proc = MultiModalRegistry(0).create_processor(ModelConfig(model, device="cpu"), disable_cache=True)
-    call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
-    r["hf.text_only_s"] = median_of(lambda: call(text({"image": 1}), {}, {}), n=5)[0]
-    side = _side(size / 24)  # an image whose float32 patches take about ``size`` bytes
-    img = Image.new("RGB", (side, side), (255, 255, 255))
-    s, peak = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))
-    r["hf.image_s_per_mp"] = max(0.0, s - r["hf.text_only_s"]) / (side * side / 1e6)
-    r["hf.image_peak_per_pixel"] = peak / (side * side)
-    vside = _side(size / 48)  # 4 frames whose float32 patches take about ``size`` bytes
-    mp = vside * vside / 1e6
-    for dt in VIDEO_DTYPES:  # 1, 2 and 4 frames: 1 and 2 give the same output (padded to 2 frames)
-        t, x, peaks = [], [], []
-        for frames in (1, 2, 4):
-            video = np.full((frames, vside, vside, 3), 255, dtype=dt)
-            s, peak = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))
-            t.append(max(0.0, s - r["hf.text_only_s"]))
-            x.append((frames * mp, -(-frames // 2) * 2 * mp))
-            peaks.append(peak / (vside * vside * 3))  # per element of one input frame
-        # extra peak = input elements x p + output (padded) elements x q: a frame padded to the pair
-        # holds float copies too (least squares over 1, 2 and 4 frames, neither below 0)
-        p, q = np.linalg.lstsq(np.array(x) / mp, np.array(peaks), rcond=None)[0]
-        p, q = (0.0, peaks[2] / 4) if p < 0 else (peaks[2] / 4, 0.0) if q < 0 else (p, q)
-        r[f"hf.video_peak_per_element.{dt}"], r[f"hf.video_peak_per_out_element.{dt}"] = float(p), float(q)
-        # t = input frame-MP x a + output (padded) frame-MP x b, least squares, neither below 0
-        a, b = np.linalg.lstsq(np.array(x), np.array(t), rcond=None)[0]
-        a, b = (0.0, t[2] / x[2][1]) if a < 0 else (t[2] / x[2][0], 0.0) if b < 0 else (a, b)
-        r[f"hf.video_in_s_per_mp.{dt}"], r[f"hf.video_out_s_per_mp.{dt}"] = float(a), float(b)
-    r["hf.video_frame_mp"], r["hf.image_mp"] = mp, side * side / 1e6
-    _hf_full_frame(r, proc, draws)
-
-
-def _hf_full_frame(r: dict, proc, draws: Optional[dict] = None, n: int = DRAWS) -> None:
-    """The HF processor on the dummy's own frame (the model's largest image at its max_pixels: 3584 x
-    3584 by default): an image, and a frame pair per dtype, each drawn ``n`` times (interleaved), in
-    seconds per input MP (the pair's input and output frame-MP are equal): per MP a full-size frame costs
-    more than the small frames of ``hf_qwen`` (docs/cost-model.md "Rates by size")."""
-    call, text = proc._call_hf_processor, proc.dummy_inputs.get_dummy_text
-    w, h = proc.info.get_image_size_with_most_features()
-    mp = w * h / 1e6
-    r["large.hf.frame_mp"] = mp
-    img = Image.new("RGB", (w, h), (255, 255, 255))
-    videos = {dt: np.full((2, h, w, 3), 255, dtype=dt) for dt in VIDEO_DTYPES}
-    times: dict[str, list[float]] = {}
-    for _ in range(n):
-        s = measure(lambda: call(text({"image": 1}), {"image": [img]}, {}))[0]
-        times.setdefault("large.hf.image_s_per_mp", []).append(max(0.0, s - r["hf.text_only_s"]) / mp)
-        for dt, video in videos.items():
-            s = measure(partial(call, text({"video": 1}), {"video": [video]}, {}))[0]
-            times.setdefault(f"large.hf.video_s_per_mp.{dt}", []).append(max(0.0, s - r["hf.text_only_s"]) / (2 * mp))
-    del videos
-    for key, values in times.items():
-        drawn(r, draws, key, values)
-
-
 def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int = DRAWS) -> None:
     """Fixed start-up costs of ``model`` at the small scale with SchedulerConfig's defaults; Qwen2.5-VL's
     encoder on each of ENCODER_PAIRS drawn ``encoder_draws`` times (the medians fitted)."""
@@ -346,19 +232,3 @@ def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int 
     gc.collect()
 
 
-def whisper(r: dict, model: str) -> None:
-    """One uncached ``get_encdec_max_encoder_len`` call, a text-only HF call and the extra seconds of
-    one 30 s clip in it."""
-    from refimpl.config import ModelConfig
-    from refimpl.multimodal.registry import MultiModalRegistry
-    mc, reg = ModelConfig(model, device="cpu"), MultiModalRegistry(0)
-    reg.get_encdec_max_encoder_len(mc)  # its processors built once
-    r[f"model.{model}.registry_call_s"] = median_of(lambda: reg.get_encdec_max_encoder_len(mc), n=3)[0]
-    fe = reg.create_processor(mc, disable_cache=True).info.get_feature_extractor()
-    proc = importlib.import_module("refimpl.multimodal.whisper").build_hf_processor(model)
-    audio = np.zeros(fe.chunk_length * fe.sampling_rate, dtype=np.float64)
-    text = median_of(partial(proc, text="<|startoftranscript|>", return_tensors="pt"), n=3)[0]
-    r[f"hf.text_only_s.{model}"] = text
-    r[f"hf.audio_s_per_item.{model}"] = max(0.0, median_of(partial(
-        proc, text="<|startoftranscript|>", audio=[audio], sampling_rate=fe.sampling_rate, return_tensors="pt"), n=2)[0]
-        - text)

@@ -1,15 +1,12 @@
 """The start-up study (vLLM PR #17935) of notebook 01: ``StartupStudy``, its figures and summary
-(tables: startup_tables.py), the real-photo pass."""
+(tables: startup_tables.py; summary.md's section: startup_summary.py), the real-photo pass
+(startup_photos.py)."""
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Optional
 
-import torch
-
-from refimpl.config import ModelConfig
 from refimpl.lab.bench import guard
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec, parse_limits
@@ -22,12 +19,11 @@ from refimpl.lab.studies import (
     flamegraph,
     md_table,
     provenance,
-    section_md,
 )
 from refimpl.lab.studies import gpu as G
 from refimpl.lab.studies import startup_tables as T
 from refimpl.lab.studies.startup_figures import budget_figure, ladder_figure, phases_figure  # noqa: F401
-from refimpl.lab.studies.startup_mechanism import mechanism_md
+from refimpl.lab.studies.startup_photos import photos_demo
 from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' and tests' names)
     CROSSOVER_SIZES,
     QUICK_LIMITS,
@@ -43,9 +39,8 @@ from refimpl.lab.studies.startup_regime import (  # noqa: F401  (the notebooks' 
     reversal_line,
     size,
 )
+from refimpl.lab.studies.startup_summary import budget_md, budget_pair, summary_md  # noqa: F401
 from refimpl.lab.studies.startup_tables import AFTER, BEFORE, budget_table, call1_ratio, medians_table
-from refimpl.multimodal import MULTIMODAL_REGISTRY as reg
-from refimpl.multimodal.photos import load_sample_photos, pan_video
 from refimpl.variants import LADDER
 
 # two processes (full mode): both reset scopes of AFTER at the smallest dummy video (the same up to ~32k
@@ -241,70 +236,3 @@ class StartupStudy(Study):
         return rows
 
 
-def budget_pair(budget: Result) -> Optional[tuple[str, str]]:
-    """(num, den) call 1 is compared by: AFTER over BEFORE when both were measured, else the second row
-    asked for over the first; None with fewer than two rows."""
-    names = T.measured(budget)
-    if {AFTER, BEFORE} <= set(names):
-        return AFTER, BEFORE
-    asked = [v for v in budget.variants if v in names]
-    return (asked[1], asked[0]) if len(asked) > 1 else None
-
-
-def _budget_blocks(budget: Result) -> list[str]:
-    """The reviewer's experiment: each call's seconds and, with two rows, call 1's ratio explained."""
-    blocks = ["The reviewer's experiment (successive compute_encoder_budget calls, "
-              f"{T.runs_word(budget)}):", budget_table(budget)]
-    pair = budget_pair(budget)
-    r = call1_ratio(budget, *pair, min_n=2) if pair else {"estimate": None}
-    if pair and r["estimate"] is not None:
-        blocks += [f"Call 1, {pair[0]} / {pair[1]} (wall s): {r['estimate']:.2f} [{r['low']:.2f}, {r['high']:.2f}] "
-                   f"(95% bootstrap interval, {r['state']}), min-max ranges "
-                   f"{'overlap' if r['ranges_overlap'] else 'apart'}.", T.call1_explained(budget, *pair)]
-    return blocks
-
-
-def summary_md(res: Result, budget: Optional[Result] = None) -> str:
-    """The start-up section of summary.md: size, how it was measured, the tables."""
-    n = max(len(r["runs"]) for r in res.variants.values())
-    explicit = res.params.get("max_model_len") is not None and {AFTER, BEFORE} <= set(T.measured(res))
-    blocks = [medians_table(res), T.ratios_table(res, 2), regime_sentence(res) if explicit else "",
-              "HF-processor passes with multimodal data per "
-              "phase:", T.passes_table(res), T.hashing_sentence(res), mechanism_md(res),
-              *(_budget_blocks(budget) if budget else [])]
-    return section_md(f"## Start-up (PR #17935): {res.params['model']}, {size(res)}", res,
-                      f": {n} {T.runs_word(res)} per variant, {len(res.variants)} variants.", *blocks)
-
-
-def budget_md(budget: Result) -> str:
-    """The budget experiment alone (``refimpl bench startup --calls N``), as summary.md shows it."""
-    return section_md(f"## compute_encoder_budget calls (PR #17935): {budget.params['model']}, {size(budget)}",
-                      budget, ".", *_budget_blocks(budget))
-
-
-def photos_demo(model: str = "qwen2.5-vl-3b", n: int = 3, video: bool = True) -> dict:
-    """The real-input section: ``n`` photos and a video of real frames through the processor twice.
-    {"photos", "video" (shape), "pass1"/"pass2" (s, hits, misses, passes), "identical", "tokens"}."""
-    photos = load_sample_photos()[:n]
-    vid = pan_video() if video else None
-    mc = ModelConfig(model, limit_mm_per_prompt={"image": len(photos), "video": int(video)})
-    proc = reg.create_processor(mc)
-    prompt = "".join("<|vision_start|><|image_pad|><|vision_end|>" for _ in photos)
-    prompt += "<|vision_start|><|video_pad|><|vision_end|>" * int(video) + "Describe."
-    mm_data = {"image": [im for _, im in photos], **({"video": [vid]} if video else {})}
-    reg.reset_processor_cache()
-    outs, passes = [], {}
-    for name in ("pass1", "pass2"):
-        reg.reset_stats()
-        t0 = time.perf_counter()
-        outs.append(proc.apply(prompt, mm_data))
-        st = reg.stats
-        passes[name] = {"s": time.perf_counter() - t0, "hits": st.cache_hits,
-                        "misses": st.cache_misses, "hf_mm_passes": st.hf_mm_passes}
-    a, b = outs
-    same = a.prompt_token_ids == b.prompt_token_ids and all(
-        torch.equal(x[k], y[k]) for m in a.mm_kwargs for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m])
-        for k in x)
-    reg.reset_processor_cache()
-    return {"photos": [(nm, im.size) for nm, im in photos], "video": None if vid is None else vid.shape,
-            **passes, "identical": same, "tokens": len(a.prompt_token_ids)}

@@ -48,9 +48,8 @@
 # Knobs [GPU defaults]: OUT [reports/gpu-session-<UTC date>], PYTHON [python3], RESUME [0], DEVICE [cuda],
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
 #   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L], W4_N [8: requests a
-#   block], CAP_X [1: each section's cap times this], W3_FRESH [1: each W3 run a fresh process; 0: the sweep's
-#   --in-process]; DRY=1: the whole plan on this CPU, small (device cpu, whisper-tiny.en, concurrency 2 only,
-#   6 decode steps, W3's runs in the sweep's process, W4 at L = 8 on 4 requests a block with a 50-point
+#   block], CAP_X [1: each section's cap times this]; DRY=1: the whole plan on this CPU, small (device cpu,
+#   whisper-tiny.en, concurrency 2 only, 6 decode steps, W4 at L = 8 on 4 requests a block with a 50-point
 #   half-width after 2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's
 #   budget (3000 s) and every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry work takes under
 #   load, so the budgets and the half-width stop the paired sections, never a cap: every JSON, both stop
@@ -66,7 +65,7 @@ if [[ $DRY == 1 ]]; then
   : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=2}" "${DECODE:=6}"
   : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${SLACK:=90}" "${CALL1_S:=3000}" "${CALL2_S:=3000}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
   : "${MIXED:=4 8 6}" "${ENCODER:=2}" "${GEN:=2 4 1}" "${REG:=20 5 5}" "${W4_L:=8}" "${W4_N:=4}" "${W5:=2 4 2}"
-  : "${CAP_X:=20}" "${W3_FRESH:=0}"
+  : "${CAP_X:=20}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
@@ -157,10 +156,9 @@ if [[ $CALL == call1 ]]; then
     --calls "$REG_1" --threaded-calls "$REG_ALL" --hf-calls "$REG_HF" --output-json "$OUT/W2_registry_call.json"
   w3_toml > "$OUT/W3.toml"
   last=$(grep -o '^name = "[^"]*"' "$OUT/W3.toml" | tail -1 | cut -d'"' -f2)
-  w3_flags=(); [[ -d $OUT/W3 ]] && w3_flags=(--resume)
-  [[ ${W3_FRESH:-1} == 0 ]] && w3_flags+=(--in-process)
+  resume=(); [[ -d $OUT/W3 ]] && resume=(--resume)
   section W3 100 "$OUT/W3/$last.json" "${REFIMPL[@]}" bench sweep serve --params "$OUT/W3.toml" \
-    --output-dir "$OUT" --experiment-name W3 "${w3_flags[@]}"
+    --output-dir "$OUT" --experiment-name W3 "${resume[@]}"
   L=224
   first_c4="$OUT/W3/c4.json"; [[ -e $first_c4 ]] || first_c4="$OUT/W3/c$(tr ' ' '\n' <<< "$CONC" | tail -1).json"
   if section W4_plan 20 "$OUT/W4_plan.json" "$PY" -m refimpl.lab.studies.gpu_session plan \

@@ -27,6 +27,7 @@ from refimpl.variants import (
     STARTUP_VARIANTS,
     EncoderLenSite,
     EncoderLenSource,
+    StartupVariant,
     current_row_name,
     get_encoder_len_variant,
     get_startup_variant,
@@ -60,9 +61,9 @@ def _model_config(model: ModelArg, model_kw: dict[str, Any]) -> ModelConfig:
     return model if isinstance(model, ModelConfig) else ModelConfig(model, device="cpu", **model_kw)
 
 
-def _row(variant: str) -> str:
+def _row(variant: str | StartupVariant) -> str | StartupVariant:
     """``variant``, warning where its name changed meaning in 0.2.0 ("shape-only"); old names
-    warn (and resolve) in get_startup_variant."""
+    warn (and resolve) in get_startup_variant; a row's record is returned as it is."""
     return current_row_name(variant, stacklevel=3) if variant == "shape-only" else variant
 
 
@@ -150,10 +151,11 @@ def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len:
 
 
 # ------------------------------------------------------------------------ start-up passes
-def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, int]:
+def hf_passes_by_phase(vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl") -> dict[str, int]:
     """HF-processor passes per start-up phase of ``EngineCore(vllm_config, variant)`` in a fresh
     process, without building it: its StartupPlan's (an encoder-decoder row's uncached registry
-    reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). Raises
+    reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). ``variant``: a
+    row's name, or its record (``STARTUP_VARIANTS[name]``: that row, no old-name warning). Raises
     UnknownVariantError, and CacheItemTooLargeError where that start-up raises it (a release row
     whose processing cache is smaller than one dummy item)."""
     plan = StartupPlan.build(vllm_config, _row(variant))

@@ -61,9 +61,9 @@ def _model_config(model: ModelArg, model_kw: dict[str, Any]) -> ModelConfig:
     return model if isinstance(model, ModelConfig) else ModelConfig(model, device="cpu", **model_kw)
 
 
-def _row(variant: str | StartupVariant) -> str | StartupVariant:
+def _row(variant: str) -> str:
     """``variant``, warning where its name changed meaning in 0.2.0 ("shape-only"); old names
-    warn (and resolve) in get_startup_variant; a row's record is returned as it is."""
+    warn (and resolve) in get_startup_variant."""
     return current_row_name(variant, stacklevel=3) if variant == "shape-only" else variant
 
 
@@ -158,7 +158,7 @@ def hf_passes_by_phase(vllm_config: VllmConfig, variant: str | StartupVariant = 
     row's name, or its record (``STARTUP_VARIANTS[name]``: that row, no old-name warning). Raises
     UnknownVariantError, and CacheItemTooLargeError where that start-up raises it (a release row
     whose processing cache is smaller than one dummy item)."""
-    plan = StartupPlan.build(vllm_config, _row(variant))
+    plan = StartupPlan.build(vllm_config, variant if isinstance(variant, StartupVariant) else _row(variant))
     if plan.error is not None:
         raise plan.error
     return plan.hf_passes_by_phase()
@@ -182,7 +182,7 @@ def processing_cache_by_phase(vllm_config: VllmConfig, variant: str = "refimpl")
     items' bytes, else ValueError). Raises UnknownVariantError, and CacheItemTooLargeError where that
     start-up raises it. Mirrors the counts of vLLM's ``ProcessingCache`` (vllm/multimodal/processing.py,
     0.9.0 to 0.10.0; the runner's processor cache from 0.10.2)."""
-    plan = StartupPlan.build(vllm_config, _row(variant))
+    plan = StartupPlan.build(vllm_config, variant if isinstance(variant, StartupVariant) else _row(variant))
     if plan.error is not None:
         raise plan.error
     out: dict[str, dict[str, Any]] = {}

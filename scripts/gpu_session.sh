@@ -48,8 +48,8 @@
 # Knobs [GPU defaults]: OUT [reports/gpu-session-<UTC date>], PYTHON [python3], RESUME [0], DEVICE [cuda],
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
 #   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L], W4_N [8: requests a
-#   block], CAP_X [1: each section's cap times this]; DRY=1: the whole plan on this CPU, small (device cpu,
-#   whisper-tiny.en, concurrency 2 only, 6 decode steps, W4 at L = 8 on 4 requests a block with a 50-point
+#   block], CAP_X [1: each section's cap times this], W3_WARMUP [true: one untimed run before each W3 run];
+#   DRY=1: the whole plan on this CPU, small (device cpu, whisper-tiny.en, concurrency 2 only, 6 decode steps, W3's runs with no untimed run first, W4 at L = 8 on 4 requests a block with a 50-point
 #   half-width after 2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's
 #   budget (3000 s) and every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry work takes under
 #   load, so the budgets and the half-width stop the paired sections, never a cap: every JSON, both stop
@@ -65,7 +65,7 @@ if [[ $DRY == 1 ]]; then
   : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=2}" "${DECODE:=6}"
   : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${SLACK:=90}" "${CALL1_S:=3000}" "${CALL2_S:=3000}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
   : "${MIXED:=4 8 6}" "${ENCODER:=2}" "${GEN:=2 4 1}" "${REG:=20 5 5}" "${W4_L:=8}" "${W4_N:=4}" "${W5:=2 4 2}"
-  : "${CAP_X:=20}"
+  : "${CAP_X:=20}" "${W3_WARMUP:=false}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
@@ -139,7 +139,7 @@ EOF
 w3_toml() {  # the step alone on 0.11.0: one workload run per row, closed loop, ignore_eos
   printf 'experiment = "W3"\n[base]\nmodel = "%s"\ndevice = "%s"\ndesign = "workload"\nvariants = ["0.11.0"]\n' \
     "$WHISPER" "$DEVICE"
-  printf 'repeats = 1\nmax_num_seqs = %s\n' "$(tr ' ' '\n' <<< "$CONC $MIX_C" | sort -n | tail -1)"
+  printf 'repeats = 1\nwarmup = %s\nmax_num_seqs = %s\n' "${W3_WARMUP:-true}" "$(tr ' ' '\n' <<< "$CONC $MIX_C" | sort -n | tail -1)"
   for c in $CONC; do
     printf '[[runs]]\nname = "c%s"\nmax_concurrency = %s\nnum_requests = %s\noutput_len = %s\n' "$c" "$c" "$c" $((DECODE + c))
   done

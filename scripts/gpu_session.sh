@@ -49,11 +49,13 @@
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
 #   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L], W4_N [8: requests a
 #   block], CAP_X [1: each section's cap times this], W3_WARMUP [true: one untimed run before each W3 run];
-#   DRY=1: the whole plan on this CPU, small (device cpu, whisper-tiny.en, concurrency 2 only, 6 decode steps, W3's runs with no untimed run first, W4 at L = 8 on 4 requests a block with a 50-point
-#   half-width after 2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's
-#   budget (3000 s) and every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry work takes under
-#   load, so the budgets and the half-width stop the paired sections, never a cap: every JSON, both stop
-#   rules and the resume (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
+#   DRY=1: the whole plan on this CPU, small (device cpu, whisper-tiny.en, concurrency 2 only, 6 decode steps,
+#   W3's runs with no untimed run first, W4 at L = 8 on 4 requests a block with a 50-point half-width after
+#   2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's budget (3000 s) and
+#   every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry
+#   work takes under load, so the budgets and the half-width stop the paired sections, never a cap: every
+#   JSON, both stop rules and the resume (tests/lab/test_gpu_session.py runs it). PLAN=1: print each
+#   section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

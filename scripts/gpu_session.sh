@@ -47,10 +47,15 @@
 #
 # Knobs [GPU defaults]: OUT [reports/gpu-session-<UTC date>], PYTHON [python3], RESUME [0], DEVICE [cuda],
 #   WHISPER [whisper-large-v3], QWEN_LEN [128000], CONC ["1 4 16 64"], DECODE [200], W4_BUDGET [150],
-#   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
-#   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
-#   half-width after 2 pairs, W5 2 x 4 in 4 s, caps 90 s past the budgets, 4k tokens): every JSON, both stop rules and the resume
-#   (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
+#   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L], W4_N [8: requests a
+#   block], CAP_X [1: each section's cap times this], W3_WARMUP [true: one untimed run before each W3 run];
+#   DRY=1: the whole plan on this CPU, small (device cpu, whisper-tiny.en, concurrency 2 only, 6 decode steps,
+#   W3's runs with no untimed run first, W4 at L = 8 on 4 requests a block with a 50-point half-width after
+#   2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's budget (3000 s) and
+#   every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry
+#   work takes under load, so the budgets and the half-width stop the paired sections, never a cap: every
+#   JSON, both stop rules and the resume (tests/lab/test_gpu_session.py runs it). PLAN=1: print each
+#   section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -59,13 +64,14 @@ CALL=${1:-}
 
 PY=${PYTHON:-python3} RESUME=${RESUME:-0} DRY=${DRY:-0}
 if [[ $DRY == 1 ]]; then
-  : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=1 2}" "${DECODE:=12}"
-  : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${SLACK:=90}" "${CALL1_S:=330}" "${CALL2_S:=200}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
-  : "${MIXED:=4 12 8}" "${ENCODER:=3}" "${GEN:=4 4 2}" "${REG:=20 5 5}" "${W4_L:=16}" "${W5:=2 4 2}"
+  : "${DEVICE:=cpu}" "${WHISPER:=whisper-tiny.en}" "${QWEN_LEN:=4096}" "${CONC:=2}" "${DECODE:=6}"
+  : "${W4_BUDGET:=20}" "${W5_BUDGET:=4}" "${SLACK:=90}" "${CALL1_S:=3000}" "${CALL2_S:=3000}" "${W4_MIN_PAIRS:=2}" "${W4_HALF_WIDTH:=50}"
+  : "${MIXED:=4 8 6}" "${ENCODER:=2}" "${GEN:=2 4 1}" "${REG:=20 5 5}" "${W4_L:=8}" "${W4_N:=4}" "${W5:=2 4 2}"
+  : "${CAP_X:=20}" "${W3_WARMUP:=false}"
 fi
 DEVICE=${DEVICE:-cuda} WHISPER=${WHISPER:-whisper-large-v3} QWEN_LEN=${QWEN_LEN:-128000}
 CONC=${CONC:-1 4 16 64} DECODE=${DECODE:-200} W4_BUDGET=${W4_BUDGET:-150} W5_BUDGET=${W5_BUDGET:-70}
-W4_MIN_PAIRS=${W4_MIN_PAIRS:-12} W4_HALF_WIDTH=${W4_HALF_WIDTH:-0.8}
+W4_MIN_PAIRS=${W4_MIN_PAIRS:-12} W4_HALF_WIDTH=${W4_HALF_WIDTH:-0.8} W4_N=${W4_N:-8} CAP_X=${CAP_X:-1}
 SLACK=${SLACK:-40}   # a paired section's cap past its budget: process start, engine builds, the warm-up round
                      # (the first session's paired run: 117 s for a budget of 80 s)
 read -r MIX_C MIX_N MIX_L <<< "${MIXED:-16 48 32}"   # the mixed steps: C, requests, tokens
@@ -101,6 +107,7 @@ section() {  # NAME CAP_S JSON CMD...: run CMD under min(CAP_S, time left) unles
   if [[ $RESUME == 1 ]] && finished "$json"; then
     echo "== $name: $json is there (RESUME=1): skipped" | tee -a "$OUT/session.log"; return 0
   fi
+  cap=$((cap * CAP_X))
   (( cap < left )) || cap=$left
   if (( cap < 5 )); then
     echo "== $name: not run, ${left}s left of the call's budget" | tee -a "$OUT/session.log"; (( rc )) || rc=3; return 3
@@ -134,7 +141,7 @@ EOF
 w3_toml() {  # the step alone on 0.11.0: one workload run per row, closed loop, ignore_eos
   printf 'experiment = "W3"\n[base]\nmodel = "%s"\ndevice = "%s"\ndesign = "workload"\nvariants = ["0.11.0"]\n' \
     "$WHISPER" "$DEVICE"
-  printf 'repeats = 1\nmax_num_seqs = %s\n' "$(tr ' ' '\n' <<< "$CONC $MIX_C" | sort -n | tail -1)"
+  printf 'repeats = 1\nwarmup = %s\nmax_num_seqs = %s\n' "${W3_WARMUP:-true}" "$(tr ' ' '\n' <<< "$CONC $MIX_C" | sort -n | tail -1)"
   for c in $CONC; do
     printf '[[runs]]\nname = "c%s"\nmax_concurrency = %s\nnum_requests = %s\noutput_len = %s\n' "$c" "$c" "$c" $((DECODE + c))
   done
@@ -160,10 +167,10 @@ if [[ $CALL == call1 ]]; then
       "$OUT/W2_registry_call.json" "$first_c4" "$OUT/W4_plan.json" && [[ -e $OUT/W4_plan.json ]]; then
     L=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["output_len"])' "$OUT/W4_plan.json") || L=224
   fi
-  [[ -n ${W4_L:-} ]] && L=$W4_L   # a set length wins over the plan's (DRY=1: 16 tokens, seconds on the CPU)
+  [[ -n ${W4_L:-} ]] && L=$W4_L   # a set length wins over the plan's (DRY=1: 8 tokens, seconds on the CPU)
   echo "W4: L = $L" | tee -a "$OUT/session.log"
   section W4 $((W4_BUDGET + SLACK)) "$OUT/W4_ab.json" "${REFIMPL[@]}" bench serve --design paired --model "$WHISPER" \
-    --device "$DEVICE" --variants "0.10.2+#24866" 0.11.0 --max-concurrency 4 --num-requests 8 --max-num-seqs 4 \
+    --device "$DEVICE" --variants "0.10.2+#24866" 0.11.0 --max-concurrency 4 --num-requests "$W4_N" --max-num-seqs 4 \
     --output-len "$L" --budget-s "$W4_BUDGET" --stop-half-width "$W4_HALF_WIDTH" --stop-min-pairs "$W4_MIN_PAIRS" \
     --output-json "$OUT/W4_ab.json"
   section W4_verdict 20 "$OUT/W4_verdict.json" "$PY" -m refimpl.lab.studies.gpu_session verdict \

@@ -27,6 +27,7 @@ from refimpl.variants import (
     STARTUP_VARIANTS,
     EncoderLenSite,
     EncoderLenSource,
+    StartupVariant,
     current_row_name,
     get_encoder_len_variant,
     get_startup_variant,
@@ -150,13 +151,14 @@ def dummy_processed_specs(model: ModelArg, variant: str = "refimpl", *, seq_len:
 
 
 # ------------------------------------------------------------------------ start-up passes
-def hf_passes_by_phase(vllm_config: VllmConfig, variant: str = "refimpl") -> dict[str, int]:
+def hf_passes_by_phase(vllm_config: VllmConfig, variant: str | StartupVariant = "refimpl") -> dict[str, int]:
     """HF-processor passes per start-up phase of ``EngineCore(vllm_config, variant)`` in a fresh
     process, without building it: its StartupPlan's (an encoder-decoder row's uncached registry
-    reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). Raises
+    reads in kv_cache_init included; ``reset_mm_cache`` under a row that resets). ``variant``: a
+    row's name, or its record (``STARTUP_VARIANTS[name]``: that row, no old-name warning). Raises
     UnknownVariantError, and CacheItemTooLargeError where that start-up raises it (a release row
     whose processing cache is smaller than one dummy item)."""
-    plan = StartupPlan.build(vllm_config, _row(variant))
+    plan = StartupPlan.build(vllm_config, variant if isinstance(variant, StartupVariant) else _row(variant))
     if plan.error is not None:
         raise plan.error
     return plan.hf_passes_by_phase()
@@ -180,7 +182,7 @@ def processing_cache_by_phase(vllm_config: VllmConfig, variant: str = "refimpl")
     items' bytes, else ValueError). Raises UnknownVariantError, and CacheItemTooLargeError where that
     start-up raises it. Mirrors the counts of vLLM's ``ProcessingCache`` (vllm/multimodal/processing.py,
     0.9.0 to 0.10.0; the runner's processor cache from 0.10.2)."""
-    plan = StartupPlan.build(vllm_config, _row(variant))
+    plan = StartupPlan.build(vllm_config, variant if isinstance(variant, StartupVariant) else _row(variant))
     if plan.error is not None:
         raise plan.error
     out: dict[str, dict[str, Any]] = {}

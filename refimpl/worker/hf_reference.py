@@ -12,10 +12,13 @@ from transformers import GenerationConfig, GenerationMixin
 
 @torch.inference_mode()
 def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list[int],
-                       max_new_tokens: int, stop_at_eos: bool = False) -> list[list[int]]:
+                       max_new_tokens: int, stop_at_eos: bool = False, encoder_outputs=None) -> list[list[int]]:
     """Greedy new token ids per audio (prompt excluded): ``max_new_tokens`` each, or with
     ``stop_at_eos`` up to and including the first EOS. ``input_features`` (batch, num_mel_bins,
-    3000) in the model's dtype and device; ``decoder_prompt`` shared by the batch."""
+    3000) in the model's dtype and device; ``decoder_prompt`` shared by the batch;
+    ``encoder_outputs``: the encoder's output on ``input_features`` (``model.get_encoder()(...)``),
+    computed once by a caller that generates from the same audios more than once (generate()
+    then runs the decoder only)."""
     b, eos = input_features.shape[0], model.config.eos_token_id
     dec = torch.tensor([decoder_prompt] * b, dtype=torch.long, device=input_features.device)
     gc = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=False, num_beams=1,
@@ -23,8 +26,9 @@ def hf_greedy_generate(model, input_features: torch.Tensor, decoder_prompt: list
                           pad_token_id=model.config.pad_token_id,
                           eos_token_id=eos if stop_at_eos else None,
                           use_cache=True)
+    enc = {} if encoder_outputs is None else {"encoder_outputs": encoder_outputs}
     out = GenerationMixin.generate(model, input_features=input_features, decoder_input_ids=dec,
-                                   generation_config=gc)
+                                   generation_config=gc, **enc)
     rows = out[:, len(decoder_prompt):].tolist()
     if stop_at_eos:
         rows = [r[:r.index(eos) + 1] if eos in r else r for r in rows]

@@ -53,6 +53,17 @@ def test_shape_only_says_which_row_it_now_means():
         assert rt.current_row_name("0.13.0") == "0.13.0"
 
 
+def test_the_oracle_takes_a_rows_record_without_the_old_name_warning():
+    vc = small_qwen(MultiModalRegistry())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a record names its row: nothing to warn about
+        shape_only = rt.hf_passes_by_phase(vc, STARTUP_VARIANTS["shape-only"])
+        old = rt.hf_passes_by_phase(vc, STARTUP_VARIANTS["0.9.0"])
+        assert old == rt.hf_passes_by_phase(vc, "0.9.0") and sum(old.values()) > 0
+    with pytest.warns(DeprecationWarning, match="now means"):
+        assert rt.hf_passes_by_phase(vc, "shape-only") == shape_only
+
+
 def test_count_hf_passes_survives_the_start_up_stats_reset():
     reg = MultiModalRegistry()
     with rt.count_hf_passes(reg) as passes:

@@ -18,6 +18,7 @@ from refimpl.lab.explore.cost_model import Calibration
 from refimpl.lab.explore.explorer_panels import ExploreStudy
 from refimpl.lab.report import execute
 from refimpl.testing.oracles import hf_passes_by_phase
+from refimpl.variants import STARTUP_VARIANTS
 
 NB = REPO_ROOT / "notebooks" / "00_explore.ipynb"
 
@@ -37,7 +38,7 @@ def test_explore_notebook_records_what_the_page_shows(tmp_path):
     for row, got in v["rows"].items():
         assert got["error"] is None and got["predicted"]["label"] == label, row
         assert {k: n for k, n in got["hf_passes_by_phase"].items() if n} == \
-            {k: n for k, n in hf_passes_by_phase(vc, row).items() if n}, row
+            {k: n for k, n in hf_passes_by_phase(vc, STARTUP_VARIANTS[row]).items() if n}, row  # the page's rows are current
     assert set(v["response_s"]) == {"variant", "model", "max_model_len", "image", "video", "min_pixels",
                                     "max_pixels", "frames", "mm_processor_cache_gb"}
     assert set(v["whisper"]["gains"]) == {"#24866", "#24989"} and "3%" in v["whisper"]["seed"]

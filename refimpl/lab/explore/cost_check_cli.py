@@ -16,7 +16,6 @@ from refimpl.lab.cli_errors import flags, refuse
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore.cost_model import Calibration
-from refimpl.lab.explore.same_day import carry_rates, same_day_table
 
 __all__ = ["CostCheckArgs", "check", "run", "parse", "main"]
 
@@ -54,6 +53,8 @@ def run(a: CostCheckArgs) -> int:
     """Print the table(s); 2 when there is no calibration for this machine."""
     check(a)
     if a.same_day:
+        # same_day reaches the engine's start-up (torch: most of a minute to import on a loaded host): after the refusal
+        from refimpl.lab.explore.same_day import carry_rates, same_day_table
         day = _calibration("same_day", a.same_day[0])
         if a.carry_from is not None:
             day = carry_rates(day, _calibration("carry_from", a.carry_from))

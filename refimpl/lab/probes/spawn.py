@@ -39,10 +39,11 @@ def _fresh(mode: str, spec: "SpawnCostSpec") -> float:
 
 def spawn_cost(spec: "SpawnCostSpec") -> "Result":
     """Result ``spawn-cost``: variants inproc and mp, each run ``{"startup_s"}`` of a fresh process;
-    one untimed run of each mode first (the file cache), then the modes alternating A B A B."""
+    one untimed run of each mode first (the file cache; none with ``spec.warmup`` False), then the modes
+    alternating A B A B."""
     from refimpl.lab.probes.common import result, variant
     spec.check()
-    for mode in MODES:
+    for mode in MODES if spec.warmup else ():
         _fresh(mode, spec)
     runs: dict[str, list[dict]] = {m: [] for m in MODES}
     for _ in range(spec.repeats):

@@ -71,13 +71,15 @@ class FirstTouchSpec(ProbeSpec):
 @dataclass(frozen=True, kw_only=True)
 class SpawnCostSpec(ProbeSpec):
     """Start-up of LLMEngine(model) in this process (inproc) against two processes (mp): each run a
-    fresh Python process, modes alternating after one untimed run of each."""
+    fresh Python process, modes alternating after one untimed run of each (``warmup``: the file
+    cache; ``warmup=False`` skips them)."""
     name: ClassVar[str] = "spawn-cost"
     at_least: ClassVar[dict[str, float]] = {"repeats": 1, "max_num_seqs": 1, "num_gpu_blocks": 1}
     model: str = "whisper-tiny"
     repeats: int = 3  # timed runs per mode
     max_num_seqs: int = 4
     num_gpu_blocks: int = 400
+    warmup: bool = True  # one untimed run of each mode before the timed ones
 
 
 @dataclass(frozen=True, kw_only=True)

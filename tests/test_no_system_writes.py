@@ -3,7 +3,7 @@
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 SYS = r"/(?:sys|proc/sys)/"
 PY_WRITE = re.compile(r"write_text\(|write_bytes\(|open\([^)]*,\s*['\"](?:w|a|r\+)")
 

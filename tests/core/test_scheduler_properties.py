@@ -12,14 +12,14 @@ placeholders (chunked prefill, encoder budget). Checked on every run:
 - no leak: once idle, every block is free with ref_cnt 0, the encoder cache is empty, the
   scheduler holds no request.
 
-``run_workload`` and the strategy are in tests/workloads.py (the soak test runs them too).
+``run_workload`` and the strategy are in tests/core/utils.py (the soak test runs them too).
 """
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from workloads import Job, run_workload, workloads
+from tests.core.utils import Job, run_workload, workloads
 
 
 def check_pressure_equals_unpressured(w):

@@ -1,6 +1,6 @@
 """Random scheduler workloads (Job, the workloads strategy) and run_workload: the real Scheduler,
 KVCacheManager and FakeModelRunner to completion, asserting exactly-once finishing and no leak
-(tests/engine/test_scheduler_properties.py, tests/core/test_workload_strategy.py, tests/soak/test_soak.py)."""
+(tests/core/test_scheduler_properties.py, tests/core/test_workload_strategy.py, tests/soak/test_soak.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_plans_and_the_pages_first_answer_import_no_transformers_module():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "dry_plan_child.py")], cwd=ROOT / "notebooks",
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "engine" / "dry_plan_child.py")], cwd=ROOT / "notebooks",
                          env=env, capture_output=True, text=True, timeout=600, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
@@ -24,7 +24,7 @@ def test_the_engines_check_phase_builds_no_model_and_imports_no_processor_module
     fall where it paid them (runner_init builds the HF processor, load_model the model), so the check
     is not inside what start-up measures beyond its own arithmetic."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, str(ROOT / "tests" / "check_phase_child.py")], cwd=ROOT,
+    out = subprocess.run([sys.executable, str(ROOT / "tests" / "engine" / "check_phase_child.py")], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=600, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {"before": [], "after": []}

@@ -1,4 +1,4 @@
-"""A config field that disagrees with the encoder refuses to start (the batch sizes are in tests/engine/test_encoder_batch.py)."""
+"""A config field that disagrees with the encoder refuses to start (the batch sizes are in tests/core/test_encoder_batch.py)."""
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig

@@ -16,9 +16,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mirror_pair import Pair
 from refimpl.engine.mp import serial_utils
 from refimpl.engine.mp.mm_input_cache import EvictionLoopError, MirroredProcessingCache
+from tests.engine.utils import Pair
 
 ITEM = 1000  # bytes of one float32 item of 250 values
 

@@ -1,4 +1,4 @@
-"""A P0 / P1 pair of mirrored input caches (tests/core/test_mm_input_cache.py, tests/engine/test_mm_input_cache_machine.py)."""
+"""A P0 / P1 pair of mirrored input caches (tests/engine/test_mm_input_cache.py, tests/engine/test_mm_input_cache_machine.py)."""
 from __future__ import annotations
 
 from refimpl.engine.mp import serial_utils

@@ -1,6 +1,6 @@
 """Hypothesis strategies and the checked call for fuzzing the processor entry point.
 
-Used by tests/engine/test_fuzz_processor.py (~200 cases in the fast suite) and tests/soak/test_soak.py
+Used by tests/multimodal/test_fuzz_processor.py (~200 cases in the fast suite) and tests/soak/test_soak.py
 (10,000 cases, ``soak`` marker). ``fuzz_case`` feeds one generated ``(model, prompt,
 mm_data)`` to ``BaseMultiModalProcessor.apply`` of a small Qwen2.5-VL (64-patch max_pixels)
 or Whisper processor sharing one small processing cache: it must either return

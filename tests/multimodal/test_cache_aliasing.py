@@ -13,7 +13,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aliasing_setup import _S, PROMPT, _equal, _setup
+from tests.multimodal.utils import _S, PROMPT, _equal, _setup
 
 ACTIONS = ["mul_", "view_zero_", "detach_add_", "copy_", "pop", "replace", "add_key", "clear", "none"]
 

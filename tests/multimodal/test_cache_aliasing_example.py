@@ -1,7 +1,7 @@
-"""The issue's aliasing example: a caller that halves a cached tensor and pops a key does not change what a later hit returns (the property over any caller is in tests/engine/test_cache_aliasing.py)."""
+"""The issue's aliasing example: a caller that halves a cached tensor and pops a key does not change what a later hit returns (the property over any caller is in tests/multimodal/test_cache_aliasing.py)."""
 from __future__ import annotations
 
-from aliasing_setup import _S, PROMPT, _equal, _setup
+from tests.multimodal.utils import _S, PROMPT, _equal, _setup
 
 
 def test_issue_example_halved_tensor_and_popped_key():

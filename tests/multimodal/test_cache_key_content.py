@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from palette_images import _equal, _image, _key_and_output
+from tests.multimodal.utils import _equal, _image, _key_and_output
 
 MODES = ["P", "P-RGBA", "PA", "L", "LA", "RGB", "RGBA", "1", "I", "F", "CMYK"]
 

@@ -1,9 +1,9 @@
-"""Palette images with the same indices and different palettes get different cache keys (the same-key-same-output properties are in tests/engine/test_cache_key_content.py)."""
+"""Palette images with the same indices and different palettes get different cache keys (the same-key-same-output properties are in tests/multimodal/test_cache_key_content.py)."""
 from __future__ import annotations
 
 import numpy as np
 
-from palette_images import _equal, _image, _key_and_output
+from tests.multimodal.utils import _equal, _image, _key_and_output
 
 
 def test_palette_images_get_different_keys():

@@ -1,4 +1,4 @@
-"""The processing cache as a hypothesis state machine against a reference LRU (the thread tests are in tests/core/test_cache_properties.py)."""
+"""The processing cache as a hypothesis state machine against a reference LRU (the thread tests are in tests/multimodal/test_cache_properties.py)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from cache_pool import IMG_SIZES, QWEN_SMALL, _same_output, _val, reference_outputs
 from refimpl.config import ModelConfig
 from refimpl.multimodal import MultiModalRegistry, ProcessingCache
+from tests.multimodal.utils import IMG_SIZES, QWEN_SMALL, _same_output, _val, reference_outputs
 
 
 class CacheMachine(RuleBasedStateMachine):

@@ -18,9 +18,9 @@ import threading
 import numpy as np
 import pytest
 
-from cache_pool import QWEN_SMALL, _same_output, _val, reference_outputs
 from refimpl.config import ModelConfig
 from refimpl.multimodal import MultiModalRegistry, ProcessingCache
+from tests.multimodal.utils import QWEN_SMALL, _same_output, _val, reference_outputs
 
 
 # ---------------------------------------------------------------------------------- threads

@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from qwen_small import qwen
 from refimpl.config import ModelConfig, MultiModalSwitches, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalProfiler, MultiModalRegistry
+from tests.multimodal.utils import qwen
 
 
 def test_video_frames_at_128k_by_formula():

@@ -1,13 +1,13 @@
-"""Dummy data at full size through the real processor (the small-size tests are in tests/core/test_dummy_data.py)."""
+"""Dummy data at full size through the real processor (the small-size tests are in tests/multimodal/test_dummy_data.py)."""
 import numpy as np
 import pytest
 import torch
 from PIL import Image
 
-from qwen_small import qwen
 from refimpl.config import ModelConfig, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
 from refimpl.multimodal import MultiModalRegistry
+from tests.multimodal.utils import qwen
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ processors; only refimpl exceptions may come out. The 10,000-case run is in test
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from fuzz_inputs import Fuzzer, fuzz_cases
+from tests.multimodal.fuzz_inputs import Fuzzer, fuzz_cases
 
 
 @pytest.mark.slow

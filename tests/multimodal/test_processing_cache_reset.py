@@ -1,4 +1,4 @@
-"""reset_mm_cache empties the processing cache and gives its memory back (the cache's other tests are in tests/core/test_processing_cache.py)."""
+"""reset_mm_cache empties the processing cache and gives its memory back (the cache's other tests are in tests/multimodal/test_processing_cache.py)."""
 import gc
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""The worst-case image and video formulas, small cases (the sweep over image sizes is in tests/engine/test_worst_case_image.py)."""
+"""The worst-case image and video formulas, small cases (the sweep over image sizes is in tests/multimodal/test_worst_case_image.py)."""
 from __future__ import annotations
 
 import pytest
@@ -6,7 +6,7 @@ from PIL import Image
 
 from refimpl.config import ModelConfig, SchedulerConfig
 from refimpl.core.encoder_cache_manager import compute_encoder_budget
-from worst_case_sweep import F, _info, _sweep
+from tests.multimodal.utils import F, _info, _sweep
 
 
 def test_issue_example_768_cells():

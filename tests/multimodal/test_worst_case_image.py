@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 from transformers.models.qwen2_vl.image_processing_qwen2_vl import smart_resize
 
-from worst_case_sweep import F, _info, _sweep
+from tests.multimodal.utils import F, _info, _sweep
 
 # (min_pixels, max_pixels): default, the issue's, vLLM's usual 1280 cells, a prime cell count,
 # fixed size (min == max), tiny maxima where smart_resize's clamp and ceil overshoot.

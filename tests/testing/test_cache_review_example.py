@@ -2,7 +2,7 @@
 request twice through EngineCore / LLMEngine, the hit, the pass counts and the reset's bytes."""
 import pytest
 
-from testing_doc import ENGINE_TESTS, doc_namespace
+from tests.testing.utils import ENGINE_TESTS, doc_namespace
 
 pytestmark = pytest.mark.slow  # two engines start
 

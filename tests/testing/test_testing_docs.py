@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import refimpl.testing.plugin as plugin
-from testing_doc import ENGINE_TESTS
+from tests.testing.utils import ENGINE_TESTS
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 
@@ -39,7 +39,7 @@ def test_testing_md_examples_run():
     for i, block in enumerate(blocks):
         exec(compile(block, f"{DOC.name} block {i + 1}", "exec"), namespace)  # noqa: S102
     assert _run_tests_defined(namespace) == 1  # the plugin example
-    assert any(ENGINE_TESTS in name for name in namespace)  # run by tests/engine/test_cache_review_example.py
+    assert any(ENGINE_TESTS in name for name in namespace)  # run by tests/testing/test_cache_review_example.py
 
 
 def test_public_import_paths_import():

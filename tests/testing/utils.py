@@ -1,10 +1,10 @@
-"""docs/testing.md's ```python blocks as one namespace (tests/core/test_testing_docs.py and
-tests/engine/test_cache_review_example.py)."""
+"""docs/testing.md's ```python blocks as one namespace (tests/testing/test_testing_docs.py and
+tests/testing/test_cache_review_example.py)."""
 import re
 from pathlib import Path
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
-ENGINE_TESTS = "through_the_engine"  # docs tests that start engines: tests/engine/test_cache_review_example.py
+DOC = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
+ENGINE_TESTS = "through_the_engine"  # docs tests that start engines: tests/testing/test_cache_review_example.py
 
 
 def doc_namespace() -> dict:

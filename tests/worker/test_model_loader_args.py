@@ -1,4 +1,4 @@
-"""The HF loader needs a directory (the loader's weight tests are in tests/engine/test_model_loader.py)."""
+"""The HF loader needs a directory (the loader's weight tests are in tests/worker/test_model_loader.py)."""
 
 import pytest
 

@@ -8,10 +8,10 @@ Qwen2.5-VL-3B (small scale: real processor, shrunk transformer) once it is impor
 import pytest
 import torch
 
-from profile_stand_in import StandInRegistry, _qwen_config
 from refimpl.errors import ConfigError, EngineStateError
 from refimpl.testing import create_vllm_config
 from refimpl.worker.gpu_model_runner import GPUModelRunner
+from tests.worker.utils import StandInRegistry, _qwen_config
 
 # an (1, 8, 8) patch grid: 64 patches of 3*2*14*14 values -> 16 tokens after the 2x2 merge
 IMAGE = {"pixel_values": torch.rand(64, 1176), "image_grid_thw": torch.tensor([[1, 8, 8]])}

@@ -1,11 +1,11 @@
-"""profile_run on the real registry (Qwen) and on Whisper's stand-in then KV sizing (the fake-registry tests are in tests/core/test_profile_run.py)."""
+"""profile_run on the real registry (Qwen) and on Whisper's stand-in then KV sizing (the fake-registry tests are in tests/worker/test_profile_run.py)."""
 
 import pytest
 import torch
 
-from profile_stand_in import StandInRegistry, _qwen_config
 from refimpl.testing import create_vllm_config
 from refimpl.worker.gpu_model_runner import GPUModelRunner
+from tests.worker.utils import StandInRegistry, _qwen_config
 
 
 @pytest.mark.slow

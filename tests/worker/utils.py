@@ -1,4 +1,4 @@
-"""A stand-in registry and a small Qwen config for profile_run (tests/core/test_profile_run.py, tests/engine/test_profile_run_real.py)."""
+"""A stand-in registry and a small Qwen config for profile_run (tests/worker/test_profile_run.py, tests/worker/test_profile_run_real.py)."""
 from types import SimpleNamespace
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig

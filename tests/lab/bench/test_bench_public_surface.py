@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-LAB = Path(__file__).resolve().parents[2] / "refimpl" / "lab"
+LAB = Path(__file__).resolve().parents[3] / "refimpl" / "lab"
 BENCH = LAB / "bench"
 USERS = sorted([*(LAB / "studies").rglob("*.py"), *(LAB / "explore").rglob("*.py"), LAB / "report.py",
                 LAB / "cli.py"])

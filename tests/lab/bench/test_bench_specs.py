@@ -13,7 +13,7 @@ from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import ServeSpec, StartupSpec, WerSpec, command_of, spec_from_params
 from refimpl.lab.cli import main, parse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STORED = [p for p in sorted(ROOT.glob("results/*/*.json")) if not p.name.startswith(("twoproc_spawn", "throughput_sweep"))]
 
 

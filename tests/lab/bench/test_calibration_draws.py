@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cost_fixtures import synthetic_rates
 from refimpl.lab.bench import calibrate_sections as sec
 from refimpl.lab.bench.calibrate import result
 from refimpl.lab.bench.fits import median_draw, pair_price, pair_price_fit
@@ -19,6 +18,7 @@ from refimpl.lab.bench.trial import Trial
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_model as cm
 from refimpl.multimodal.hasher import BYTE_PATHS
+from tests.lab.utils import synthetic_rates
 
 PAIRS = (1024, 4096, 16384)  # calibrate_sections.ENCODER_PAIRS' tokens per pair
 CALIBRATIONS = sorted(glob.glob(str(REPO_ROOT / "results/**/calibration*.json"), recursive=True))

@@ -5,7 +5,6 @@ import copy
 
 import pytest
 
-from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.schema import Result
@@ -13,6 +12,7 @@ from refimpl.lab.cli import main as refimpl_cli
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_model as cm
 from refimpl.lab.explore import same_day
+from tests.lab.utils import synthetic_rates
 
 GiB = 1 << 30
 LADDER_50K = REPO_ROOT / "results/cpu-amd-epyc-2c/startup_qwen2.5-vl-3b_release-rows_50k.json"
@@ -101,10 +101,10 @@ def test_same_day_table_names_the_planted_misses(tmp_path):
 
 
 def test_same_day_flag_prints_the_table(tmp_path, capsys):
-    from cost_fixtures import synthetic_rates as rates
     from refimpl.lab.bench.calibrate import result
     from refimpl.lab.bench.specs import CalibrateSpec
     from refimpl.lab.bench.trial import Trial
+    from tests.lab.utils import synthetic_rates as rates
     result(CalibrateSpec(repeats=1), Trial({"rates": [{"variant": "rates", "rates": rates(), "seconds": 1.0}]}),
            in_process=True).write(tmp_path / "calibration.json")
     cal = cm.Calibration.load(tmp_path / "calibration.json")

@@ -1,6 +1,6 @@
 """The typed rates record (refimpl/lab/bench/rates.py): every committed calibration converts both
 ways without loss and prices every row as the dotted-key model did (predictions recorded at
-commit 0dc2d74 by the pre-record code, tests/lab/data/cost_predictions_0dc2d74.json)."""
+commit 0dc2d74 by the pre-record code, tests/lab/bench/data/cost_predictions_0dc2d74.json)."""
 import dataclasses
 import glob
 import json
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.lab.bench.calibrate import load_rates, memory_rates
 from refimpl.lab.bench.rates import ModelRates, Rates, SizedRate
 from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_model as cm
+from tests.lab.utils import synthetic_rates
 
 CALIBRATIONS = sorted(glob.glob(str(REPO_ROOT / "results/*/calibration*.json")))
 GOLDEN = json.loads((Path(__file__).parent / "data/cost_predictions_0dc2d74.json").read_text())

@@ -8,7 +8,7 @@ import pytest
 
 from refimpl.lab.bench.schema import Result, SchemaError, validate
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RESULTS = ROOT / "results"
 # every hardware folder's results and its dated sub-runs (same-day-*/); results/conformance/ has its own format
 COMMITTED = sorted(p for p in [*RESULTS.glob("*/*.json"), *RESULTS.glob("*/*/*.json")]

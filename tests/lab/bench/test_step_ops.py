@@ -53,6 +53,6 @@ def test_decode_step_within_op_budget_of_generate(budget):
 def test_tokens_identical_to_generate_and_to_the_engine_before(budget):
     """The engine serves these requests as transformers' generate() does (up to each first EOS:
     past it generate() decodes near-ties) and, all 24 tokens, exactly as the engine at b9adc62
-    (before issue 42) did on this workload, in float32 (ids stored in tests/engine/data)."""
+    (before issue 42) did on this workload, in float32 (ids stored in tests/lab/bench/data)."""
     assert budget["tokens_identical"]
     assert budget["tokens"] == BEFORE[budget["case"]]

@@ -9,7 +9,7 @@ import pytest
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SAME_DAY = ROOT / "benchmarks" / "same_day.toml"
 ROWS = "--variants 0.8.5 0.9.0 0.9.2 0.10.2 0.11.0 0.11.1 0.13.0 refimpl shape-only --repeats 2"
 SERVE = """experiment = "two"

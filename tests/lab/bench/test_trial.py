@@ -12,7 +12,7 @@ from refimpl.lab.bench.schema import Result, validate
 from refimpl.lab.bench.specs import spec_to_json
 from refimpl.lab.bench.trial import exit_status, steps
 from refimpl.lab.cli import main
-from trial_fakes import SPEC
+from tests.lab.bench.utils import SPEC
 
 ARGV = ["bench", "serve", "--variants", "0.10.2", "0.11.0", "--repeats", "3", "--no-warmup"]
 

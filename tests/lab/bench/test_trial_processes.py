@@ -1,4 +1,4 @@
-"""The trial loop with real worker processes: a killed bench leaves no worker behind, the analysis reads a partial result (the loop's logic is in tests/core/test_trial.py)."""
+"""The trial loop with real worker processes: a killed bench leaves no worker behind, the analysis reads a partial result (the loop's logic is in tests/lab/bench/test_trial.py)."""
 import os
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import pytest
 from refimpl.lab.bench import trial
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec
-from trial_fakes import SPEC
+from tests.lab.bench.utils import SPEC
 
 
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The engine and HF generate paired in one process (the workload's logic is in tests/core/test_workload_paired.py)."""
+"""The engine and HF generate paired in one process (the workload's logic is in tests/lab/bench/test_workload_paired.py)."""
 
 import pytest
 

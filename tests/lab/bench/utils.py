@@ -1,4 +1,4 @@
-"""A fake bench run for the trial loop (tests/core/test_trial.py, tests/lab/test_trial_processes.py; the
+"""A fake bench run for the trial loop (tests/lab/bench/test_trial.py, tests/lab/bench/test_trial_processes.py; the
 ``runs_until`` fixture in tests/conftest.py uses it)."""
 
 from refimpl.lab.bench.specs import ServeSpec

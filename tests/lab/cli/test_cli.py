@@ -9,7 +9,7 @@ from refimpl.lab.bench.schema import Result
 from refimpl.lab.bench.specs import StartupSpec
 from refimpl.lab.cli import SHOWN, main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_help_and_unknown_command(capsys):

@@ -1,4 +1,4 @@
-"""The CLI run for real: budget in a fresh process and in process, and the README's commands in a clean clone (the parsing tests are in tests/core/test_cli.py)."""
+"""The CLI run for real: budget in a fresh process and in process, and the README's commands in a clean clone (the parsing tests are in tests/lab/cli/test_cli.py)."""
 import json
 import subprocess
 import sys
@@ -9,7 +9,7 @@ import pytest
 from refimpl.lab.bench.schema import validate
 from refimpl.lab.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from refimpl.lab.conform.cli import main
 from refimpl.lab.conform.grid import qwen_settings, whisper_settings
 from refimpl.lab.conform.table import write_docs_table
 
-FIXTURE = Path(__file__).parent / "data" / "conform" / "vllm-0.11.0-sample.jsonl"
+FIXTURE = Path(__file__).parent / "data" / "vllm-0.11.0-sample.jsonl"
 # vLLM 0.9.0's probe lines with the start-up phases (issue 45), a sample of its settings
 FIXTURE_090 = FIXTURE.with_name("vllm-0.9.0-sample.jsonl")
 
@@ -141,7 +141,7 @@ def test_the_probe_runs_as_a_script_from_its_folder(tmp_path):
 
 
 def test_docs_table_is_the_committed_results():
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     assert write_docs_table(root / "docs" / "conformance.md", root / "results" / "conformance", check=True), \
         "docs/conformance.md's table is stale: run refimpl conform --table"
 

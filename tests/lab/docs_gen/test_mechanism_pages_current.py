@@ -1,4 +1,4 @@
-"""The mechanism pages are what refimpl.lab.docs_gen.mechanism_pages writes today (the page checks are in tests/core/test_mechanism_pages.py)."""
+"""The mechanism pages are what refimpl.lab.docs_gen.mechanism_pages writes today (the page checks are in tests/lab/docs_gen/test_mechanism_pages.py)."""
 import pytest
 
 from refimpl.lab.docs_gen import mechanism_pages as pages

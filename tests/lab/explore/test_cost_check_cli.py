@@ -1,6 +1,6 @@
 """``refimpl cost-check`` (refimpl/lab/explore/cost_check_cli.py): refusals in one line naming the flag
 before anything is read, and ``python -m refimpl.lab.explore.cost_check`` still runs the command line
-(the tables themselves: tests/lab/test_cost_model.py, tests/lab/test_cost_benchmark.py)."""
+(the tables themselves: tests/lab/explore/test_cost_model.py, tests/lab/bench/test_cost_benchmark.py)."""
 import os
 import subprocess
 import sys
@@ -10,7 +10,7 @@ import pytest
 
 from refimpl.lab.cli import main
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CAL = ROOT / "results/cpu-amd-epyc-2c/same-day-2026-12-04-no-reporting-3/calibration.json"
 
 

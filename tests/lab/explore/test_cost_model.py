@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine.startup_plan import StartupPlan
 from refimpl.errors import ConfigError, UnknownModelError
@@ -22,6 +21,7 @@ from refimpl.lab.env import REPO_ROOT
 from refimpl.lab.explore import cost_check
 from refimpl.lab.explore import cost_model as cm
 from refimpl.variants import STARTUP_VARIANTS
+from tests.lab.utils import synthetic_rates
 
 GiB = 1 << 30
 STARTUPS = sorted(glob.glob(str(REPO_ROOT / "results/cpu-*/startup_qwen*.json")))

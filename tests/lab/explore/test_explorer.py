@@ -9,7 +9,6 @@ import pytest
 import torch
 from PIL import Image
 
-from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.config.model import get_config_dict, get_preprocessor_dict
 from refimpl.engine.startup_plan import REGISTRY as PLAN_REGISTRY
@@ -18,6 +17,7 @@ from refimpl.lab.explore.explorer import Settings, explore
 from refimpl.lab.explore.explorer_panels import ExplorerPanel
 from refimpl.multimodal import MULTIMODAL_REGISTRY
 from refimpl.testing.oracles import hf_passes_by_phase
+from tests.lab.utils import synthetic_rates
 
 MiB, GiB = 1 << 20, 1 << 30
 

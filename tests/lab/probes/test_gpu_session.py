@@ -20,7 +20,7 @@ from refimpl.lab.probes.registry_call import WAYS
 from refimpl.lab.probes.specs import RegistryCallSpec
 from refimpl.lab.studies import gpu_session as gs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 A, B = W4 = gs.W4_VARIANTS
 
 

@@ -23,7 +23,7 @@ from refimpl.lab.probes.specs import (
     StepOpsSpec,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _checked(res: Result, name: str, variants: list[str], runs) -> Result:

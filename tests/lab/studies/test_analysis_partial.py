@@ -5,9 +5,9 @@ built from the committed ones: no benchmark runs here."""
 import matplotlib
 import pytest
 
-from committed_results import STORED, _row, _with_runs
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.stats import MIN_PAIRS
+from tests.lab.studies.utils import STORED, _row, _with_runs
 
 matplotlib.use("Agg")
 NOT_RESOLVED = f"not resolved (< {MIN_PAIRS} runs a side)"

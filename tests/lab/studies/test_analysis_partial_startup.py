@@ -1,9 +1,9 @@
-"""The start-up study's views of a result without runs (slow: renders the figures; the other partial-result views are in tests/lab/test_analysis_partial.py)."""
+"""The start-up study's views of a result without runs (slow: renders the figures; the other partial-result views are in tests/lab/studies/test_analysis_partial.py)."""
 
 import matplotlib
 import pytest
 
-from committed_results import _row, _with_runs
+from tests.lab.studies.utils import _row, _with_runs
 
 matplotlib.use("Agg")
 

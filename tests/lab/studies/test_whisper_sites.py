@@ -2,10 +2,10 @@
 points it reads from the committed paired Results, the sentences, and the panel's controls."""
 import pytest
 
-from cost_fixtures import synthetic_rates
 from refimpl.lab.explore import cost_model as cm
 from refimpl.lab.explore.explorer_panels import WhisperPanel
 from refimpl.lab.studies import whisper_sites as ws
+from tests.lab.utils import synthetic_rates
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Results built from the committed ones, with chosen runs per variant (tests/lab/test_analysis_partial.py, tests/lab/test_analysis_partial_startup.py)."""
+"""Results built from the committed ones, with chosen runs per variant (tests/lab/studies/test_analysis_partial.py, tests/lab/studies/test_analysis_partial_startup.py)."""
 import copy
 
 from refimpl.lab.bench.schema import Result

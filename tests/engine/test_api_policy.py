@@ -17,6 +17,7 @@ def small_qwen(registry):
     return rt.create_vllm_config(rt.QWEN, max_num_batched_tokens=4096, mm_registry=registry, **SMALL_QWEN)
 
 
+@pytest.mark.slow
 def test_an_old_row_name_warns_and_starts_its_row():
     reg = MultiModalRegistry()
     with pytest.warns(DeprecationWarning, match=r"'cache-reset' is deprecated .* it is row '0\.9\.0'"):
@@ -53,6 +54,7 @@ def test_shape_only_says_which_row_it_now_means():
         assert rt.current_row_name("0.13.0") == "0.13.0"
 
 
+@pytest.mark.slow
 def test_count_hf_passes_survives_the_start_up_stats_reset():
     reg = MultiModalRegistry()
     with rt.count_hf_passes(reg) as passes:

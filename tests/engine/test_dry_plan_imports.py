@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_the_plans_and_the_pages_first_answer_import_no_transformers_module():
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, str(ROOT / "tests" / "engine" / "dry_plan_child.py")], cwd=ROOT / "notebooks",
@@ -18,6 +21,7 @@ def test_the_plans_and_the_pages_first_answer_import_no_transformers_module():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
+@pytest.mark.slow
 def test_the_engines_check_phase_builds_no_model_and_imports_no_processor_module():
     """The engine's check phase (check_startup_memory: refimpl's RAM refusal, in no release) reads the
     dry plan and nothing more: no meta-device model, no processor module. The imports a release pays

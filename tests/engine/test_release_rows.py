@@ -74,6 +74,7 @@ def test_frame_cap_and_fitting():
 PER_ITEM_MAX = [n for n, v in STARTUP_VARIANTS.items() if v.profile_seq_len == "per-item-max"]
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(row=st.sampled_from(PER_ITEM_MAX), max_model_len=st.sampled_from([1024, 4096, 20000, 128000]),
        cells=st.sampled_from([16, 30, 64, 256, 1024, 16384]), image=st.integers(0, 2),
@@ -118,6 +119,7 @@ def test_old_names_label_the_rows_they_were():
         assert all(v.partition("@")[0] in known or v == "hf-generate" for v in res.variants), path
 
 
+@pytest.mark.slow
 def test_no_admitted_item_is_larger_than_the_profiled_one():
     """Issue 21 kind 3, admission side: under the kit's default the scheduler refuses an item
     above the profiled one, even where the batching budget would hold it (a video of more,

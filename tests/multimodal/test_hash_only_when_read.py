@@ -52,6 +52,7 @@ def serve_counting(row, model_kw, process_mode="inproc"):
         eng.shutdown()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_serving_hashes_only_with_the_cache_on(config):
     startup, served, hashes = serve_counting("refimpl", CONFIGS[config])
@@ -63,11 +64,13 @@ def test_serving_hashes_only_with_the_cache_on(config):
         assert len({h[0] for h in hashes}) == N
 
 
+@pytest.mark.slow
 def test_release_rows_keep_their_start_up_hashing():
     startup_090, served_090, _ = serve_counting("0.9.0", {"disable_mm_preprocessor_cache": True})
     assert startup_090 > 0 and served_090 == 0  # PR #17935: profiling hashes through the registry cache
 
 
+@pytest.mark.slow
 def test_two_process_mirror_serves_request_scoped_ids():
     _, served, _ = serve_counting("refimpl", {"mm_processor_cache_gb": 0}, process_mode="mp")
     assert served == 0

@@ -116,6 +116,7 @@ def test_dummy_specs_equal_the_real_dummy_items_and_allocate_nothing():
         assert rt.dummy_input_specs(cfg, row)["video"] == [rt.TensorSpec.of(video)] and str(video.dtype) == dtype
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ["0.9.0", "0.9.2", "0.11.0", "refimpl"])
 def test_pass_oracle_raises_where_start_up_does(row):
     """A processing cache smaller than one dummy item: the releases raise cachetools' "value

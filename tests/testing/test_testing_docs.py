@@ -7,6 +7,8 @@ import inspect
 import re
 from pathlib import Path
 
+import pytest
+
 import refimpl.testing.plugin as plugin
 from tests.testing.utils import ENGINE_TESTS
 
@@ -32,6 +34,7 @@ def _run_tests_defined(namespace: dict) -> int:
     return ran
 
 
+@pytest.mark.slow
 def test_testing_md_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
     assert len(blocks) >= 12

@@ -50,7 +50,7 @@
 #   W5_BUDGET [70], SLACK [40], CALL1_S [400], CALL2_S [310], W4_L [unset: the plan's L]; DRY=1: the whole plan on this
 #   CPU, small (device cpu, whisper-tiny.en, concurrency 1 2, 12 decode steps, W4 at L = 16 with a 50-point
 #   half-width after 2 pairs, W5 2 x 4 in 4 s, caps 90 s past the budgets, 4k tokens): every JSON, both stop rules and the resume
-#   (tests/lab/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
+#   (tests/lab/probes/test_gpu_session.py runs it). PLAN=1: print each section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -95,7 +95,7 @@ sys.exit(1 if p.get("interrupted") or p.get("failed") else 0)' "$1"
 section() {  # NAME CAP_S JSON CMD...: run CMD under min(CAP_S, time left) unless RESUME=1 finds JSON
   local name=$1 cap=$2 json=$3 left=$((END - SECONDS)) t0=$SECONDS status
   shift 3
-  if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/test_gpu_session.py)
+  if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/probes/test_gpu_session.py)
     printf 'PLAN %s %s:' "$name" "$cap"; printf ' %q' "$@"; echo; return 0
   fi
   if [[ $RESUME == 1 ]] && finished "$json"; then

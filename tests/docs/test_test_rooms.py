@@ -23,7 +23,7 @@ def _table() -> str:
 def _make_rooms() -> dict[str, list[str]]:
     """GATE_ROOMS and LAB_ROOMS as the Makefile writes them."""
     make = (ROOT / "Makefile").read_text()
-    return {name: re.search(rf"^{name}\s*:=(.*)$", make, re.M).group(1).split()  # type: ignore[union-attr]
+    return {name: re.search(rf"^{name}\s*:=(.*)$", make, re.M).group(1).split()
             for name in ("GATE_ROOMS", "LAB_ROOMS")}
 
 

@@ -1,22 +1,29 @@
 # refimpl: set up, test, measure, report.
 #
-#   make test          set up .venv if needed, then lint and run the test suite (soak tests skipped;
+#   make test          set up .venv if needed, then lint and run every room (soak tests skipped;
 #                      2 pytest-xdist workers, PYTEST_WORKERS=N to change; every skip printed with its
 #                      reason, -rs: the browser test names `make browser-deps`)
 #   make lint          ruff (pyflakes, import order, bugbear), mypy on refimpl/ (~1 s warm, ~12 s cold)
-#                      and the import contract (tests/core/test_import_contract.py)
+#                      and the import contract (tests/test_import_contract.py)
 #   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
 #                      and run examples/user_tests from a folder outside the source tree
 #   make test-ends     both ends of the declared dependency ranges, side by side, each in a fresh
 #                      core-only venv: newest (no constraints) and lowest (pyproject's lower bounds,
 #                      scripts/lowest_constraints.py); examples/user_tests and the engine tests in
 #                      each, resolved versions printed (scripts/test_ends.sh)
-#   make test-fast     the quick gate before a push (under a minute): tests/core (no engine at real
-#                      size, no notebook, no fresh-process bench: those are tests/engine, tests/lab,
-#                      tests/notebooks; the soak tests are tests/soak and -m soak), no lint
+#   make test-fast     the quick gate before a push (under a minute on a quiet machine): the mechanism's
+#                      rooms and the public testing API (GATE_ROOMS: tests/core, tests/multimodal,
+#                      tests/engine, tests/worker, tests/testing and tests/test_*.py, the repository
+#                      checks) without the `slow` cases; no lint
+#   make test-lab      the lab's rooms (tests/lab/*: bench, cli, conform, docs_gen, explore, probes,
+#                      studies), the docs checks (tests/docs) and the notebooks (tests/notebooks),
+#                      slow cases included
+#   make test-slow     the `slow` cases of every room (-m slow): engines at real size, fresh
+#                      processes, state machines; test-fast + test-slow cover the mechanism's rooms
 #   make report        set up, then run every notebook headless -> reports/latest/
 #   make report-quick  the same with small sizes and few repeats
-#   make soak          the long soak / fuzz tests only (pytest -m soak)
+#   make soak          the long soak / fuzz tests only (pytest -m soak; tests/soak and soak cases
+#                      in the other rooms)
 #   make lab           JupyterLab at the repository root, opening notebooks/ (the executed reports are
 #                      under reports/; LAB_FLAGS=... adds flags; --allow-root as root)
 #   make explore       notebooks/00_explore.ipynb as a standalone page (voila, 127.0.0.1:8866), with
@@ -52,8 +59,13 @@ PYTEST_ARGS ?=
 # thread), a whole test file per worker (--dist loadfile: a module fixture, often an engine
 # start-up, is built once instead of on both workers); PYTEST_WORKERS=0 runs it in one process.
 PYTEST_WORKERS ?= 2
+# Tests by room (tests/ mirrors refimpl/, docs/testing.md "Where the tests are"): the gate is the
+# mechanism's rooms and the public testing API; the lab's rooms, the docs and the notebooks have
+# their own target; tests/soak runs with `make soak`.
+GATE_ROOMS  := $(wildcard tests/test_*.py) tests/core tests/multimodal tests/engine tests/worker tests/testing
+LAB_ROOMS   := tests/lab tests/docs tests/notebooks
 
-.PHONY: .venv setup lint test test-fast torch-target user-tests test-ends soak report report-quick lab explore calibrate cost-check conformance \
+.PHONY: .venv setup lint test test-fast test-lab test-slow torch-target user-tests test-ends soak report report-quick lab explore calibrate cost-check conformance \
 	browser-deps clean distclean
 
 .venv setup: $(STAMP)
@@ -68,13 +80,19 @@ $(STAMP): pyproject.toml $(CONSTRAINTS)
 lint: $(STAMP)
 	$(BIN)/ruff check refimpl tests scripts examples
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/core/test_import_contract.py
+	$(BIN)/python -m pytest -q -n 0 -p no:cacheprovider tests/test_import_contract.py
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) tests/core
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile -m "not slow and not soak" $(PYTEST_ARGS) $(GATE_ROOMS)
+
+test-lab: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS) $(LAB_ROOMS)
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -rs -n $(PYTEST_WORKERS) --dist loadfile -m "slow and not soak" $(PYTEST_ARGS)
 # The outside-the-tree check: examples/user_tests against the built wheel, non-editable, in a
 # venv of the core dependencies only (+ pytest and hypothesis, the user's own test tools),
 # run from $(USER_DIR), versions as constraints.txt pins them. The venv sees a torch of its

@@ -54,7 +54,7 @@
 #   2 pairs, W5 2 x 4 in 4 s, 4k tokens) and independent of the host's speed: the call's budget (3000 s) and
 #   every cap (x 20: the paired sections' 90 s of slack past their budgets, 1800 s) far above what the dry
 #   work takes under load, so the budgets and the half-width stop the paired sections, never a cap: every
-#   JSON, both stop rules and the resume (tests/lab/test_gpu_session.py runs it). PLAN=1: print each
+#   JSON, both stop rules and the resume (tests/lab/probes/test_gpu_session.py runs it). PLAN=1: print each
 #   section's command (W3's sweep file is written),
 #   run nothing, install nothing.
 set -uo pipefail   # no -e: a section stopped at its cap must not stop the next
@@ -101,7 +101,7 @@ sys.exit(1 if p.get("interrupted") or p.get("failed") else 0)' "$1"
 section() {  # NAME CAP_S JSON CMD...: run CMD under min(CAP_S, time left) unless RESUME=1 finds JSON
   local name=$1 cap=$2 json=$3 left=$((END - SECONDS)) t0=$SECONDS status
   shift 3
-  if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/test_gpu_session.py)
+  if [[ ${PLAN:-0} == 1 ]]; then   # print the section's command, run nothing (tests/lab/probes/test_gpu_session.py)
     printf 'PLAN %s %s:' "$name" "$cap"; printf ' %q' "$@"; echo; return 0
   fi
   if [[ $RESUME == 1 ]] && finished "$json"; then

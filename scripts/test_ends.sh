@@ -16,7 +16,7 @@ PYTHON=${PYTHON:-python3}
 # (the cached Qwen start-ups per row, the Whisper engine against transformers' generate, every
 # bad input, the public API; kept to four files so .ci/run stays within 20 minutes)
 ENDS_TESTS=${ENDS_TESTS:-tests/engine/test_engine_startup.py tests/engine/test_llm_engine.py
-  tests/core/test_bad_inputs.py tests/core/test_testing_api.py}
+  tests/testing/test_bad_inputs.py tests/testing/test_testing_api.py}
 ends=("$@"); [ ${#ends[@]} -gt 0 ] || ends=(newest lowest)
 
 rm -rf build/wheel && mkdir -p build
@@ -49,8 +49,10 @@ one_end() {
     || { echo "ends: a lab package is in the core venv"; return 1; }
   cp -r examples/user_tests "$dir"
   (cd "$dir" && OMP_NUM_THREADS=1 "$venv/bin/python" -m pytest -q -rs -p no:cacheprovider)
-  # bin/pytest, not python -m pytest: the source tree stays off sys.path, the wheel is tested
-  OMP_NUM_THREADS=1 "$venv/bin/pytest" -q -rs -p no:cacheprovider $ENDS_TESTS
+  # bin/pytest, not python -m pytest, and --import-mode=append: tests/ is a package tree, so pytest
+  # puts the repository root on sys.path for `tests.<room>.utils`; appended, it comes after the
+  # venv's site-packages and the installed wheel's refimpl is the one tested, not the source tree's
+  OMP_NUM_THREADS=1 "$venv/bin/pytest" -q -rs -p no:cacheprovider --import-mode=append $ENDS_TESTS
 }
 
 pids=()

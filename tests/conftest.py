@@ -6,7 +6,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
@@ -20,23 +19,3 @@ def pytest_sessionfinish(session):
     from hypothesis's gc callback (the first Python code to run after a long collection)."""
     gc.collect()
     gc.freeze()
-
-
-@pytest.fixture
-def runs_until(monkeypatch):
-    """``runs_until(n, exc)``: fresh-process runs 1..n-1 succeed, run n raises ``exc`` (tests/trial_fakes.py)."""
-    from refimpl.lab.bench import guard, trial
-    from trial_fakes import fake_run
-    monkeypatch.setattr(guard, "check_memory", lambda *a, **k: None)
-
-    def setup(n: int, exc: BaseException):
-        calls = []
-
-        def fake(module, args, timeout_s=None, *, env=None):
-            calls.append(args)
-            if len(calls) == n:
-                raise exc
-            return fake_run(len(calls))
-        monkeypatch.setattr(trial, "run_in_fresh_process", fake)
-        return calls
-    return setup

@@ -3,7 +3,7 @@ and the Qwen2.5-VL and Whisper processors.
 
 The names below load on first use (PEP 562): importing one light submodule (``hash_paths``,
 ``encoder_budget``) imports no torch, so the explorer page, which reads those, starts without it
-(tests/lab/test_explorer_imports.py). ``from refimpl.multimodal import X`` works as before.
+(tests/lab/explore/test_explorer_imports.py). ``from refimpl.multimodal import X`` works as before.
 """
 from __future__ import annotations
 

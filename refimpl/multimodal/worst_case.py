@@ -2,7 +2,7 @@
 and, as reads of a dry MultiModalBudget (refimpl/multimodal/encoder_budget.py), max tokens per item,
 the lookups' dummy items and the profile dummy.
 
-No HF pass, no dummy array: the size functions the dummy builders use (tests/core/test_release_rows.py
+No HF pass, no dummy array: the size functions the dummy builders use (tests/engine/test_release_rows.py
 checks them against real start-ups). Mirrors the worst-case image of ``vllm/multimodal/profiling.py``
 and the Qwen2-VL processing info. Left out: tensor-parallel workers (each repeats the runner's steps).
 """

@@ -1,6 +1,6 @@
 """Malformed inputs and what the kit does with each: ONE case list for the doc and the tests
 (python -m refimpl.lab.docs_gen.reliability_table writes docs/reliability.md from CASES;
-tests/core/test_bad_inputs.py asserts the same cases). Each names its entry point, its input as
+tests/testing/test_bad_inputs.py asserts the same cases). Each names its entry point, its input as
 data, and the refimpl error it must raise, or the documented behaviour and a check. The cases later
 issues added (21, 29, 46) are in refimpl.testing.bad_inputs_added, appended here in that order.
 """

@@ -3,7 +3,7 @@ the item parsers, the processor's output types) ask ``is_tensor`` instead of ``i
 
 No object is a ``torch.Tensor`` before torch is imported, so the answer needs no import: one dict
 lookup in ``sys.modules`` per call. Code that then works on the tensor imports torch in that branch
-(already imported: a lookup, no import runs). tests/lab/test_explorer_imports.py checks that the page
+(already imported: a lookup, no import runs). tests/lab/explore/test_explorer_imports.py checks that the page
 imports no torch.
 """
 from __future__ import annotations

@@ -95,7 +95,7 @@ def initialize_dummy_weights(model: nn.Module, seed: int, std: float = 0.02) -> 
 def meta_parameter_bytes(model_config) -> int:
     """Bytes of the model's parameters in ``model_config.dtype`` (tied once), counted on the HF model
     built on the meta device (imports its modeling module); cached per (model, scale, dtype). Equal
-    to ``parameter_bytes`` (tests/engine/test_model_size.py); the engine's check phase builds it so
+    to ``parameter_bytes`` (tests/worker/test_model_size.py); the engine's check phase builds it so
     that phase costs what it did before the plan read config.json (refimpl/engine/core.py)."""
     return _meta_parameter_bytes(model_config.model, model_config.scale, model_config.dtype)
 

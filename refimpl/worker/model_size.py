@@ -2,7 +2,7 @@
 
 The count of each layer as vLLM and transformers define it (vllm/model_executor/models/whisper.py,
 qwen2_5_vl.py, qwen2.py; transformers' modeling_whisper.py, modeling_qwen2_5_vl.py), tied weights
-once. tests/engine/test_model_size.py checks every count against the HF model built on the meta
+once. tests/worker/test_model_size.py checks every count against the HF model built on the meta
 device for every shipped config and scale. The start-up plan (a dry walk) reads these, so the lab's
 pages and the plan need no model class; ``model_loader.parameter_bytes`` is this module's
 ``parameter_bytes``.

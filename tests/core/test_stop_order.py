@@ -44,6 +44,7 @@ def run(tokens, max_tokens, max_model_len, ignore_eos, stop_ids, order):
     return out["req0"].finish_reason, out["req0"].output_token_ids
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(tokens=st.lists(st.sampled_from([EOS, STOP, OTHER]), min_size=12, max_size=12),
        max_tokens=st.integers(1, 10), cap_by_len=st.booleans(), ignore_eos=st.booleans(),

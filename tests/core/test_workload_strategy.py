@@ -1,9 +1,9 @@
 """The scheduler workloads reach preemption (the properties over random workloads are in
-tests/engine/test_scheduler_properties.py)."""
+tests/core/test_scheduler_properties.py)."""
 from __future__ import annotations
 
 from refimpl.testing import WHISPER
-from workloads import CROSS, Job, run_workload
+from tests.core.utils import CROSS, Job, run_workload
 
 
 def test_workload_strategy_reaches_preemption():

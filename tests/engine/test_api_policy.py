@@ -17,6 +17,7 @@ def small_qwen(registry):
     return rt.create_vllm_config(rt.QWEN, max_num_batched_tokens=4096, mm_registry=registry, **SMALL_QWEN)
 
 
+@pytest.mark.slow
 def test_an_old_row_name_warns_and_starts_its_row():
     reg = MultiModalRegistry()
     with pytest.warns(DeprecationWarning, match=r"'cache-reset' is deprecated .* it is row '0\.9\.0'"):
@@ -64,6 +65,7 @@ def test_the_oracle_takes_a_rows_record_without_the_old_name_warning():
         assert rt.hf_passes_by_phase(vc, "shape-only") == shape_only
 
 
+@pytest.mark.slow
 def test_count_hf_passes_survives_the_start_up_stats_reset():
     reg = MultiModalRegistry()
     with rt.count_hf_passes(reg) as passes:

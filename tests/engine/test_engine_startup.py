@@ -6,7 +6,7 @@ image only with ``max_pixels`` of 1024 patches of 28x28 (a 1024-token dummy imag
 the 16384-token 3584x3584 one; ~1-3 s each) for every row, and image plus video (256-cell
 frames, max_model_len 2048, 1024 batched tokens) for the rows where the video's frames decide
 a pass. The expected passes come from the engine's StartupPlan (``hf_passes_by_phase``),
-which docs/background.md's pass table also uses (tests/core/test_release_rows.py).
+which docs/background.md's pass table also uses (tests/engine/test_release_rows.py).
 """
 import dataclasses
 

@@ -48,6 +48,7 @@ def _idle(e: LLMEngine) -> None:
 FAILURES = ["p0-refusal-audio", "p0-refusal-token-id", "engine-core-refusal", "exception-while-running"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure", FAILURES)
 @pytest.mark.parametrize("position", range(BATCH))
 def test_failed_batch_leaves_nothing_behind(engine, failure, position, monkeypatch):

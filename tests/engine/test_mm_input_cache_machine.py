@@ -1,4 +1,4 @@
-"""The mirrored input caches as a hypothesis state machine (the example tests are in tests/core/test_mm_input_cache.py)."""
+"""The mirrored input caches as a hypothesis state machine (the example tests are in tests/engine/test_mm_input_cache.py)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +8,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from mirror_pair import Pair
 from refimpl.config import ModelConfig
+from tests.engine.utils import Pair
 
 
 def _clip(seed: int) -> np.ndarray:

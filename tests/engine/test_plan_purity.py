@@ -46,6 +46,7 @@ def test_the_counter_sees_a_construction(built):
     assert "Qwen2_5_VLProcessor" in built and "Qwen2VLImageProcessor" in built
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", list(STARTUP_VARIANTS))
 def test_the_plan_builds_no_processor_and_fills_no_cache(built, row):
     # pixel settings no other test uses, so that a cached processor cannot hide a construction
@@ -58,6 +59,7 @@ def test_the_plan_builds_no_processor_and_fills_no_cache(built, row):
     assert plans[0].profile_item is not None and plans[0].max_tokens_per_item["video"] > 0
 
 
+@pytest.mark.slow
 def test_a_dry_budget_equals_the_engine_s(built):
     """Dry sizes (configs) and the runner's (the HF processor) agree, pixels set or not."""
     for kw in ({}, {"max_pixels": 28 * 28 * 47, "min_pixels": 28 * 28 * 4}):

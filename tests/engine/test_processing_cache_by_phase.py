@@ -14,6 +14,7 @@ def config(registry=None, **kw):
     return rt.create_vllm_config(rt.QWEN, mm_registry=registry or MultiModalRegistry(), **{**SMALL, **kw})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ["0.8.5", "0.9.0", "0.11.1"])
 def test_the_phases_add_up_to_a_real_start_up(row):
     reg = MultiModalRegistry()

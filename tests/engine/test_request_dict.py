@@ -78,6 +78,7 @@ def queued_prompt(engine, rid):
     return list(engine.scheduler.requests[internal].prompt_token_ids)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(case=request_dicts())
 def test_every_form_is_served_with_the_prompt_given(engine, case):
@@ -129,6 +130,7 @@ def test_a_wrong_value_or_key_is_refused_naming_it_before_anything_runs(engine, 
     assert stats.hf_processor_calls == passes  # refused before any processing
 
 
+@pytest.mark.slow
 def test_the_issues_inputs(engine):
     sp = SamplingParams(max_tokens=2)
     engine.add_request("own", {"multi_modal_data": audio(), "decoder_prompt": [50258, 50265, 50358, 50363]}, sp)

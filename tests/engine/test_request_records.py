@@ -116,6 +116,7 @@ def check_flat(e: LLMEngine, exit_: str, rounds: int, per_round: int) -> None:
     assert growth < max(40 * per_round * (rounds - 2), 1024), (exit_, sizes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exit_", [pytest.param("finished", marks=pytest.mark.slow), "aborted", "refused"])
 def test_records_flat_once_drained(engine, exit_):
     check_flat(engine, exit_, rounds=4, per_round=16 if exit_ != "finished" else 4)

@@ -21,6 +21,7 @@ def qwen_report(row: str) -> StartupReport:
     return EngineCore(rt.create_vllm_config(rt.QWEN, mm_registry=reg, **SMALL), variant).report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", ["0.8.5", "0.9.0", "0.11.1", "shape-only"])
 def test_the_parts_of_each_phase_are_within_it_and_where_the_work_was_counted(row):
     rep = qwen_report(row)
@@ -39,6 +40,7 @@ def test_the_parts_of_each_phase_are_within_it_and_where_the_work_was_counted(ro
             assert rep.mm_seconds_by_phase[phase]["hash_s"] > 0.0, phase
 
 
+@pytest.mark.slow
 def test_0_8_5_hashes_nothing_and_0_9_0_hashes_where_it_caches():
     """PR #17935's mechanism, seen in seconds: 0.8.5 has no cache during profiling (no hash), 0.9.0
     hashes in the phases whose lookups hit or miss its cache."""
@@ -48,6 +50,7 @@ def test_0_8_5_hashes_nothing_and_0_9_0_hashes_where_it_caches():
     assert new.mm_seconds_by_phase["profile_run"]["hash_s"] > 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["qwen", "whisper-tiny"])
 def test_the_encoder_forward_is_timed_alone_within_the_profile_run(model):
     if model == "qwen":

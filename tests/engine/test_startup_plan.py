@@ -50,6 +50,7 @@ def check(vc: VllmConfig, row: str) -> StartupPlan:
     return plan
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", LADDER)
 def test_plan_equals_the_engine_each_row_at_a_setting(row):
     check(qwen(*GRID[LADDER.index(row) % len(GRID)]), row)

@@ -1,5 +1,7 @@
 """Start-up measured whole: every second of ``EngineCore()`` falls in a named phase (issue 43: the
 StartupPlan built in ``EngineCore.__init__`` before the first phase took 1.13 s that no phase held)."""
+import pytest
+
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.engine import core
 from refimpl.engine.core import EngineCore
@@ -12,6 +14,7 @@ def _small(max_pixels: int) -> VllmConfig:
     return VllmConfig(mc, SchedulerConfig(max_num_seqs=4, max_num_batched_tokens=512), CacheConfig())
 
 
+@pytest.mark.slow
 def test_the_phases_sum_to_the_wall_of_engine_core():
     import time
     for row in ("0.8.5", "0.9.0", "0.11.1"):
@@ -25,6 +28,7 @@ def test_the_phases_sum_to_the_wall_of_engine_core():
         del engine
 
 
+@pytest.mark.slow
 def test_the_checks_build_no_processor_the_runner_does(monkeypatch):
     """Cold, the HF processor is built in runner_init (pass #1 or the formula), not before it."""
     seen = {}

@@ -7,7 +7,7 @@ ones are culled); screenshots go to reports/explorer/.
 Needs /usr/bin/chromium and /usr/bin/chromedriver (``make browser-deps`` installs them with apt);
 without them the test is skipped and says so, except under CI=true (.ci/run installs them first):
 there a missing browser fails the test, since a test skipped in CI is not a pass. Each visit starts a
-kernel that runs the notebook's cells (no torch or transformers: tests/lab/test_explorer_imports.py),
+kernel that runs the notebook's cells (no torch or transformers: tests/lab/explore/test_explorer_imports.py),
 and six visits take a minute or two: marked slow."""
 import os
 import shutil

@@ -8,7 +8,6 @@ import json
 import nbformat
 import pytest
 
-from cost_fixtures import synthetic_rates
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
 from refimpl.lab.bench.calibrate import result
 from refimpl.lab.bench.specs import CalibrateSpec
@@ -19,6 +18,7 @@ from refimpl.lab.explore.explorer_panels import ExploreStudy
 from refimpl.lab.report import execute
 from refimpl.testing.oracles import hf_passes_by_phase
 from refimpl.variants import STARTUP_VARIANTS
+from tests.lab.utils import synthetic_rates
 
 NB = REPO_ROOT / "notebooks" / "00_explore.ipynb"
 

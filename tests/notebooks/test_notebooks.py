@@ -6,7 +6,7 @@ committed full run of the reference machine (results/cpu-amd-epyc-2c).
 Stored mode renders the committed results in tens of seconds (marked slow: ``make test`` runs it,
 ``make test-fast`` does not). QUICK measures in fresh processes for minutes (notebook 01: several
 on a quiet 2-core machine, about 15 under load), beyond the fast suite's budget: marked soak
-(``make soak``). tests/lab/test_analysis_modes.py checks what each mode asks of the benches in seconds."""
+(``make soak``). tests/lab/studies/test_analysis_modes.py checks what each mode asks of the benches in seconds."""
 import json
 import re
 from pathlib import Path

@@ -1,4 +1,4 @@
-"""The calibration bench measured in one process (soak; the cost model's tests are in tests/lab/test_cost_model.py)."""
+"""The calibration bench measured in one process (soak; the cost model's tests are in tests/lab/explore/test_cost_model.py)."""
 import pytest
 
 from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig

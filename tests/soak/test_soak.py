@@ -14,7 +14,7 @@ test``, run by ``make soak`` (``pytest -m soak``). Each test PRINTS its figures 
    within 10% of RSS after start-up. 2,000 real requests would take ~15 min per engine on
    one CPU thread (the encoder alone is ~0.4 s per audio), so the 2,000-request soak is the
    fake-runner one above.
-3. 10,000 hypothesis cases through the processor entry point (tests/fuzz_inputs.py).
+3. 10,000 hypothesis cases through the processor entry point (tests/multimodal/fuzz_inputs.py).
 
 Sizes can be lowered for a quick try: SOAK_FAKE_N, SOAK_REAL_N, SOAK_FUZZ_N.
 """
@@ -31,9 +31,9 @@ import psutil
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-import workloads as tsp
-from fuzz_inputs import Fuzzer, fuzz_cases
 from refimpl.testing import QWEN, WHISPER
+from tests.core import utils as tsp
+from tests.multimodal.fuzz_inputs import Fuzzer, fuzz_cases
 
 pytestmark = pytest.mark.soak
 

@@ -24,7 +24,7 @@ def set_single_thread() -> int:
     """CPU math on one thread (the thread variables, torch's intra- and inter-op); torch's count.
 
     torch is imported here, not at the module's top: the explorer page reaches this module (through
-    the calibration) and imports no torch (tests/lab/test_explorer_imports.py)."""
+    the calibration) and imports no torch (tests/lab/explore/test_explorer_imports.py)."""
     import torch
 
     for k in THREAD_ENV_VARS:

@@ -6,7 +6,7 @@ None when it scheduled nothing), ``num_running_reqs`` (vLLM's SchedulerStats nam
 running list right after that schedule), host wall seconds of ``engine.step()``, the registry's
 ``get_encdec_max_encoder_len`` seconds inside it, and on CUDA the forward's device seconds from the
 runner's ``forward_events`` (refimpl/worker/forward_events.py; None on the CPU). Gathering adds no
-op to the step (no tensor touched; tests/lab/test_serve_telemetry.py counts them with
+op to the step (no tensor touched; tests/lab/bench/test_serve_telemetry.py counts them with
 DispatchCounter); the device seconds are read after the served block, outside its timing.
 """
 from __future__ import annotations

@@ -10,7 +10,7 @@ rows: whisper-large-v3 in float16, block size 16, 8192 batched tokens) and the s
 that read each switch, found by searching refimpl/ for the switch's name, so the links follow
 the code when it moves (docs_gen/source_sites.py). The intro of each page is the hand-written text
 in PAGES (docs_gen/mechanism_intros.py). ``--check``
-writes nothing and exits 1 when a page differs (tests/lab/test_mechanism_pages_current.py checks the same).
+writes nothing and exits 1 when a page differs (tests/lab/docs_gen/test_mechanism_pages_current.py checks the same).
 """
 from __future__ import annotations
 
@@ -162,7 +162,7 @@ def index() -> str:
            "Each page shows one change of the ladder: the rows of refimpl/variants.py side by side "
            "(only the switches that differ), what the change does to start-up's HF-processor passes "
            "or to Whisper's cross-attention sizing, and links to the lines that read each switch. "
-           "Regenerate with `python -m refimpl.lab.docs_gen.mechanism_pages` (tests/core/test_mechanism_pages.py "
+           "Regenerate with `python -m refimpl.lab.docs_gen.mechanism_pages` (tests/lab/docs_gen/test_mechanism_pages.py "
            "fails when a page is out of date with the code).", ""]
     out += [f"{i}. [{p.title}]({p.slug}.md)" for i, p in enumerate(PAGES, 1)]
     return "\n".join(out) + "\n"

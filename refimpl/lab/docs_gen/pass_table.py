@@ -8,7 +8,7 @@ Both tables are computed, nothing is measured: the rows' switches come from
 pass, no dummy array), for Qwen2.5-VL-3B at its 128000-token context with one image and one
 video per prompt, the default max_pixels and max_num_batched_tokens = 8192. Each table
 replaces the text between its BEGIN/END markers. ``--check`` writes nothing and exits 1 if the
-doc differs. tests/core/test_release_rows.py checks every row of the doc against ``pass_row``.
+doc differs. tests/engine/test_release_rows.py checks every row of the doc against ``pass_row``.
 """
 from __future__ import annotations
 

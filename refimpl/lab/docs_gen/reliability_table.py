@@ -2,7 +2,7 @@
 
 Usage: python -m refimpl.lab.docs_gen.reliability_table [--doc docs/reliability.md] [--check]
 
-The cases come from refimpl/testing/bad_inputs.py (the same list tests/core/test_bad_inputs.py
+The cases come from refimpl/testing/bad_inputs.py (the same list tests/testing/test_bad_inputs.py
 runs). Each is actually run; the table records the exception type, its ``field`` and
 ``limit`` and message, or the documented behaviour of an accepted input. The table replaces
 the text between the BEGIN/END markers in the doc. ``--check`` writes nothing and exits 1 if

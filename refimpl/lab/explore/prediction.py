@@ -5,7 +5,7 @@ limits, ``mm_processor_kwargs`` such as max_pixels, the processing cache's size)
 turns it into the one VllmConfig a prediction reads (small scale, CPU, nothing loaded), and
 ``predict_startup`` / ``predicted_ratio`` price that config's dry StartupPlan with a calibration
 (refimpl/lab/explore/cost_model.py). The explorer, the regime sentence of ``refimpl bench startup``
-and notebook 01, and the cost check all call these (tests/lab/test_one_prediction.py feeds one
+and notebook 01, and the cost check all call these (tests/lab/explore/test_one_prediction.py feeds one
 setting to each). A prediction, not a measurement: label it as one.
 """
 from __future__ import annotations

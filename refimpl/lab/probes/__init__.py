@@ -2,7 +2,7 @@
 cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory, the
 explorer page's ready time, the registry call), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
 function returning a Result in the one schema (bench/schema.py, ``bench`` the probe's name) and a
-test (tests/lab/test_probes.py)."""
+test (tests/lab/probes/test_probes.py)."""
 from __future__ import annotations
 
 import importlib

@@ -8,7 +8,7 @@
 #   make user-tests    build the wheel, install it with the core dependencies only into a fresh venv
 #                      and run examples/user_tests from a folder outside the source tree
 #   make test-ends     both ends of the declared dependency ranges, side by side, each in a fresh
-#                      core-only venv: newest (no constraints) and lowest (pyproject's lower bounds,
+#                      venv of the core dependencies and the weights extra (no lab package): newest (no constraints) and lowest (pyproject's lower bounds,
 #                      scripts/lowest_constraints.py); examples/user_tests and the engine tests in
 #                      each, resolved versions printed (scripts/test_ends.sh)
 #   make test-fast     the quick gate before a push (under a minute on a quiet machine): the mechanism's

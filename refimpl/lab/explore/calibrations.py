@@ -3,8 +3,8 @@ validated (issue 43), else the machine's ``calibration.json``, else the referenc
 
 A same-day check is a folder under ``results/<hardware>/`` that holds a ``calibration.json``, the
 cost model's table against it (``same_day*.md``, written by ``refimpl bench sweep startup`` with a
-``[calibrate]`` table, e.g. benchmarks/same_day.toml) and at least one start-up Result measured on
-the calibration's UTC day. "Validated" means checked against that day's runs, not within every goal:
+``[calibrate]`` table, e.g. benchmarks/same_day.toml) and at least one start-up Result (any name:
+``startup_*.json`` of the older scripts, ``<run>.json`` of a sweep) measured on the calibration's UTC day. "Validated" means checked against that day's runs, not within every goal:
 the table beside it says how far each row is. No vLLM counterpart.
 """
 from __future__ import annotations
@@ -20,6 +20,22 @@ from refimpl.lab.explore.cost_model import Calibration
 __all__ = ["same_day_checks", "newest_validated", "default_calibration"]
 
 
+def _startup_results(folder: Path) -> list[Result]:
+    """The start-up Results in ``folder``: the older scripts named them ``startup_*.json``, a sweep campaign
+    names them after its runs (``128k.json``); a calibration, a sweep's plan or log is not one."""
+    out = []
+    for p in sorted(folder.glob("*.json")):
+        if p.name.startswith("calibration"):
+            continue
+        try:
+            res = Result.load(p)
+        except (ValueError, KeyError, TypeError):  # a JSON of another kind (SchemaError is a ValueError)
+            continue
+        if res.bench == "startup":
+            out.append(res)
+    return out
+
+
 def same_day_checks(hardware_dir: Path) -> list[Calibration]:
     """The calibrations of ``hardware_dir``'s same-day checks (``check`` set to the folder's name), oldest first."""
     out = []
@@ -28,7 +44,7 @@ def same_day_checks(hardware_dir: Path) -> list[Calibration]:
         if not path.exists() or not any(folder.glob("same_day*.md")):
             continue
         cal = Calibration.load(path)
-        days = {str(Result.load(p).env.get("date", ""))[:10] for p in folder.glob("startup_*.json")}
+        days = {str(r.env.get("date", ""))[:10] for r in _startup_results(folder)}
         if cal.date in days:
             out.append(replace(cal, check=folder.name))
     return sorted(out, key=lambda c: (c.date, c.time))

@@ -98,3 +98,18 @@ def test_the_same_day_table_names_the_setting_and_the_0_9_0_ratio():
     measured = (sum(runs["0.9.0"]) / 2) / (sum(runs["0.8.5"]) / 2)  # medians of two runs
     assert "max_pixels" in table and "0.9.0 / 0.8.5: predicted " in table
     assert f"measured {measured:.2f}x" in table.split("0.9.0 / 0.8.5: predicted ")[1].split("\n")[0]
+
+
+def test_a_sweep_campaign_s_runs_validate_its_calibration(tmp_path):
+    """`refimpl bench sweep startup` names its Results after the runs (128k.json), not startup_*.json: a
+    campaign of benchmarks/same_day.toml is a same-day check too; a calibration or a sweep's plan is not a run."""
+    day = REF / "same-day-2026-12-04"
+    ladder = next(day.glob("startup_*50k*.json"))
+    folder = tmp_path / "hw" / "same-day-campaign"
+    _check(folder, day / "calibration.json", ladder)
+    (folder / ladder.name).rename(folder / "50k.json")
+    (folder / "plan.json").write_text('{"not": "a result"}')
+    checks = C.same_day_checks(tmp_path / "hw")
+    assert [c.check for c in checks] == ["same-day-campaign"]
+    (folder / "50k.json").unlink()
+    assert C.same_day_checks(tmp_path / "hw") == []   # the calibration alone validates nothing

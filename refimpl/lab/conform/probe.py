@@ -15,24 +15,24 @@ from 0.13), ``compute_encoder_budget``, ``MultiModalBudget`` (0.10.1 on), and th
 builders (``_get_dummy_images`` / ``_get_dummy_videos``) are recorded for shape and dtype,
 ``Qwen2_5_VLProcessor.__call__`` counted per phase. Whisper: ``get_encdec_max_encoder_len``,
 ``max_num_encoder_input_tokens`` after ``VllmConfig``, ``CrossAttentionSpec.max_memory_usage_bytes``.
+Beside it, imported by its folder: probe_profile.py (the profile run's stand-ins), probe_configs.py
+(vLLM's configs of a setting), probe_memory.py (resident bytes, the wait for memory).
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
-import resource
 import sys
-import threading
-import time
 import traceback
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("VLLM_TARGET_DEVICE", "cpu")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # probe_profile.py, beside this file
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # probe_*.py, beside this file
 
+from probe_configs import _kwargs_for, model_config, scheduler_config, vllm_config  # noqa: E402
+from probe_memory import RssPeak, wait_for_memory  # noqa: E402
 from probe_profile import (  # noqa: E402
     COUNTERS,
     StopAtEncoder,
@@ -77,46 +77,6 @@ def needed(out: dict, name: str, fn):
         return None
     del out[name]
     return value
-
-
-def _kwargs_for(cls, kw: dict) -> dict:
-    """The keywords ``cls`` accepts (a field that became init-only or moved is left out)."""
-    try:
-        params = inspect.signature(cls).parameters
-    except (TypeError, ValueError):
-        return kw
-    if any(p.kind == p.VAR_KEYWORD for p in params.values()):
-        return kw
-    return {k: v for k, v in kw.items() if k in params}
-
-
-# ----------------------------------------------------------------------------- configs
-def model_config(path: str, s: dict):
-    from vllm.config import ModelConfig
-    kw = dict(model=path, tokenizer=path, max_model_len=s["max_model_len"], dtype="float32",
-              seed=0, trust_remote_code=False, task="auto", tokenizer_mode="auto")  # 0.8.5 requires both
-    if s.get("disable_mm_preprocessor_cache"):
-        kw["disable_mm_preprocessor_cache"] = True
-    if "limits" in s:
-        kw["limit_mm_per_prompt"] = s["limits"]
-    if s.get("max_pixels"):
-        kw["mm_processor_kwargs"] = {"max_pixels": s["max_pixels"]}
-    return ModelConfig(**_kwargs_for(ModelConfig, kw))
-
-
-def scheduler_config(mc, s: dict):
-    from vllm.config import SchedulerConfig
-    kw = dict(max_num_batched_tokens=s["max_num_batched_tokens"], max_num_seqs=s["max_num_seqs"],
-              max_model_len=mc.max_model_len, is_encoder_decoder=mc.is_encoder_decoder,
-              enable_chunked_prefill=not mc.is_encoder_decoder)  # V1's default for decoder-only
-    sc = SchedulerConfig(**_kwargs_for(SchedulerConfig, kw))
-    for k in ("max_model_len", "is_encoder_decoder"):  # init-only from 0.11.1
-        if hasattr(sc, k) and getattr(sc, k) != kw[k]:
-            try:
-                setattr(sc, k, kw[k])
-            except Exception:  # noqa: BLE001
-                pass
-    return sc
 
 
 def lookup(mc, reg=None):
@@ -225,21 +185,6 @@ def probe_whisper(path: str, s: dict) -> dict:
     return out
 
 
-def vllm_config(mc, s: dict):
-    from vllm.config import CacheConfig, DeviceConfig, VllmConfig
-    from vllm.platforms import current_platform
-    sc = scheduler_config(mc, s)
-    cc = CacheConfig(**_kwargs_for(CacheConfig, dict(block_size=s["block_size"], swap_space=0)))
-    # no GPU: the platform's config check is stubbed, and (0.10.2) its async-output query
-    cls = type(current_platform)
-    if hasattr(cls, "check_and_update_config"):
-        cls.check_and_update_config = classmethod(lambda cls, c: None)
-    if hasattr(cls, "is_async_output_supported"):
-        cls.is_async_output_supported = classmethod(lambda cls, enforce_eager: False)
-    kw = dict(model_config=mc, scheduler_config=sc, cache_config=cc, device_config=DeviceConfig(device="cpu"))
-    return VllmConfig(**_kwargs_for(VllmConfig, kw))
-
-
 def cross_attention(vc, s: dict) -> dict:
     import torch
     from vllm.v1.kv_cache_interface import CrossAttentionSpec
@@ -264,52 +209,6 @@ def meta() -> dict:
     import vllm
     out["vllm_module"] = getattr(vllm, "__version__", None)
     return out
-
-
-class RssPeak:
-    """The probe's resident bytes (/proc/self/statm), sampled every 10 ms on a thread: ``take()``
-    gives the peak since the last take (a spike shorter than a sample can be missed) and the
-    process's high-water mark (``ru_maxrss``, exact but never falling)."""
-
-    def __init__(self):
-        self.page = os.sysconf("SC_PAGE_SIZE")
-        self.peak = self.now()
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def now(self) -> int:
-        try:
-            with open("/proc/self/statm") as f:
-                return int(f.read().split()[1]) * self.page
-        except OSError:
-            return 0
-
-    def _run(self):
-        while True:
-            self.peak = max(self.peak, self.now())
-            time.sleep(0.01)
-
-    def take(self) -> dict:
-        now = self.now()
-        peak, self.peak = max(self.peak, now), now
-        return {"peak_bytes": peak, "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-
-
-def available_bytes() -> int:
-    with open("/proc/meminfo") as f:
-        fields = dict(line.split(":", 1) for line in f)
-    return int(fields["MemAvailable"].split()[0]) * 1024
-
-
-def wait_for_memory(need: int, rss: "RssPeak", wait_s: float) -> float:
-    """Waits until the setting's predicted peak ``need`` (bytes, the probe's own included) fits in
-    what is available; returns the seconds waited. Raises MemoryError after ``wait_s`` seconds."""
-    t0 = time.monotonic()
-    while (free := available_bytes()) < need - rss.now():
-        if time.monotonic() - t0 > wait_s:
-            raise MemoryError(f"predicted peak {need / 2**30:.1f} GiB; {free / 2**30:.1f} GiB available "
-                              f"beside the probe's {rss.now() / 2**30:.1f} GiB after {wait_s:.0f} s")
-        time.sleep(5)
-    return time.monotonic() - t0
 
 
 def run_setting(probe, folder: str, s: dict, spec: dict, rss: "RssPeak") -> dict:

@@ -109,15 +109,16 @@ def test_pins_and_disk_guard(tmp_path, monkeypatch):
     assert e.value.field == "disk" and "GB free" in str(e.value)
 
 
-@pytest.mark.parametrize("name", ["probe.py", "probe_profile.py"])
+@pytest.mark.parametrize("name", ["probe.py", "probe_profile.py", "probe_configs.py", "probe_memory.py"])
 def test_probe_stands_alone(name):
     """The probe runs in vLLM's interpreter: it imports nothing of refimpl nor refimpl's own deps
-    (only its own second file, beside it)."""
+    (only its own sibling files, beside it)."""
     tree = ast.parse(Path(side.PROBE).with_name(name).read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0}
     assert names <= {"__future__", "dataclasses", "inspect", "json", "os", "sys", "traceback", "importlib",
-                     "resource", "threading", "time", "vllm", "transformers", "torch", "probe_profile"}, names
+                     "resource", "threading", "time", "vllm", "transformers", "torch", "probe_profile",
+                     "probe_configs", "probe_memory"}, names
 
 
 def test_the_probe_runs_as_a_script_from_its_folder(tmp_path):

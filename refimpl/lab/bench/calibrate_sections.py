@@ -23,9 +23,11 @@ from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import rss_bytes
 
-# (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens per pair; 7 pairs: the profile video of
-# the rows from 0.11.0 (7 pairs at 1-5 MP frames), 2 at the full-size frame (0.8.5-0.10.2 encode 1, 0.11+ 3-7)
-ENCODER_PAIRS = ((896, 7), (1792, 7), (3584, 2))
+# (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens per pair. 4 pairs at 1024 and 4096 tokens:
+# a pair there costs the same in a batch of 3-4 as in the 7 of the profile video from 0.11.0; the full-size
+# frame's pair alone, as 0.8.5-0.10.2 encode it (0.11+ encode 3-7, each ~10% dearer in a batch: issue 43,
+# `refimpl probe encoder-batch`, docs/cost-model.md "The encoder per frame pair")
+ENCODER_PAIRS = ((896, 4), (1792, 4), (3584, 1))
 
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
            "hf_qwen", "model", "whisper", "Section", "plan", "run_plan", "DRAWS", "drawn", "settle"]
@@ -203,7 +205,7 @@ def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int 
             lambda: runner._run_encoder("audio", {"input_features": feats}))
     else:  # frame pairs of 1024, 4096 and 16384 tokens: s = c + a t + b t^2 per pair (full attention per frame)
         # in one batch of ENCODER_PAIRS pairs, as the profile run encodes a whole video: at 4096-5120 tokens a
-        # pair costs up to 1.8x more in a batch of 8 than alone (docs/results.md, 2026-12-04)
+        # pair costs up to 1.8x more in a batch of 8 than alone (docs/results.md, 2026-12-04), the same in 4 as in 7
         pair_tokens = [(side // 14) ** 2 // 4 for side, _ in ENCODER_PAIRS]
         secs: list[list[float]] = [[] for _ in ENCODER_PAIRS]
         peaks: list[list[float]] = [[] for _ in ENCODER_PAIRS]

@@ -23,7 +23,8 @@ BENCHES = ("startup", "budget", "throughput", "throughput-sweep", "spawn-cost", 
            "workload", "wer", "calibrate",
            # the probes (refimpl/lab/probes/specs.py; spawn-cost above)
            "first-touch", "cache-hit", "cross-attention-read", "cross-attention-fragmentation",
-           "engine-vs-generate", "step-ops", "serving-memory", "explorer-ready", "registry-call")
+           "engine-vs-generate", "step-ops", "serving-memory", "explorer-ready", "registry-call",
+           "encoder-batch")
 _TOP = ("bench", "schema_version", "env", "params", "variants")
 _OPTIONAL = ("missing", "comparisons")
 

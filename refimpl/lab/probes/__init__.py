@@ -1,6 +1,6 @@
 """Probes: the one-off measurements the docs cite (first-touch cost, two-process spawn cost,
 cross-attention reads, cache-hit cost, engine against generate(), step ops, serving memory, the
-explorer page's ready time, the registry call), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
+explorer page's ready time, the registry call, the encoder by batch), each a spec (probes/specs.py, the flags of ``refimpl probe NAME``), a
 function returning a Result in the one schema (bench/schema.py, ``bench`` the probe's name) and a
 test (tests/lab/probes/test_probes.py)."""
 from __future__ import annotations
@@ -12,6 +12,7 @@ from refimpl.lab.probes.specs import (
     CacheHitSpec,
     CrossAttentionFragmentationSpec,
     CrossAttentionReadSpec,
+    EncoderBatchSpec,
     EngineVsGenerateSpec,
     ExplorerReadySpec,
     FirstTouchSpec,
@@ -36,6 +37,7 @@ PROBES: dict[str, tuple[type[ProbeSpec], str]] = {
     "registry-call": (RegistryCallSpec, "registry_call:registry_call"),
     "serving-memory": (ServingMemorySpec, "memory:serving_memory"),
     "explorer-ready": (ExplorerReadySpec, "explorer_ready:explorer_ready"),
+    "encoder-batch": (EncoderBatchSpec, "encoder_batch:encoder_batch"),
 }
 
 

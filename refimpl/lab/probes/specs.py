@@ -13,7 +13,7 @@ from refimpl.lab.bench.spec_types import check_types
 
 __all__ = ["ProbeSpec", "FirstTouchSpec", "SpawnCostSpec", "CacheHitSpec", "RegistryCallSpec", "CrossAttentionReadSpec",
            "CrossAttentionFragmentationSpec", "EngineVsGenerateSpec", "StepOpsSpec", "ServingMemorySpec",
-           "ExplorerReadySpec"]
+           "ExplorerReadySpec", "EncoderBatchSpec"]
 
 READS = ("dense-once", "paged-runs")  # CacheConfig.cross_attention_read
 
@@ -216,3 +216,32 @@ class ExplorerReadySpec(ProbeSpec):
                                   f"no notebooks/00_explore.ipynb in {t!r}")
         if len({Path(t).resolve() for t in self.trees}) < len(self.trees):
             raise ConfigError("trees", "distinct source trees", f"got {' '.join(self.trees)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderBatchSpec(ProbeSpec):
+    """Qwen2.5-VL's vision encoder (the small-scale model start-up runs) on frame pairs batched as a
+    profile video, seconds per pair by batch size: each case ``SIDExPAIRS`` (a square frame of SIDE
+    pixels, SIDE a multiple of 28; PAIRS frame pairs in one forward) timed ``draws`` times, the draws
+    interleaved by case, on one torch thread (issue 43: which batch the calibration may time)."""
+    name: ClassVar[str] = "encoder-batch"
+    at_least: ClassVar[dict[str, float]] = {"draws": 1}
+    model: str = "qwen2.5-vl-3b"
+    cases: tuple[str, ...] = ("896x3", "896x7", "1792x4", "1792x7", "3584x1", "3584x2")
+    draws: int = 3  # timed forwards per case, after one untimed forward
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """(side, pairs) of each case, in order."""
+        return [tuple(int(x) for x in c.split("x")) for c in self.cases]  # type: ignore[misc]
+
+    def check(self) -> None:
+        super().check()
+        from refimpl.config import ModelConfig
+        if ModelConfig(self.model, device="cpu").is_encoder_decoder:
+            raise UnknownModelError("model", "a Qwen2.5-VL model", f"refimpl probe {self.name} encodes video, got {self.model}")
+        if not self.cases:
+            raise ConfigError("cases", "SIDExPAIRS, e.g. 1792x4", "got none")
+        for c in self.cases:
+            side, _, pairs = c.partition("x")
+            if not (side.isdigit() and pairs.isdigit() and int(side) >= 28 and int(side) % 28 == 0 and int(pairs) >= 1):
+                raise ConfigError("cases", "SIDExPAIRS: SIDE a multiple of 28, PAIRS >= 1 (e.g. 1792x4)", f"got {c!r}")

@@ -15,6 +15,7 @@ from refimpl.lab.probes.specs import (
     CacheHitSpec,
     CrossAttentionFragmentationSpec,
     CrossAttentionReadSpec,
+    EncoderBatchSpec,
     EngineVsGenerateSpec,
     ExplorerReadySpec,
     FirstTouchSpec,
@@ -70,6 +71,11 @@ def test_each_bound_refused_below_and_accepted_at_it(cls):
     (ExplorerReadySpec(trees=(str(ROOT / "refimpl"),)), "trees"),          # no notebooks/00_explore.ipynb
     (ExplorerReadySpec(trees=(str(ROOT), str(ROOT) + "/.")), "trees"),
     (ExplorerReadySpec(loads=1.5), "loads"),
+    (EncoderBatchSpec(cases=()), "cases"),
+    (EncoderBatchSpec(cases=("1792x0",)), "cases"),                    # no pair
+    (EncoderBatchSpec(cases=("100x2",)), "cases"),                     # not a multiple of 28
+    (EncoderBatchSpec(cases=("1792",)), "cases"),
+    (EncoderBatchSpec(cases=("0x2",)), "cases"),
 ])
 def test_bad_values_are_refused_naming_the_field(spec, field):
     with pytest.raises(ConfigError) as e:
@@ -81,6 +87,28 @@ def test_a_whisper_probe_refuses_another_model():
     with pytest.raises(UnknownModelError) as e:
         ServingMemorySpec(model="qwen2.5-vl-3b").check()
     assert e.value.field == "model"
+
+
+def test_encoder_batch_refuses_a_whisper_model():
+    with pytest.raises(UnknownModelError) as e:
+        EncoderBatchSpec(model="whisper-tiny").check()
+    assert e.value.field == "model"
+
+
+def test_encoder_batch_times_each_case_per_pair():
+    spec = EncoderBatchSpec(cases=("112x1", "112x3", "224x1"), draws=2)
+    res = _checked(probe_function("encoder-batch")(spec), "encoder-batch", ["112x1", "112x3", "224x1"], 2)
+    assert [res.variants[c]["summary"]["pairs"] for c in spec.cases] == [1, 3, 1]
+    assert [res.variants[c]["summary"]["tokens_per_pair"] for c in spec.cases] == [16, 16, 64]
+    for c, (_, pairs) in zip(spec.cases, spec.pairs()):
+        assert all(r["s"] > 0 and r["s_per_pair"] == pytest.approx(r["s"] / pairs) for r in res.runs(c))
+    assert res.params["torch_num_threads"] == 1 and res.params["cases"] == list(spec.cases)
+
+
+def test_encoder_batch_refuses_a_batch_memory_cannot_hold_before_building_it():
+    with pytest.raises(InsufficientMemoryError) as e:
+        probe_function("encoder-batch")(EncoderBatchSpec(cases=("3584x4096",)))
+    assert e.value.field == "cases"
 
 
 def test_cli_refuses_in_one_line_and_writes_nothing(tmp_path, capsys):

@@ -27,7 +27,7 @@ USAGE = """usage: refimpl bench {startup,serve,wer,calibrate} [FLAGS]   (refimpl
   bench startup   engine start-up per phase and variant (PR #17935); --calls N: the budget experiment
   bench serve     Whisper serving (PRs #24866 / #24989); --design fresh | workload | paired
   bench wer       word error rate of the real whisper-tiny.en weights on the speech clips
-  bench calibrate the start-up cost model's rates on this machine (about a minute)
+  bench calibrate the start-up cost model's rates on this machine (goal 90 s)
                   -> results/<hardware>/calibration.json
   bench sweep     a campaign: runs of bench startup|serve from a file of spec overrides
                   (benchmarks/*.toml), one experiment folder, --resume

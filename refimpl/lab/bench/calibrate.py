@@ -1,4 +1,4 @@
-"""``refimpl bench calibrate``: the start-up cost model's rates on this machine, in about a minute.
+"""``refimpl bench calibrate``: the start-up cost model's rates on this machine, in 90 s or less (quiet).
 
 Each run is a fresh process that first imports what a start-up worker imports, then measures on
 arrays of ``size_mib`` and a few small HF-processor calls (rates in seconds per GiB or per
@@ -25,8 +25,8 @@ refimpl/lab/bench/rates.py ``Rates``, whose ``from_flat`` / ``to_flat`` define e
                       full-size frame (``large.hf.*``: an image, a frame pair per dtype, s per MP)
   model.<m>.*         the first model of each family (qwen2.5, whisper): runner construction,
                       load_model, the text dummy run, the KV cache (s, bytes), the encoder (s and
-                      bytes per token or per item; Qwen2.5-VL: one frame pair at 1024, 4096 and
-                      16384 tokens, each drawn 3 times, s = c + a t + b t^2 per pair, every coefficient >= 0:
+                      bytes per token or per item; Qwen2.5-VL: frame pairs of 1024 and 4096 tokens in
+                      batches of 4 and the 16384-token pair alone, each drawn 3 times, s = c + a t + b t^2 per pair, every coefficient >= 0:
                       fits.pair_price_fit); every Whisper model: one uncached
                       ``get_encdec_max_encoder_len`` call (s)
   rss.*               the process's resident bytes after the imports and each model's weights

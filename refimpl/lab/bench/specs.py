@@ -204,8 +204,8 @@ class WerSpec(Spec):
 @dataclass(frozen=True, kw_only=True)
 class CalibrateSpec(Spec):
     """The start-up cost model's rates on this machine (refimpl/lab/explore/cost_model.py): small
-    arrays and a few small HF-processor calls, each run a fresh process; one run, about 75 s on a quiet
-    slow day of the 2-core VM (each rate a median of repetitions inside the run where it is cheap).
+    arrays and a few small HF-processor calls, each run a fresh process; one run, goal 90 s on a quiet
+    machine (72-73 s on the 2-core Intel VM, 2026-12-06; the dominant rates drawn three times inside it).
     Written to results/<hardware>/calibration.json unless --output-json says otherwise."""
     name: ClassVar[str] = "calibrate"
     models: tuple[str, ...] = SUPPORTED_MODELS  # processors, registry calls; fixed costs of each family's first

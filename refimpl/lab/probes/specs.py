@@ -226,7 +226,8 @@ class EncoderBatchSpec(ProbeSpec):
     interleaved by case, on one torch thread (issue 43: which batch the calibration may time)."""
     name: ClassVar[str] = "encoder-batch"
     at_least: ClassVar[dict[str, float]] = {"draws": 1}
-    model: str = "qwen2.5-vl-3b"
+    model: str = "qwen2.5-vl-3b"  # a Qwen2.5-VL model refimpl ships (its small-scale encoder, random weights)
+    # SIDExPAIRS: frame side in pixels (a multiple of 28) x frame pairs in one forward (3584: the 128k dummy's frame)
     cases: tuple[str, ...] = ("896x3", "896x7", "1792x4", "1792x7", "3584x1", "3584x2")
     draws: int = 3  # timed forwards per case, after one untimed forward
 

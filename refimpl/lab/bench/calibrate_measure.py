@@ -16,9 +16,12 @@ import numpy as np
 from refimpl.lab.bench.fits import median_draw
 from refimpl.utils.mem_utils import RssPeakSampler, rss_bytes
 
-__all__ = ["DRAWS", "drawn", "measure", "median_of", "settle"]
+__all__ = ["DRAWS", "TIMED", "drawn", "measure", "median_of", "settle"]
 
 DRAWS = 3  # draws of each dominant rate inside one run (issue 43): hashing, the full-size HF frame, the encoder
+# seconds inside the timed calls of ``measure`` and their count, since the process started (read by
+# scripts/calibrate_sections.py: how much of a section's wall the timed calls are)
+TIMED: dict[str, float] = {"seconds": 0.0, "calls": 0}
 
 
 def settle(r: dict) -> None:
@@ -55,6 +58,8 @@ def measure(fn: Callable[[], Any]) -> tuple[float, int]:
     t0 = time.perf_counter()
     fn()
     dt = time.perf_counter() - t0
+    TIMED["seconds"] += dt
+    TIMED["calls"] += 1
     if sampler is not None:
         sampler.__exit__(None, None, None)
         return dt, max(0, sampler.peak - rss0)

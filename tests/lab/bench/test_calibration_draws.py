@@ -146,3 +146,21 @@ def test_the_section_plan_draws_each_dominant_rate_three_times(monkeypatch):
     assert len(draws["large.hash_s_per_gib.v0.9.2.ndarray"]) == 1  # a minor rate: drawn once
     assert r["model.qwen2.5-vl-3b.encoder_tokens"] == 64 and r["model.qwen2.5-vl-3b.encoder_pair_s_per_token"] >= 0
     assert gc.get_freeze_count() == 0
+
+
+def test_measure_counts_the_seconds_inside_its_timed_calls():
+    """calibrate_measure.TIMED (read by scripts/calibrate_sections.py) grows by each timed call's seconds."""
+    import time
+
+    from refimpl.lab.bench.calibrate_measure import TIMED, measure
+    seconds, calls = TIMED["seconds"], TIMED["calls"]
+    s, _ = measure(lambda: time.sleep(0.01))
+    assert TIMED["calls"] == calls + 1 and TIMED["seconds"] - seconds == pytest.approx(s)
+
+
+def test_the_sections_script_prints_its_help_without_measuring():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, str(REPO_ROOT / "scripts/calibrate_sections.py"), "--help"],
+                         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+    assert out.returncode == 0 and "usage" in out.stdout and "imports" not in out.stdout

@@ -76,11 +76,22 @@ def test_each_bound_refused_below_and_accepted_at_it(cls):
     (EncoderBatchSpec(cases=("100x2",)), "cases"),                     # not a multiple of 28
     (EncoderBatchSpec(cases=("1792",)), "cases"),
     (EncoderBatchSpec(cases=("0x2",)), "cases"),
+    (EncoderBatchSpec(cases=("28x\u00b2",)), "cases"),                  # a digit int() refuses
+    (EncoderBatchSpec(cases=("\uff11\uff17\uff19\uff12x4",)), "cases"),  # full-width digits
+    (EncoderBatchSpec(cases=("112x01",)), "cases"),                    # a leading zero
+    (EncoderBatchSpec(cases=("112x1", "112x2", "112x1")), "cases"),    # a case twice
 ])
 def test_bad_values_are_refused_naming_the_field(spec, field):
     with pytest.raises(ConfigError) as e:
         spec.check()
     assert e.value.field == field
+
+
+def test_encoder_batch_refuses_bad_cases_in_one_line_without_a_traceback(capsys):
+    for bad in ("28x\u00b2", "\u0968\u096ex1", "112x1 112x1"):
+        assert cli.main(["probe", "encoder-batch", "--cases", *bad.split()]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "error: cases:" in err, err
 
 
 def test_a_whisper_probe_refuses_another_model():
@@ -89,10 +100,11 @@ def test_a_whisper_probe_refuses_another_model():
     assert e.value.field == "model"
 
 
-def test_encoder_batch_refuses_a_whisper_model():
+@pytest.mark.parametrize("model", ["whisper-tiny", "no-such-model"])
+def test_encoder_batch_refuses_a_model_that_is_not_qwen2_5_vl_naming_those_it_takes(model):
     with pytest.raises(UnknownModelError) as e:
-        EncoderBatchSpec(model="whisper-tiny").check()
-    assert e.value.field == "model"
+        EncoderBatchSpec(model=model).check()
+    assert e.value.field == "model" and "qwen2.5-vl-3b" in str(e.value) and "whisper" not in str(e.value.limit)
 
 
 def test_encoder_batch_times_each_case_per_pair():

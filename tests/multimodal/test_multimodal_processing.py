@@ -7,22 +7,10 @@ from PIL import Image
 from refimpl.config import ModelConfig
 from refimpl.multimodal import MultiModalRegistry
 from refimpl.multimodal.photos import load_sample_photos
+from tests.multimodal.utils import assert_same_inputs
 
 QWEN = dict(max_model_len=4096, device="cpu", limit_mm_per_prompt={"image": 3, "video": 1})
 PROMPT = "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>and<|vision_start|><|image_pad|><|vision_end|>?"
-
-
-def _same(a, b):
-    assert a.prompt_token_ids == b.prompt_token_ids
-    assert a.encoder_prompt_token_ids == b.encoder_prompt_token_ids
-    assert a.mm_placeholders == b.mm_placeholders and a.mm_hashes == b.mm_hashes
-    assert a.mm_kwargs.keys() == b.mm_kwargs.keys()
-    for m in a.mm_kwargs:
-        assert len(a.mm_kwargs[m]) == len(b.mm_kwargs[m])
-        for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]):
-            assert x.keys() == y.keys()
-            for k in x:
-                assert x[k].dtype == y[k].dtype and torch.equal(x[k], y[k]), (m, k)
 
 
 @pytest.fixture(scope="module")
@@ -51,15 +39,15 @@ def test_qwen_images_off_cold_warm_partly_warm(images):
     assert (reg.stats.hf_mm_passes, reg.stats.cache_misses, len(reg.processing_cache)) == (1, 2, 2)
     warm = proc.apply(PROMPT, {"image": [a, b]})
     assert (reg.stats.hf_mm_passes, reg.stats.cache_hits) == (1, 2)
-    _same(off, cold)
-    _same(off, warm)
+    assert_same_inputs(off, cold)
+    assert_same_inputs(off, warm)
 
     reg2 = MultiModalRegistry()
     p2 = reg2.create_processor(mc)
     p2.apply("<|image_pad|>", {"image": [b]})
     partly = p2.apply(PROMPT, {"image": [a, b]})  # a missing, b cached
     assert (reg2.stats.hf_mm_passes, reg2.stats.cache_hits, reg2.stats.cache_misses) == (2, 1, 2)
-    _same(off, partly)
+    assert_same_inputs(off, partly)
     # swapped order, all warm: each item keeps its own tensors
     swapped = p2.apply(PROMPT, {"image": [b, a]})
     assert torch.equal(swapped.mm_kwargs["image"][0]["pixel_values"], off.mm_kwargs["image"][1]["pixel_values"])
@@ -79,11 +67,11 @@ def test_qwen_token_prompt_and_mixed_modalities(images):
     reg = MultiModalRegistry()
     proc = reg.create_processor(mc)
     for _ in range(2):
-        _same(off, proc.apply(prompt, data))
+        assert_same_inputs(off, proc.apply(prompt, data))
     # token-id prompts go through the same placeholder expansion
     ids = proc.info.get_tokenizer().encode(prompt)
-    _same(off, proc.apply(ids, data))
-    _same(off, MultiModalRegistry().create_processor(mc, disable_cache=True).apply(ids, data, return_mm_hashes=True))
+    assert_same_inputs(off, proc.apply(ids, data))
+    assert_same_inputs(off, MultiModalRegistry().create_processor(mc, disable_cache=True).apply(ids, data, return_mm_hashes=True))
 
 
 @pytest.mark.parametrize("model,mels", [("whisper-tiny", 80), ("whisper-large-v3", 128)])
@@ -103,7 +91,7 @@ def test_whisper_audio_off_cold_warm(model, mels):
     cold = proc.apply(prompt, {"audio": (audio, 16000)})
     warm = proc.apply("<|startoftranscript|>", {"audio": audio.copy()})  # other prompt, same item
     assert (reg.stats.hf_mm_passes, reg.stats.cache_hits) == (1, 1)
-    _same(off, cold)
+    assert_same_inputs(off, cold)
     assert warm.prompt_token_ids == [50258]
     assert torch.equal(warm.mm_kwargs["audio"][0]["input_features"], feats)
 
@@ -173,7 +161,7 @@ def test_cached_path_never_sends_placeholders_without_items(monkeypatch):
     strict = _StrictProcessor(proc.info.get_hf_processor())
     monkeypatch.setattr(proc.info, "get_hf_processor", lambda: strict)
     for _ in range(2):  # cold, then warm (text-only pass alone)
-        _same(off, proc.apply("<|image_pad|>", {"image": img}))
+        assert_same_inputs(off, proc.apply("<|image_pad|>", {"image": img}))
     # cold: the item's pass; warm: the empty mm-only pass (dummy text, no items) vLLM makes too;
     # the two text-only passes are tokenizer calls
     assert strict.calls == [(1, 1), (0, 0)]

@@ -9,7 +9,9 @@ or property twin:
   (test_cache_key_palette.py, test_cache_key_content.py);
 - a small-pixel Qwen2.5-VL model config (test_dummy_data.py, test_dummy_data_full_size.py);
 - the worst-case formula against a sweep of real processor calls (test_worst_case_formula.py,
-  test_worst_case_image.py).
+  test_worst_case_image.py);
+- two processor outputs compared field by field, tensors by value or by shape (test_multimodal_processing.py,
+  test_shape_only.py).
 """
 from __future__ import annotations
 
@@ -159,3 +161,24 @@ def _sweep(mn, mx):
     for h in range(1, 31):
         for w in range(h, 200 * h + 1, 13):
             yield h, w
+
+
+def assert_same_inputs(a, b, *, values: bool = True) -> None:
+    """Two processor outputs (MultiModalInputs) the same: prompt ids, placeholders, the kwargs' keys and
+    items; each tensor equal in value and dtype (``values``), else in shape and dtype with the grids
+    (``*grid*``, ``second_per_grid_ts``) equal in value (a shape-only output's pixels are not real). With
+    ``values`` the items' hashes too."""
+    assert a.prompt_token_ids == b.prompt_token_ids
+    assert a.encoder_prompt_token_ids == b.encoder_prompt_token_ids
+    assert a.mm_placeholders == b.mm_placeholders
+    if values:
+        assert a.mm_hashes == b.mm_hashes
+    assert a.mm_kwargs.keys() == b.mm_kwargs.keys()
+    for m in a.mm_kwargs:
+        assert len(a.mm_kwargs[m]) == len(b.mm_kwargs[m])
+        for x, y in zip(a.mm_kwargs[m], b.mm_kwargs[m]):
+            assert x.keys() == y.keys()
+            for k in x:
+                assert (tuple(x[k].shape), x[k].dtype) == (tuple(y[k].shape), y[k].dtype), (m, k)
+                if values or "grid" in k or k == "second_per_grid_ts":
+                    assert torch.equal(x[k], y[k]), (m, k)

@@ -9,7 +9,7 @@ import importlib
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 import torch
@@ -23,6 +23,9 @@ from refimpl.lab.bench.specs import CalibrateSpec
 from refimpl.multimodal.hasher import BYTE_PATHS, hash_kwargs_by
 from refimpl.utils.mem_utils import rss_bytes
 
+if TYPE_CHECKING:
+    from refimpl.config import VllmConfig
+
 # (frame side, frame pairs in the batch): 1024, 4096, 16384 tokens per pair. 4 pairs at 1024 and 4096 tokens:
 # a pair there costs the same in a batch of 3-4 as in the 7 of the profile video from 0.11.0; the full-size
 # frame's pair alone, as 0.8.5-0.10.2 encode it (0.11+ encode 3-7, each ~10% dearer in a batch: issue 43,
@@ -30,7 +33,25 @@ from refimpl.utils.mem_utils import rss_bytes
 ENCODER_PAIRS = ((896, 4), (1792, 4), (3584, 1))
 
 __all__ = ["measure", "median_of", "first_use", "fills", "hashes", "copies", "large",
-           "hf_qwen", "model", "whisper", "Section", "plan", "run_plan", "DRAWS", "drawn", "settle"]
+           "hf_qwen", "model", "whisper", "Section", "plan", "run_plan", "DRAWS", "drawn", "settle",
+           "PATCH_DIM", "video_pairs", "runner_config"]
+
+PATCH_DIM = 1176  # Qwen2.5-VL's flattened patch: 3 channels x 2 frames x 14 x 14
+
+
+def video_pairs(side: int, pairs: int) -> dict[str, torch.Tensor]:
+    """A video of ``pairs`` frame pairs of ``side`` x ``side`` pixels as the HF processor returns it:
+    ``pixel_values_videos`` (pairs * (side/14)^2, 1176) float32, ``video_grid_thw`` (1, 3) int64."""
+    g = side // 14
+    return {"pixel_values_videos": torch.zeros(pairs * g * g, PATCH_DIM), "video_grid_thw": torch.tensor([[pairs, g, g]])}
+
+
+def runner_config(model: str) -> VllmConfig:
+    """The VllmConfig the calibration's (and the encoder-batch probe's) runner is built from: ``model`` at
+    the small scale on the CPU, SchedulerConfig's and CacheConfig's defaults, a registry without a cache."""
+    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
+    from refimpl.multimodal.registry import MultiModalRegistry
+    return VllmConfig(ModelConfig(model, device="cpu"), SchedulerConfig(), CacheConfig(), mm_registry=MultiModalRegistry(0))
 
 
 @dataclass(frozen=True)
@@ -180,11 +201,8 @@ def large(r: dict, size: int, draws: Optional[dict] = None, n: int = DRAWS) -> N
 def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int = DRAWS) -> None:
     """Fixed start-up costs of ``model`` at the small scale with SchedulerConfig's defaults; Qwen2.5-VL's
     encoder on each of ENCODER_PAIRS drawn ``encoder_draws`` times (the medians fitted)."""
-    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from refimpl.multimodal.registry import MultiModalRegistry
     from refimpl.worker.gpu_model_runner import GPUModelRunner
-    cfg = VllmConfig(ModelConfig(model, device="cpu"), SchedulerConfig(), CacheConfig(),
-                     mm_registry=MultiModalRegistry(0))
+    cfg = runner_config(model)
     k = f"model.{model}."
     rss0, t0 = rss_bytes(), time.perf_counter()
     runner = GPUModelRunner(cfg)
@@ -209,9 +227,7 @@ def model(r: dict, model: str, draws: Optional[dict] = None, encoder_draws: int 
         pair_tokens = [(side // 14) ** 2 // 4 for side, _ in ENCODER_PAIRS]
         secs: list[list[float]] = [[] for _ in ENCODER_PAIRS]
         peaks: list[list[float]] = [[] for _ in ENCODER_PAIRS]
-        batches = [{"pixel_values_videos": torch.zeros(pairs * (side // 14) ** 2, 1176),  # built once (0.15-0.6 GB
-                    "video_grid_thw": torch.tensor([[pairs, side // 14, side // 14]])}  # each), read by every draw
-                   for side, pairs in ENCODER_PAIRS]
+        batches = [video_pairs(side, pairs) for side, pairs in ENCODER_PAIRS]  # built once, read by every draw
         for _ in range(encoder_draws):  # the draws interleaved by pair size
             for j, ((_, pairs), batch) in enumerate(zip(ENCODER_PAIRS, batches)):
                 s, peak = measure(partial(runner._run_encoder, "video", batch))

@@ -9,25 +9,14 @@ from __future__ import annotations
 
 from functools import partial
 
-import torch
-
 from refimpl.lab.bench.calibrate_measure import measure
+from refimpl.lab.bench.calibrate_sections import PATCH_DIM, runner_config, video_pairs
 from refimpl.lab.bench.common import set_single_thread
 from refimpl.lab.bench.schema import Result
 from refimpl.lab.probes.common import check_fits, result, variant
 from refimpl.lab.probes.specs import EncoderBatchSpec
 
-__all__ = ["PATCH_DIM", "encoder_batch"]
-
-PATCH_DIM = 1176  # Qwen2.5-VL's flattened patch: 3 channels x 2 frames x 14 x 14
-
-
-def _batch(side: int, pairs: int) -> dict[str, torch.Tensor]:
-    """A video of ``pairs`` frame pairs of ``side`` x ``side`` pixels as the HF processor returns it:
-    ``pixel_values_videos`` (pairs * (side/14)^2, 1176) float32, ``video_grid_thw`` (1, 3) int64."""
-    g = side // 14
-    return {"pixel_values_videos": torch.zeros(pairs * g * g, PATCH_DIM),
-            "video_grid_thw": torch.tensor([[pairs, g, g]])}
+__all__ = ["encoder_batch"]
 
 
 def encoder_batch(spec: EncoderBatchSpec) -> Result:
@@ -41,15 +30,11 @@ def encoder_batch(spec: EncoderBatchSpec) -> Result:
     tokens = max(p * (s // 28) ** 2 for s, p in cases)
     check_fits("cases", sum(p * (s // 14) ** 2 * PATCH_DIM * 4 for s, p in cases) + tokens * 30_000,
                f"the inputs and the largest forward's activations ({tokens} tokens)")
-    from refimpl.config import CacheConfig, ModelConfig, SchedulerConfig, VllmConfig
-    from refimpl.multimodal.registry import MultiModalRegistry
     from refimpl.worker.gpu_model_runner import GPUModelRunner
     threads = set_single_thread()
-    cfg = VllmConfig(ModelConfig(spec.model, device="cpu"), SchedulerConfig(), CacheConfig(),
-                     mm_registry=MultiModalRegistry(0))
-    runner = GPUModelRunner(cfg)
+    runner = GPUModelRunner(runner_config(spec.model))
     runner.load_model()
-    batches = [_batch(s, p) for s, p in cases]
+    batches = [video_pairs(s, p) for s, p in cases]
     runs: list[list[dict[str, float]]] = [[] for _ in cases]
     measure(partial(runner._run_encoder, "video", batches[0]))  # untimed
     for k in range(spec.draws):
